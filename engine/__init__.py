@@ -1,0 +1,1 @@
+"""Serving engine: config, sequences, block manager, scheduler, model runner, models."""

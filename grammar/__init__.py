@@ -1,0 +1,1 @@
+"""Grammar side: regex / grammar -> byte automata -> token-level matchers over a Vocabulary."""

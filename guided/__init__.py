@@ -1,0 +1,49 @@
+"""guided: structured generation — constraints compiled to token automata, applied in the engine.
+
+The package root stays light: importing ``guided.grammar`` (a leaf) must not pull in torch or the
+engine, so the public names below are resolved lazily on first use.
+"""
+
+from guided.errors import (
+    CompileTimeoutError,
+    ConfigError,
+    GrammarError,
+    GuidedError,
+    LimitError,
+    ModelLoadError,
+    SchemaError,
+    TokenizerError,
+)
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "Vocabulary": "guided.grammar.vocab",
+    "load_tokenizer": "guided.tokenizer_files",
+    "default_model_dir": "guided.tiny_model",
+    "write_tiny_model": "guided.tiny_model",
+}
+
+__all__ = [
+    "CompileTimeoutError",
+    "ConfigError",
+    "GrammarError",
+    "GuidedError",
+    "LimitError",
+    "ModelLoadError",
+    "SchemaError",
+    "TokenizerError",
+    "__version__",
+    *_LAZY,
+]
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'guided' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,3 @@
+from guided.cli import main
+
+raise SystemExit(main())

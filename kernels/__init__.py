@@ -1,0 +1,1 @@
+"""GPU kernels (Triton), each beside a pure-torch reference that is the CPU fallback and test oracle."""

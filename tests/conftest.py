@@ -1,0 +1,99 @@
+"""Shared fixtures: tokenizers and vocabularies of the three families, and ../shared's data.
+
+Tests that need ../shared (real tokenizers, MaskBench, grammars) skip with a reason when it is
+absent; CI always has it. Override its location with GUIDED_SHARED.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("GUIDED_SHARED", REPO.parent / "shared"))
+
+TOKENIZER_FILES = {
+    "llama3": SHARED / "tokenizers" / "llama3" / "tokenizer.model",
+    "mistral": SHARED / "tokenizers" / "mistral-v1" / "tokenizer.model",
+}
+
+
+def shared_path(*parts: str) -> Path:
+    """A path under ../shared, or a skip naming what is missing."""
+    path = SHARED.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"{path} is absent (the shared data directory beside the checkout); CI has it")
+    return path
+
+
+def pytest_addoption(parser):
+    parser.addoption("--run-slow", action="store_true", help="also run tests marked slow")
+
+
+def pytest_collection_modifyitems(config, items):
+    import importlib.util
+
+    has_cuda = False
+    if importlib.util.find_spec("torch") is not None:
+        import torch
+
+        has_cuda = torch.cuda.is_available()
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU")
+    skip_slow = pytest.mark.skip(reason="slow; run with --run-slow")
+    for item in items:
+        if "gpu" in item.keywords and not has_cuda:
+            item.add_marker(skip_gpu)
+        if "slow" in item.keywords and not config.getoption("--run-slow"):
+            item.add_marker(skip_slow)
+
+
+def _load(name: str):
+    from guided.tokenizer_files import load_tokenizer
+
+    if name == "builtin":
+        return load_tokenizer("builtin")
+    return load_tokenizer(shared_path(*TOKENIZER_FILES[name].relative_to(SHARED).parts))
+
+
+@pytest.fixture(scope="session")
+def tokenizer_builtin():
+    return _load("builtin")
+
+
+@pytest.fixture(scope="session")
+def tokenizer_llama3():
+    return _load("llama3")
+
+
+@pytest.fixture(scope="session")
+def tokenizer_mistral():
+    return _load("mistral")
+
+
+@pytest.fixture(scope="session", params=["builtin", "llama3", "mistral"])
+def any_tokenizer(request):
+    """Each of the three tokenizer families: trained byte-level BPE, Llama 3, Mistral SentencePiece."""
+    return request.getfixturevalue(f"tokenizer_{request.param}")
+
+
+def _vocab(tokenizer):
+    from guided.grammar.vocab import Vocabulary
+
+    return Vocabulary.from_tokenizer(tokenizer)
+
+
+@pytest.fixture(scope="session")
+def vocab_builtin(tokenizer_builtin):
+    return _vocab(tokenizer_builtin)
+
+
+@pytest.fixture(scope="session")
+def vocab_llama3(tokenizer_llama3):
+    return _vocab(tokenizer_llama3)
+
+
+@pytest.fixture(scope="session")
+def vocab_mistral(tokenizer_mistral):
+    return _vocab(tokenizer_mistral)
