@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from guided.errors import TokenizerError
@@ -47,6 +47,8 @@ def test_roundtrip_samples(any_tokenizer, text):
 @given(text=st.text(min_size=1, max_size=40))
 def test_roundtrip_hypothesis(any_tokenizer, text):
     vocab = _cached_vocab(any_tokenizer)
+    # a special token's own text is parsed as that special token by the tokenizer; not plain text
+    assume(not any(t and t in text for t in vocab.special_text.values()))
     assert roundtrip(any_tokenizer, vocab, text) == text.encode("utf-8")
 
 
