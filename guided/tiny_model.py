@@ -109,7 +109,7 @@ def write_tiny_model(out_dir: str | Path, tokenizer: str = "builtin", spec: Tiny
 def tiny_model_dir(tokenizer: str = "builtin", spec: TinyModelSpec | None = None) -> Path:
     """A cached tiny model for (tokenizer, spec), built on first use (atomically)."""
     spec = spec or TinyModelSpec()
-    key_src = json.dumps({"tokenizer": str(tokenizer), **asdict(spec), "v": 1}, sort_keys=True)
+    key_src = json.dumps({"tokenizer": str(tokenizer), **asdict(spec), "v": 2}, sort_keys=True)
     key = f"{spec.arch}-{hashlib.sha256(key_src.encode()).hexdigest()[:12]}"
     root = cache_dir() / "models"
     final = root / key
@@ -148,6 +148,7 @@ def _config(spec: TinyModelSpec, tok):
     vocab_size = -(-n // spec.vocab_multiple) * spec.vocab_multiple
     cls = getattr(transformers, ARCHITECTURES[spec.arch][0])
     kwargs = dict(
+        architectures=[ARCHITECTURES[spec.arch][1]],
         vocab_size=vocab_size,
         hidden_size=spec.hidden_size,
         intermediate_size=spec.intermediate_size,
