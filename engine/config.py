@@ -1,0 +1,135 @@
+"""Config: every engine-wide setting in one flat, checked dataclass."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from guided.errors import ConfigError, ModelLoadError
+
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+@dataclass(slots=True)
+class Config:
+    """Engine configuration.
+
+    Parameters
+    ----------
+    model : str
+        Local Hugging Face model directory (config.json + safetensors). Never a hub id.
+    tokenizer : str, optional
+        Local tokenizer directory; defaults to ``model``.
+    dtype : str
+        "auto" (the checkpoint's dtype on GPU, float32 on CPU), "float32", "bfloat16" or "float16".
+    device : str
+        "auto" (CUDA when available), "cuda", "cuda:N" or "cpu".
+    block_size : int
+        Tokens per KV-cache block.
+    gpu_memory_utilization : float
+        Fraction of the GPU's memory the engine may use in all (weights, activations, KV cache).
+    kv_cache_memory_bytes : int, optional
+        KV pool size in bytes; on CPU defaults to 256 MiB (or what ``max_num_seqs`` full-length
+        sequences need, whichever is smaller).
+    num_kv_blocks : int, optional
+        Exact number of KV blocks (overrides both memory settings; tests use it for tiny pools).
+    max_num_seqs : int
+        Most sequences in one step.
+    max_num_batched_tokens : int
+        Token budget of one step (decodes + prefill chunks).
+    max_model_len : int, optional
+        Longest prompt + output; defaults to the model's ``max_position_embeddings``.
+    enable_prefix_caching : bool
+        Reuse KV blocks of identical full-block prefixes.
+    enable_chunked_prefill : bool
+        Split long prompts into chunks under the token budget (else a prompt is scheduled whole).
+    enforce_eager : bool
+        Disable CUDA graphs for decode steps.
+    cuda_graph_max_batch : int
+        Largest decode batch captured as a CUDA graph.
+    seed : int
+        Seed of requests that give none (each request still gets its own stream).
+    fast_forward : bool
+        Guided decoding: tokens a grammar forces are appended and prefilled as one chunk instead of
+        being decoded one step each.
+    mask_threads : int
+        Threads that fill guided bitmask rows while the forward pass runs.
+    """
+
+    model: str
+    tokenizer: str | None = None
+    dtype: str = "auto"
+    device: str = "auto"
+    block_size: int = 16
+    gpu_memory_utilization: float = 0.9
+    kv_cache_memory_bytes: int | None = None
+    num_kv_blocks: int | None = None
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    max_model_len: int | None = None
+    enable_prefix_caching: bool = True
+    enable_chunked_prefill: bool = True
+    enforce_eager: bool = False
+    cuda_graph_max_batch: int = 256
+    seed: int = 0
+    fast_forward: bool = True
+    mask_threads: int = 4
+    hf_config: dict = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self._check_model()
+        self._check_numbers()
+        self._resolve_max_model_len()
+
+    def _check_model(self) -> None:
+        path = Path(os.fspath(self.model)).expanduser()
+        if not path.is_dir():
+            hint = " (guided never downloads from a model hub; pass a local directory)"
+            raise ModelLoadError(f"model directory {str(self.model)!r} does not exist{hint}")
+        config_file = path / "config.json"
+        if not config_file.is_file():
+            raise ModelLoadError(f"{path} has no config.json; it is not a Hugging Face model directory")
+        self.model = str(path)
+        self.hf_config = json.loads(config_file.read_text())
+        if self.tokenizer is None:
+            self.tokenizer = self.model
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
+        if not (self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
+            raise ConfigError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {self.device!r}")
+
+    def _check_numbers(self) -> None:
+        _positive("block_size", self.block_size)
+        _positive("max_num_seqs", self.max_num_seqs)
+        _positive("max_num_batched_tokens", self.max_num_batched_tokens)
+        _positive("cuda_graph_max_batch", self.cuda_graph_max_batch)
+        _positive("mask_threads", self.mask_threads)
+        if not 0.0 < self.gpu_memory_utilization <= 1.0:
+            raise ConfigError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
+        if self.num_kv_blocks is not None:
+            _positive("num_kv_blocks", self.num_kv_blocks)
+        if self.kv_cache_memory_bytes is not None:
+            _positive("kv_cache_memory_bytes", self.kv_cache_memory_bytes)
+
+    def _resolve_max_model_len(self) -> None:
+        limit = int(self.hf_config.get("max_position_embeddings", 2048))
+        window = self.hf_config.get("sliding_window")
+        if window and self.hf_config.get("use_sliding_window", True):
+            limit = min(limit, int(window))  # exact full attention up to the window, never past it
+        if self.max_model_len is None:
+            self.max_model_len = limit
+        _positive("max_model_len", self.max_model_len)
+        if self.max_model_len > limit:
+            raise ConfigError(f"max_model_len={self.max_model_len} exceeds the model's limit of {limit} tokens")
+        if not self.enable_chunked_prefill and self.max_num_batched_tokens < self.max_model_len:
+            raise ConfigError(
+                f"without chunked prefill max_num_batched_tokens ({self.max_num_batched_tokens}) must be "
+                f">= max_model_len ({self.max_model_len}) so that every prompt fits in one step"
+            )
+
+
+def _positive(name: str, value: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ConfigError(f"{name} must be a positive integer, got {value!r}")

@@ -1,0 +1,342 @@
+"""LLMEngine: requests in, one scheduled step at a time, outputs out.
+
+``add_request`` tokenizes and queues, ``step`` schedules a batch, runs it, appends the sampled tokens,
+runs the stop checks and returns what changed; ``abort`` drops a request and frees its blocks.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from itertools import count
+from pathlib import Path
+
+from guided.errors import ConfigError, ModelLoadError
+
+from .block_manager import BlockManager
+from .config import Config
+from .guided_masks import GuidedMasks
+from .model_runner import BitmaskProvider, ModelRunner
+from .request import Completion, Request, RequestOutput
+from .sampler import sequence_seed
+from .sampling_params import SamplingParams
+from .scheduler import Scheduler
+from .sequence import Sequence
+
+logger = logging.getLogger(__name__)
+
+GRAMMAR_POLL_S = 0.001  # idle wait of a step that only has compiles in flight
+
+
+class LLMEngine:
+    """Continuous-batching engine over a paged KV cache.
+
+    Parameters
+    ----------
+    config : Config
+        Engine settings (model directory, memory, batching limits, ...).
+    tokenizer : transformers tokenizer, optional
+        Defaults to the one in ``config.tokenizer`` (a local directory).
+    stream : bool
+        True: ``step`` returns every request that advanced, text detokenized incrementally. False
+        (offline batches): only finished requests, text decoded once at the end unless stop strings
+        need it earlier — less work per step.
+
+    Attributes
+    ----------
+    bitmask_provider : callable or None
+        Called once a step with the sequences about to sample, while the forward pass runs; returns
+        None or ``(bitmask, rows)``: an int32 ``[num_rows, ceil(vocab_size / 32)]`` bitmask (bit set =
+        allowed) and, per sequence, its row in it or -1 (unconstrained). None uses the built-in
+        ``GuidedMasks``, which masks the sequences of requests added with a ``grammar``.
+    """
+
+    def __init__(self, config: Config, tokenizer=None, stream: bool = True):
+        self.config = config
+        self.stream = stream
+        self.tokenizer = tokenizer if tokenizer is not None else load_hf_tokenizer(config.tokenizer)
+        self.eos_token_ids = eos_token_ids(config, self.tokenizer)
+        self.runner = ModelRunner(config, self.eos_token_ids, len(self.tokenizer))
+        self.block_manager = BlockManager(self.runner.num_blocks, config.block_size, config.enable_prefix_caching)
+        self.scheduler = Scheduler(config, self.block_manager)
+        self.max_seq_len = min(config.max_model_len, self.runner.num_blocks * config.block_size)
+        self.requests: dict[str, Request] = {}
+        self.completions: dict[int, Completion] = {}
+        self.bitmask_provider: BitmaskProvider | None = None
+        self.guided_masks = GuidedMasks(self.vocab_size, config.max_num_seqs, self.runner.device, config.mask_threads)
+        self.pending_grammars: dict[str, Request] = {}  # requests whose constraint is still compiling
+        self._finished_early: list[Request] = []  # finished before any step (forced text only)
+        self.num_output_tokens = 0
+        self.num_forced_tokens = 0
+        self._ids = count()
+
+    @classmethod
+    def from_model(cls, model: str, tokenizer=None, stream: bool = True, **config) -> LLMEngine:
+        """An engine for the local model directory ``model`` with ``Config`` fields as keywords."""
+        return cls(Config(model=str(model), **config), tokenizer, stream)
+
+    @property
+    def vocab_size(self) -> int:
+        """The lm_head width (padded past the tokenizer when the checkpoint is); bitmasks cover it."""
+        return self.runner.vocab_size
+
+    # ------------------------------------------------------------------ requests
+    def add_request(
+        self,
+        prompt: str | list[int],
+        params: SamplingParams | None = None,
+        request_id: str | None = None,
+        grammar=None,
+    ) -> str:
+        """Queue a prompt (text or token ids); returns its request id.
+
+        ``grammar`` constrains the output: a compiled grammar (anything with ``matcher()``) or a compile
+        in flight (``ready()`` / ``result()``, e.g. guided's ``PendingGrammar``). A request whose
+        grammar is still compiling waits outside the scheduler; the batch never waits for it. A compile
+        that fails ends that request alone, with ``finish_reason == "error"`` and the message in
+        ``RequestOutput.error``.
+        """
+        params = params or SamplingParams()
+        request_id = str(next(self._ids)) if request_id is None else str(request_id)
+        if request_id in self.requests:
+            raise ConfigError(f"request id {request_id!r} is already in use")
+        text, ids = (prompt, self.tokenizer.encode(prompt)) if isinstance(prompt, str) else (None, list(prompt))
+        self._check_prompt(ids)
+        seqs = [Sequence(ids, params, request_id, i) for i in range(params.n)]
+        for seq in seqs:
+            seq.seed = sequence_seed(seq, self.config.seed)
+        request = Request(request_id, text, ids, params, seqs, self.tokenizer)
+        self.requests[request_id] = request
+        for c in request.completions:
+            self.completions[c.seq.seq_id] = c
+        if grammar is None:
+            self._schedule(request)
+        elif hasattr(grammar, "matcher"):
+            self._attach(request, grammar)
+        else:
+            request.grammar = grammar
+            self.pending_grammars[request_id] = request
+        return request_id
+
+    def _schedule(self, request: Request) -> None:
+        for seq in request.seqs:
+            self.scheduler.add(seq)
+
+    def _attach(self, request: Request, compiled) -> None:
+        """Give each completion its own matcher over the compiled grammar, then schedule it.
+
+        Text the grammar forces from its start is appended at once, to be prefilled with the prompt.
+        """
+        request.grammar = None
+        for seq in request.seqs:
+            seq.constraint = compiled.matcher()
+            if self.config.fast_forward:
+                self._fast_forward(seq)
+            if not seq.is_finished:
+                self.scheduler.add(seq)
+        if request.finished:  # e.g. max_tokens reached by forced text alone
+            self._finished_early.append(request)
+
+    def _admit_grammars(self) -> list[RequestOutput]:
+        """Requests whose constraint finished compiling join the queue; failed ones end with the error."""
+        failed = []
+        for request_id, request in list(self.pending_grammars.items()):
+            if not request.grammar.ready():
+                continue
+            del self.pending_grammars[request_id]
+            try:
+                compiled = request.grammar.result()
+            except Exception as e:  # the compiler's error, reported on this request alone
+                request.error = str(e) or type(e).__name__
+                for seq in request.seqs:
+                    self.scheduler.finish(seq, "error")
+                failed.append(self._output(request))
+                continue
+            self._attach(request, compiled)
+        return failed
+
+    def _check_prompt(self, ids: list[int]) -> None:
+        if not ids:
+            raise ConfigError("the prompt is empty (no tokens)")
+        if len(ids) >= self.max_seq_len:
+            raise ConfigError(f"the prompt has {len(ids)} tokens; at most {self.max_seq_len - 1} fit (max_model_len)")
+        if min(ids) < 0 or max(ids) >= self.vocab_size:
+            raise ConfigError(f"prompt token ids must be in [0, {self.vocab_size})")
+
+    def abort(self, request_id: str) -> bool:
+        """Drop a request wherever it is and free its blocks; False if it is unknown or already done."""
+        request = self.requests.pop(str(request_id), None)
+        if request is None:
+            return False
+        self.pending_grammars.pop(request.request_id, None)
+        self.scheduler.abort([s for s in request.seqs if not s.is_finished])
+        self._forget(request)
+        return True
+
+    def has_unfinished(self) -> bool:
+        return self.scheduler.has_unfinished() or bool(self.pending_grammars) or bool(self._finished_early)
+
+    def stats(self) -> dict:
+        """Queue lengths, KV pool use, prefix-cache hit rate and preemptions, for metrics."""
+        bm = self.block_manager
+        return {
+            "num_running": len(self.scheduler.running),
+            "num_waiting": len(self.scheduler.waiting),
+            "num_blocks": bm.num_blocks,
+            "num_free_blocks": bm.num_free_blocks,
+            "prefix_cache_hit_rate": bm.num_hit_tokens / max(bm.num_queried_tokens, 1),
+            "num_preemptions": self.scheduler.num_preemptions,
+            "num_pending_grammars": len(self.pending_grammars),
+            "num_output_tokens": self.num_output_tokens,
+            "num_forced_tokens": self.num_forced_tokens,
+            "forced_fraction": self.num_forced_tokens / max(self.num_output_tokens, 1),
+        }
+
+    # ------------------------------------------------------------------ one step
+    def step(self) -> list[RequestOutput]:
+        """Schedule and run one batch; return the outputs of the requests that advanced."""
+        outputs = self._admit_grammars() if self.pending_grammars else []
+        if self._finished_early:
+            outputs += [self._output(r) for r in self._finished_early if r.request_id in self.requests]
+            self._finished_early.clear()
+        batch = self.scheduler.schedule()
+        if not batch:
+            if self.pending_grammars and not outputs:
+                time.sleep(GRAMMAR_POLL_S)  # only compiles are in flight: do not spin
+            return outputs
+        seqs, sampled = self.runner.execute(batch, self.bitmask_provider or self.guided_masks)
+        for seq, n in zip(batch.seqs, batch.num_tokens, strict=True):
+            seq.num_computed_tokens += n
+            self.block_manager.cache_computed_blocks(seq)
+        if sampled is None:
+            return outputs
+        token_ids = sampled.token_ids.tolist()  # the one device-to-host copy of the step
+        logprobs = _logprob_rows(sampled) if sampled.logprobs is not None else None
+        touched: dict[str, Request] = {}
+        now = time.perf_counter()
+        for i, seq in enumerate(seqs):
+            self._append(seq, token_ids[i], logprobs[i] if logprobs else None)
+            if seq.constraint is not None and self.config.fast_forward and not seq.is_finished:
+                self._fast_forward(seq)
+            request = self.requests[seq.request_id]
+            request.first_token_time = request.first_token_time or now
+            if self.stream or seq.is_finished:
+                touched[seq.request_id] = request
+        return outputs + [self._output(r) for r in touched.values() if self.stream or r.finished]
+
+    def _fast_forward(self, seq: Sequence) -> None:
+        """Append the tokens the grammar forces; the next step prefills them as one chunk."""
+        for token_id in seq.constraint.forced_tokens():
+            self._append(seq, token_id, None, forced=True)
+            self.num_forced_tokens += 1
+            if seq.is_finished:  # max_tokens or a stop string, checked on forced tokens too
+                break
+
+    def _append(self, seq: Sequence, token_id: int, logprobs: dict[int, float] | None, forced: bool = False) -> None:
+        matcher = seq.constraint
+        if matcher is not None and not matcher.accept_token(token_id):
+            self._constraint_violation(seq, token_id)
+            return
+        seq.append_token(token_id)
+        seq.forced.append(forced)
+        self.num_output_tokens += 1
+        if seq.logprobs is not None and (logprobs is not None or forced):
+            # a forced token had no alternative under the constraint: probability 1
+            seq.logprobs.append({token_id: 0.0} if forced else _top(logprobs, token_id, seq.params.logprobs))
+        completion = self.completions[seq.seq_id]
+        delta = completion.detokenize() if self.stream or seq.params.stop else ""
+        reason = self._stop_reason(seq, completion, token_id, delta)
+        if reason is None and matcher is not None and matcher.is_terminated():
+            reason = "stop"  # the grammar ended (EOS accepted), even under ignore_eos
+        if reason is not None:
+            if not isinstance(seq.stop_reason, str):  # a stop string already cut the text
+                completion.detokenize()
+                completion.text += completion.detokenizer.flush()
+            self.scheduler.finish(seq, reason)
+
+    def _constraint_violation(self, seq: Sequence, token_id: int) -> None:
+        """A sampled token the matcher refuses (masks make this impossible): end the sequence loudly."""
+        request = self.requests[seq.request_id]
+        request.error = f"sampled token {token_id} is outside the request's constraint (this is a bug)"
+        logger.error("request %s: %s", seq.request_id, request.error)
+        self.scheduler.finish(seq, "error")
+
+    def _stop_reason(self, seq: Sequence, c: Completion, token_id: int, delta: str) -> str | None:
+        p = seq.params
+        if seq.num_output_tokens >= p.min_tokens:  # before that, EOS and stop ids were masked
+            if token_id in p.stop_token_ids:
+                seq.stop_reason = token_id
+                return "stop"
+            if not p.ignore_eos and token_id in self.eos_token_ids:
+                return "stop"
+            if p.stop and delta and self._find_stop(seq, c, delta):
+                return "stop"
+        if seq.num_output_tokens >= p.max_tokens or seq.num_tokens >= self.max_seq_len:
+            return "length"
+        return None
+
+    def _find_stop(self, seq: Sequence, c: Completion, delta: str) -> bool:
+        start = max(0, len(c.text) - len(delta) - c.hold)
+        hits = [(i, s) for s in seq.params.stop if (i := c.text.find(s, start)) >= 0]
+        if not hits:
+            return False
+        i, stop = min(hits)
+        c.text = c.text[: i + (len(stop) if seq.params.include_stop_str_in_output else 0)]
+        seq.stop_reason = stop
+        return True
+
+    def _output(self, request: Request) -> RequestOutput:
+        if request.finished:
+            request.finish_time = time.perf_counter()
+        output = request.output()
+        if request.finished:
+            self.requests.pop(request.request_id, None)
+            self._forget(request)
+        return output
+
+    def _forget(self, request: Request) -> None:
+        for seq in request.seqs:
+            self.completions.pop(seq.seq_id, None)
+
+
+def _logprob_rows(sampled) -> list[dict[int, float]]:
+    chosen = sampled.logprobs.tolist()
+    ids = sampled.token_ids.tolist()
+    rows = [{t: lp} for t, lp in zip(ids, chosen, strict=True)]
+    if sampled.top_ids is not None:
+        for row, tops, lps in zip(rows, sampled.top_ids.tolist(), sampled.top_logprobs.tolist(), strict=True):
+            for t, lp in zip(tops, lps, strict=True):
+                row.setdefault(t, lp)
+    return rows
+
+
+def _top(row: dict[int, float], token_id: int, k: int) -> dict[int, float]:
+    """The sampled token's logprob first, then the top ``k`` alternatives."""
+    out = {token_id: row[token_id]}
+    for t, lp in list(row.items())[1 : k + 1]:
+        out.setdefault(t, lp)
+    return out
+
+
+def load_hf_tokenizer(path: str):
+    """A transformers tokenizer from a local directory (never the network)."""
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    except Exception as e:  # transformers raises many types; report one
+        raise ModelLoadError(f"cannot load a tokenizer from {path}: {e}") from e
+
+
+def eos_token_ids(config: Config, tokenizer) -> list[int]:
+    """EOS ids of generation_config.json, config.json and the tokenizer, in that order, deduplicated."""
+    ids: list[int] = []
+    gen = Path(config.model) / "generation_config.json"
+    sources = [json.loads(gen.read_text()).get("eos_token_id") if gen.is_file() else None,
+               config.hf_config.get("eos_token_id"), getattr(tokenizer, "eos_token_id", None)]  # fmt: skip
+    for value in sources:
+        for i in value if isinstance(value, list) else [value]:
+            if isinstance(i, int) and i not in ids:
+                ids.append(i)
+    return ids

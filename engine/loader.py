@@ -1,0 +1,84 @@
+"""Loading a model from a local Hugging Face directory: config.json + safetensors, never the network."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from guided.errors import ModelLoadError
+
+from .models import MODEL_TYPES, ModelArgs
+
+
+def safetensors_files(model_dir: str | Path) -> list[Path]:
+    """The checkpoint's safetensors files (one, or the shards an index names)."""
+    path = Path(model_dir)
+    if not path.is_dir():
+        raise ModelLoadError(
+            f"model directory {str(model_dir)!r} does not exist (guided never downloads from a model hub)"
+        )
+    index = path / "model.safetensors.index.json"
+    if index.is_file():
+        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        missing = [s for s in shards if not (path / s).is_file()]
+        if missing:
+            raise ModelLoadError(f"{path}: shards named by {index.name} are missing: {missing[:3]}")
+        return [path / s for s in shards]
+    files = sorted(path.glob("*.safetensors"))
+    if not files:
+        other = [p.name for p in path.glob("*.bin")] + [p.name for p in path.glob("*.pt")]
+        hint = f" (found {other[:3]}; convert them to safetensors)" if other else ""
+        raise ModelLoadError(f"{path} has no .safetensors weights{hint}")
+    return files
+
+
+def load_model(model_dir: str | Path, hf_config: dict, dtype: torch.dtype, device: torch.device):
+    """Build the model for ``hf_config`` on ``device`` in ``dtype`` and load its weights.
+
+    Returns
+    -------
+    torch.nn.Module
+        The model in eval mode, every parameter loaded from the checkpoint.
+    """
+    from safetensors import safe_open
+
+    model_type = hf_config.get("model_type")
+    if model_type not in MODEL_TYPES:
+        raise ModelLoadError(f"model_type {model_type!r} is not supported (supported: {sorted(MODEL_TYPES)})")
+    files = safetensors_files(model_dir)
+    model = _build(MODEL_TYPES[model_type], ModelArgs.from_hf(hf_config), dtype, device)
+    loaded: set[str] = set()
+    for file in files:
+        with safe_open(str(file), framework="pt", device="cpu") as f:
+            for name in f.keys():
+                if model.load_weight(name, f.get_tensor(name)):
+                    loaded.add(name.removeprefix("model."))
+    missing = sorted(_expected_names(model) - loaded)
+    if missing:
+        raise ModelLoadError(f"{model_dir}: the checkpoint lacks weights {missing[:4]} ({len(missing)} missing)")
+    return model.eval()
+
+
+def _build(cls, args: ModelArgs, dtype: torch.dtype, device: torch.device):
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device(device):
+            return cls(args)
+    finally:
+        torch.set_default_dtype(previous)
+
+
+def _expected_names(model) -> set[str]:
+    """Checkpoint names every parameter needs; a fused one needs all its shards (q/k/v, gate/up)."""
+    expected = set()
+    for name, _ in model.named_parameters():  # a tied lm_head is not listed (it is embed_tokens)
+        parts = [part for part, (fused, _) in model.STACKED.items() if f".{fused}." in name]
+        if parts:
+            fused = model.STACKED[parts[0]][0]
+            expected.update(name.replace(fused, part) for part in parts)
+        else:
+            expected.add(name)
+    return expected

@@ -1,0 +1,185 @@
+"""ModelRunner: loads the model, owns the KV pool, turns a scheduled step into one forward pass.
+
+Per step it builds plain Python lists (token ids, positions, KV slots, query offsets, context lengths,
+block tables) and copies each to the device once. On CUDA, pure-decode steps replay a captured CUDA
+graph of the padded batch size; every other step (and everything on CPU) runs eagerly.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import torch
+
+from guided.errors import ConfigError
+
+from .config import Config
+from .context import StepContext
+from .cuda_graphs import DecodeGraphs
+from .loader import load_model
+from .sampler import Sampler
+from .scheduler import ScheduledBatch
+from .sequence import Sequence
+
+logger = logging.getLogger(__name__)
+
+CPU_KV_CACHE_BYTES = 256 << 20
+
+# (sequences to sample) -> (int32 bitmask [rows, ceil(V/32)] on any device, row of each sequence or -1)
+BitmaskProvider = Callable[[list[Sequence]], "tuple[torch.Tensor, list[int]] | None"]
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"device {name!r} was asked for but CUDA is not available")
+    return torch.device(name)
+
+
+def resolve_dtype(name: str, hf_config: dict, device: torch.device) -> torch.dtype:
+    if name == "auto":
+        if device.type == "cpu":
+            return torch.float32
+        name = hf_config.get("torch_dtype") or hf_config.get("dtype") or "bfloat16"
+        name = "bfloat16" if name == "float32" else name  # serve fp32 checkpoints in bf16 on GPU
+    return getattr(torch, name)
+
+
+class ModelRunner:
+    def __init__(self, config: Config, eos_ids: list[int], num_text_tokens: int):
+        self.config = config
+        self.device = resolve_device(config.device)
+        if self.device.type == "cuda" and self.device.index is not None:
+            torch.cuda.set_device(self.device)  # Triton launches on the current device
+        self.dtype = resolve_dtype(config.dtype, config.hf_config, self.device)
+        self.block_size = config.block_size
+        self.model = load_model(config.model, config.hf_config, self.dtype, self.device)
+        self.vocab_size = self.model.args.vocab_size
+        self.sampler = Sampler(self.vocab_size, num_text_tokens, eos_ids, self.device)
+        self.num_blocks = self._num_kv_blocks()
+        self._allocate_kv_cache(self.num_blocks)
+        self.graphs = None
+        if self.device.type == "cuda" and not config.enforce_eager:
+            self.graphs = DecodeGraphs(self, config.cuda_graph_max_batch, config.max_model_len)
+
+    # ------------------------------------------------------------------ KV pool
+    def block_bytes(self) -> int:
+        """Bytes of one KV block: 2 (K and V) x layers x kv_heads x head_dim x dtype bytes per token."""
+        a = self.model.args
+        per_token = 2 * a.num_layers * a.num_kv_heads * a.head_dim * self.dtype.itemsize
+        return per_token * self.block_size
+
+    def _num_kv_blocks(self) -> int:
+        cfg = self.config
+        if cfg.num_kv_blocks is not None:
+            return cfg.num_kv_blocks
+        if self.device.type == "cuda":
+            budget = self._cuda_kv_budget()
+        else:
+            full = cfg.max_num_seqs * (cfg.max_model_len + self.block_size) // self.block_size * self.block_bytes()
+            budget = cfg.kv_cache_memory_bytes or min(CPU_KV_CACHE_BYTES, full)
+        num_blocks = int(budget // self.block_bytes())
+        if num_blocks * self.block_size < cfg.max_model_len:
+            raise ConfigError(
+                f"the KV cache has room for {max(num_blocks, 0) * self.block_size} tokens, fewer than "
+                f"max_model_len={cfg.max_model_len}; raise gpu_memory_utilization/kv_cache_memory_bytes "
+                "or lower max_model_len"
+            )
+        return num_blocks
+
+    def _cuda_kv_budget(self) -> int:
+        if self.config.kv_cache_memory_bytes:
+            return self.config.kv_cache_memory_bytes
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(self.device)
+        self._profile_run()
+        torch.cuda.empty_cache()  # what the profile run cached is counted once, as its activation peak
+        free, total = torch.cuda.mem_get_info(self.device)
+        stats = torch.cuda.memory_stats(self.device)
+        activations = stats["allocated_bytes.all.peak"] - stats["allocated_bytes.all.current"]
+        return int(total * self.config.gpu_memory_utilization - (total - free) - activations)
+
+    @torch.inference_mode()
+    def _profile_run(self) -> None:
+        """A forward pass of the largest step, so the activation peak is known before sizing the pool."""
+        cfg = self.config
+        num_tokens = min(cfg.max_num_batched_tokens, cfg.max_model_len)
+        self._allocate_kv_cache(-(-num_tokens // self.block_size))
+        table = list(range(-(-num_tokens // self.block_size)))
+        ctx = self._context(list(range(num_tokens)), [0, num_tokens], [num_tokens], [table], num_tokens)
+        ids = torch.zeros(num_tokens, dtype=torch.long, device=self.device)
+        hidden = self.model(ids, torch.arange(num_tokens, device=self.device), ctx)
+        rows = min(cfg.max_num_seqs, num_tokens)
+        self.model.logits(hidden[:rows])
+        self._allocate_kv_cache(0)
+        torch.cuda.synchronize(self.device)
+
+    def _allocate_kv_cache(self, num_blocks: int) -> None:
+        a = self.model.args
+        shape = (2, a.num_layers, num_blocks, self.block_size, a.num_kv_heads, a.head_dim)
+        self.kv_cache = None  # release the old pool first
+        self.kv_cache = torch.empty(shape, dtype=self.dtype, device=self.device)
+        for i, attn in enumerate(self.model.attention_layers()):
+            attn.k_cache, attn.v_cache = self.kv_cache[0, i], self.kv_cache[1, i]
+
+    # ------------------------------------------------------------------ one step
+    @torch.inference_mode()
+    def execute(self, batch: ScheduledBatch, bitmask_provider: BitmaskProvider | None = None):
+        """Run ``batch``; return the sequences that sampled and the ``SampleOutput`` (None if none did)."""
+        ids, positions, slots, cu, seq_lens, tables, sample_rows, sample_seqs = self._prepare(batch)
+        if self.graphs is not None and self.graphs.can_run(batch, len(sample_seqs)):
+            hidden = self.graphs.run(ids, positions, slots, seq_lens, tables)
+        else:
+            ctx = self._context(slots, cu, seq_lens, tables, max(batch.num_tokens))
+            hidden = self.model(self._to_device(ids, torch.long), self._to_device(positions, torch.long), ctx)
+        if not sample_seqs:
+            return sample_seqs, None
+        logits = self.model.logits(hidden[self._to_device(sample_rows, torch.long)])
+        sampling = self.sampler.prepare(sample_seqs)
+        bitmask, bitmask_rows = self._bitmask(bitmask_provider, sample_seqs)
+        return sample_seqs, self.sampler(logits, sampling, bitmask, bitmask_rows)
+
+    def _prepare(self, batch: ScheduledBatch):
+        ids, positions, slots, cu, seq_lens, tables = [], [], [], [0], [], []
+        sample_rows, sample_seqs = [], []
+        bs = self.block_size
+        for seq, n in zip(batch.seqs, batch.num_tokens, strict=True):
+            start, end = seq.num_computed_tokens, seq.num_computed_tokens + n
+            ids.extend(seq.token_ids[start:end])
+            positions.extend(range(start, end))
+            table = seq.block_table
+            for b in range(start // bs, (end - 1) // bs + 1):  # slots, one block's run at a time
+                base = table[b] * bs
+                slots.extend(range(base + max(start - b * bs, 0), base + min(end - b * bs, bs)))
+            cu.append(cu[-1] + n)
+            seq_lens.append(end)
+            tables.append(table)
+            if end == seq.num_tokens:  # the chunk reaches the end: sample the next token
+                sample_rows.append(cu[-1] - 1)
+                sample_seqs.append(seq)
+        return ids, positions, slots, cu, seq_lens, tables, sample_rows, sample_seqs
+
+    def _context(self, slots, cu, seq_lens, tables, max_seqlen_q: int) -> StepContext:
+        width = max(len(t) for t in tables)
+        padded = [t + [0] * (width - len(t)) for t in tables]
+        return StepContext(
+            slot_mapping=self._to_device(slots, torch.long),
+            block_tables=self._to_device(padded, torch.int32),
+            cu_seqlens_q=self._to_device(cu, torch.int32),
+            seq_lens=self._to_device(seq_lens, torch.int32),
+            max_seqlen_q=max_seqlen_q,
+        )
+
+    def _to_device(self, values: list, dtype: torch.dtype) -> torch.Tensor:
+        pin = self.device.type == "cuda"
+        return torch.tensor(values, dtype=dtype, pin_memory=pin).to(self.device, non_blocking=True)
+
+    def _bitmask(self, provider: BitmaskProvider | None, seqs: list[Sequence]):
+        """Ask the provider (while the GPU is still busy with the forward pass) for the step's bitmask."""
+        result = provider(seqs) if provider is not None else None
+        if result is None:
+            return None, None
+        bitmask, rows = result
+        return bitmask.to(self.device, non_blocking=True), self._to_device(rows, torch.int32)

@@ -1,0 +1,257 @@
+"""Llama 2/3, Mistral, Qwen2 and Qwen3 in one implementation over the paged KV cache.
+
+Differences are flags read from config.json: Qwen2 has biases on q/k/v, Qwen3 RMS-normalises q and k
+per head before the rotary embedding. q/k/v and gate/up are fused into one matmul each; the loader
+writes the checkpoint's separate weights into their slices (``load_weight``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from guided.kernels.kv_store import store_kv, store_kv_ref
+from guided.kernels.paged_attention import paged_attention, paged_attention_ref
+from torch import nn
+
+from guided.errors import ModelLoadError
+
+from ..context import StepContext
+from .cpu_attention import decode_attention_cpu
+
+
+@dataclass(slots=True)
+class ModelArgs:
+    model_type: str
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    rms_norm_eps: float
+    rope_theta: float
+    rope_scaling: dict | None
+    max_position_embeddings: int
+    tie_word_embeddings: bool
+    qkv_bias: bool
+    qk_norm: bool
+
+    @classmethod
+    def from_hf(cls, cfg: dict) -> ModelArgs:
+        model_type = cfg.get("model_type", "")
+        heads = cfg["num_attention_heads"]
+        rope = dict(cfg.get("rope_parameters") or cfg.get("rope_scaling") or {})
+        theta = rope.get("rope_theta", cfg.get("rope_theta", 10000.0))
+        kind = rope.get("rope_type", rope.get("type", "default"))
+        return cls(
+            model_type=model_type,
+            vocab_size=cfg["vocab_size"],
+            hidden_size=cfg["hidden_size"],
+            intermediate_size=cfg["intermediate_size"],
+            num_layers=cfg["num_hidden_layers"],
+            num_heads=heads,
+            num_kv_heads=cfg.get("num_key_value_heads") or heads,
+            head_dim=cfg.get("head_dim") or cfg["hidden_size"] // heads,
+            rms_norm_eps=cfg.get("rms_norm_eps", 1e-6),
+            rope_theta=float(theta),
+            rope_scaling=None if kind == "default" else {**rope, "rope_type": kind},
+            max_position_embeddings=cfg.get("max_position_embeddings", 2048),
+            tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+            qkv_bias=model_type == "qwen2" or bool(cfg.get("attention_bias", False)),
+            qk_norm=model_type == "qwen3",
+        )
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        x = x.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x.to(dtype)
+
+
+class RotaryEmbedding(nn.Module):
+    def __init__(self, args: ModelArgs):
+        super().__init__()
+        inv_freq = _inv_freq(args)
+        t = torch.arange(args.max_position_embeddings, dtype=torch.float32)
+        freqs = t[:, None] * inv_freq[None, :]
+        emb = torch.cat([freqs, freqs], dim=-1)
+        # cos_sin: [max_positions, 2, head_dim], float32; cast to the activations' dtype at use (as HF does)
+        self.register_buffer("cos_sin", torch.stack([emb.cos(), emb.sin()], dim=1), persistent=False)
+
+    def forward(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor):
+        # q: [num_tokens, num_heads, head_dim]; k: [num_tokens, num_kv_heads, head_dim]
+        cs = self.cos_sin[positions].to(q.dtype)
+        cos, sin = cs[:, 0].unsqueeze(1), cs[:, 1].unsqueeze(1)
+        return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat([-x2, x1], dim=-1)
+
+
+def _inv_freq(args: ModelArgs) -> torch.Tensor:
+    dim = args.head_dim
+    inv_freq = 1.0 / (args.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+    rs = args.rope_scaling
+    if rs is None:
+        return inv_freq
+    if rs["rope_type"] == "linear":
+        return inv_freq / rs["factor"]
+    if rs["rope_type"] == "llama3":
+        return _llama3_inv_freq(inv_freq, rs)
+    raise ModelLoadError(f"rope type {rs['rope_type']!r} is not supported (supported: default, linear, llama3)")
+
+
+def _llama3_inv_freq(inv_freq: torch.Tensor, rs: dict) -> torch.Tensor:
+    factor, low, high = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"]
+    old_len = rs["original_max_position_embeddings"]
+    wavelen = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelen > old_len / low, inv_freq / factor, inv_freq)
+    smooth = (old_len / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < old_len / high) * ~(wavelen > old_len / low)
+    return torch.where(medium, smoothed, scaled)
+
+
+class Attention(nn.Module):
+    def __init__(self, args: ModelArgs):
+        super().__init__()
+        self.num_heads, self.num_kv_heads, self.head_dim = args.num_heads, args.num_kv_heads, args.head_dim
+        self.q_size = args.num_heads * args.head_dim
+        self.kv_size = args.num_kv_heads * args.head_dim
+        self.scale = args.head_dim**-0.5
+        self.qkv_proj = nn.Linear(args.hidden_size, self.q_size + 2 * self.kv_size, bias=args.qkv_bias)
+        self.o_proj = nn.Linear(self.q_size, args.hidden_size, bias=False)
+        self.qk_norm = args.qk_norm
+        if args.qk_norm:
+            self.q_norm = RMSNorm(args.head_dim, args.rms_norm_eps)
+            self.k_norm = RMSNorm(args.head_dim, args.rms_norm_eps)
+        self.k_cache = self.v_cache = torch.empty(0)  # [num_blocks, block_size, num_kv_heads, head_dim]
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, rotary: RotaryEmbedding, ctx: StepContext):
+        q, k, v = self.qkv_proj(x).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
+        q = q.view(-1, self.num_heads, self.head_dim)
+        k = k.view(-1, self.num_kv_heads, self.head_dim)
+        v = v.view(-1, self.num_kv_heads, self.head_dim)
+        if self.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = rotary(positions, q, k)
+        if q.is_cuda:  # the Triton kernels
+            store_kv(k, v, self.k_cache, self.v_cache, ctx.slot_mapping)
+            out = paged_attention(q, self.k_cache, self.v_cache, ctx.block_tables, ctx.cu_seqlens_q, ctx.seq_lens,
+                                  self.scale, ctx.max_seqlen_q)  # fmt: skip
+        else:  # CPU: the torch references (never Triton's interpreter), batched for pure decodes
+            store_kv_ref(k, v, self.k_cache, self.v_cache, ctx.slot_mapping)
+            out = self._attend_cpu(q, ctx)
+        return self.o_proj(out.view(-1, self.q_size))
+
+    def _attend_cpu(self, q: torch.Tensor, ctx: StepContext) -> torch.Tensor:
+        if ctx.max_seqlen_q == 1:
+            return decode_attention_cpu(q, self.k_cache, self.v_cache, ctx.block_tables, ctx.seq_lens, self.scale)
+        return paged_attention_ref(q, self.k_cache, self.v_cache, ctx.block_tables, ctx.cu_seqlens_q, ctx.seq_lens,
+                                   self.scale, ctx.max_seqlen_q)  # fmt: skip
+
+
+class MLP(nn.Module):
+    def __init__(self, args: ModelArgs):
+        super().__init__()
+        self.intermediate_size = args.intermediate_size
+        self.gate_up_proj = nn.Linear(args.hidden_size, 2 * args.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(args.intermediate_size, args.hidden_size, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = self.gate_up_proj(x).split(self.intermediate_size, dim=-1)
+        return self.down_proj(F.silu(gate) * up)
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, args: ModelArgs):
+        super().__init__()
+        self.input_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps)
+        self.self_attn = Attention(args)
+        self.post_attention_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps)
+        self.mlp = MLP(args)
+
+    def forward(self, x, positions, rotary, ctx):
+        x = x + self.self_attn(self.input_layernorm(x), positions, rotary, ctx)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class LlamaForCausalLM(nn.Module):
+    """Decoder-only transformer; ``forward`` maps packed tokens to hidden states, ``logits`` to the vocabulary."""
+
+    # checkpoint name -> (fused parameter, shard index)
+    STACKED = {
+        "q_proj": ("qkv_proj", 0),
+        "k_proj": ("qkv_proj", 1),
+        "v_proj": ("qkv_proj", 2),
+        "gate_proj": ("gate_up_proj", 0),
+        "up_proj": ("gate_up_proj", 1),
+    }
+
+    def __init__(self, args: ModelArgs):
+        super().__init__()
+        self.args = args
+        self.embed_tokens = nn.Embedding(args.vocab_size, args.hidden_size)
+        self.layers = nn.ModuleList([DecoderLayer(args) for _ in range(args.num_layers)])
+        self.norm = RMSNorm(args.hidden_size, args.rms_norm_eps)
+        self.rotary = RotaryEmbedding(args)
+        self.lm_head = nn.Linear(args.hidden_size, args.vocab_size, bias=False)
+        if args.tie_word_embeddings:
+            self.lm_head.weight = self.embed_tokens.weight
+
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, ctx: StepContext) -> torch.Tensor:
+        # input_ids, positions: [num_tokens] -> hidden: [num_tokens, hidden_size]
+        x = self.embed_tokens(input_ids)
+        for layer in self.layers:
+            x = layer(x, positions, self.rotary, ctx)
+        return self.norm(x)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        # hidden: [rows, hidden_size] -> [rows, vocab_size] (the padded lm_head width), float32
+        return self.lm_head(hidden).float()
+
+    def attention_layers(self) -> list[Attention]:
+        return [layer.self_attn for layer in self.layers]
+
+    def load_weight(self, name: str, tensor: torch.Tensor) -> bool:
+        """Copy one checkpoint tensor into its (possibly fused) parameter; False if it has no place."""
+        name = name.removeprefix("model.")
+        if self.args.tie_word_embeddings and name == "lm_head.weight":
+            return True  # some tied checkpoints store it anyway
+        for part, (fused, shard) in self.STACKED.items():
+            if f".{part}." in name:
+                param = self.get_parameter(name.replace(part, fused))
+                start, size = self._shard_range(fused, shard)
+                return _copy(param.data.narrow(0, start, size), tensor, name)
+        try:
+            param = self.get_parameter(name)
+        except AttributeError:
+            return False
+        return _copy(param.data, tensor, name)
+
+    def _shard_range(self, fused: str, shard: int) -> tuple[int, int]:
+        a = self.args
+        if fused == "gate_up_proj":
+            return shard * a.intermediate_size, a.intermediate_size
+        q, kv = a.num_heads * a.head_dim, a.num_kv_heads * a.head_dim
+        return [(0, q), (q, kv), (q + kv, kv)][shard]
+
+
+def _copy(dst: torch.Tensor, src: torch.Tensor, name: str) -> bool:
+    if dst.shape != src.shape:
+        raise ModelLoadError(f"weight {name!r} has shape {tuple(src.shape)}, expected {tuple(dst.shape)}")
+    dst.copy_(src)
+    return True

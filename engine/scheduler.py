@@ -1,0 +1,120 @@
+"""Scheduler: continuous batching with chunked prefill under a token budget, preemption by recompute.
+
+Pure Python. Each step takes the running sequences first (oldest first: one token for a decode, a
+chunk for an unfinished prefill), then admits waiting ones in arrival order while the token budget,
+the sequence limit and the free blocks allow. When a running sequence needs a block and none is free,
+the newest running sequence is preempted: its blocks are freed and it goes back to the front of the
+queue keeping its output, to be recomputed later. Oldest-first service means nothing starves.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from .block_manager import BlockManager
+from .config import Config
+from .sequence import Sequence, SequenceStatus
+
+
+@dataclass(slots=True)
+class ScheduledBatch:
+    """One step: each scheduled sequence with the number of its tokens to compute."""
+
+    seqs: list[Sequence] = field(default_factory=list)
+    num_tokens: list[int] = field(default_factory=list)
+    preempted: list[Sequence] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.seqs)
+
+    def add(self, seq: Sequence, n: int) -> None:
+        self.seqs.append(seq)
+        self.num_tokens.append(n)
+
+
+class Scheduler:
+    def __init__(self, config: Config, block_manager: BlockManager):
+        self.max_num_seqs = config.max_num_seqs
+        self.max_num_batched_tokens = config.max_num_batched_tokens
+        self.chunked_prefill = config.enable_chunked_prefill
+        self.block_manager = block_manager
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []
+        self.num_preemptions = 0  # statistics
+
+    def add(self, seq: Sequence) -> None:
+        self.waiting.append(seq)
+
+    def has_unfinished(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def schedule(self) -> ScheduledBatch:
+        batch = ScheduledBatch()
+        budget = self._schedule_running(batch, self.max_num_batched_tokens)
+        if not batch.preempted:
+            self._schedule_waiting(batch, budget)
+        return batch
+
+    def _schedule_running(self, batch: ScheduledBatch, budget: int) -> int:
+        i = 0
+        while i < len(self.running) and budget > 0:
+            seq = self.running[i]
+            n = min(seq.num_uncomputed_tokens, budget)
+            if n == 0:  # nothing to compute this step (e.g. waiting on something outside the engine)
+                i += 1
+                continue
+            if not self._make_room(seq, n, batch):
+                break  # seq itself was preempted; everything after it already was
+            self.block_manager.append(seq, n)
+            batch.add(seq, n)
+            budget -= n
+            i += 1
+        return budget
+
+    def _make_room(self, seq: Sequence, n: int, batch: ScheduledBatch) -> bool:
+        while not self.block_manager.can_append(seq, n):
+            victim = self.running.pop()
+            self._preempt(victim, batch)
+            if victim is seq:
+                return False
+        return True
+
+    def _schedule_waiting(self, batch: ScheduledBatch, budget: int) -> None:
+        bm = self.block_manager
+        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+            seq = self.waiting[0]
+            cached = bm.num_cached_tokens(seq)
+            n = min(seq.num_tokens - cached, budget)
+            if n < seq.num_tokens - cached and not self.chunked_prefill:
+                break
+            if not bm.can_allocate(seq, cached + n):
+                break
+            bm.allocate(seq, cached + n)
+            self.waiting.popleft()
+            seq.status = SequenceStatus.RUNNING
+            self.running.append(seq)
+            batch.add(seq, n)
+            budget -= n
+
+    def _preempt(self, seq: Sequence, batch: ScheduledBatch) -> None:
+        self.block_manager.free(seq)
+        seq.reset_for_recompute()
+        self.waiting.appendleft(seq)
+        batch.preempted.append(seq)
+        self.num_preemptions += 1
+
+    def finish(self, seq: Sequence, reason: str) -> None:
+        """Mark ``seq`` finished and release its blocks."""
+        seq.status = SequenceStatus.FINISHED
+        seq.finish_reason = reason
+        self.block_manager.free(seq)
+        if seq in self.running:
+            self.running.remove(seq)
+
+    def abort(self, seqs: list[Sequence]) -> None:
+        """Drop ``seqs`` wherever they are, freeing all their blocks at once."""
+        for seq in seqs:
+            if seq.status is SequenceStatus.WAITING and seq in self.waiting:
+                self.waiting.remove(seq)
+            self.finish(seq, "abort")

@@ -1,0 +1,92 @@
+"""Tiny random-weight models, engines over them, and HF transformers' greedy generate as the oracle."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from guided.engine.llm_engine import LLMEngine  # noqa: E402
+from guided.engine.sampling_params import SamplingParams  # noqa: E402
+
+from guided.tiny_model import TinyModelSpec, tiny_model_dir  # noqa: E402
+from guided.tokenizer_files import load_tokenizer  # noqa: E402
+
+SPECS = {
+    "llama": TinyModelSpec(arch="llama"),
+    "qwen2": TinyModelSpec(arch="qwen2"),
+    "qwen3": TinyModelSpec(arch="qwen3"),
+    "llama-tied": TinyModelSpec(arch="llama", tie_word_embeddings=True, num_kv_heads=1, seed=3),
+}
+
+PROMPTS = [
+    "import os",
+    "def main(argv):\n    parser = argparse.ArgumentParser()\n",
+    "class Point:\n    x: int\n    y: int\n\n    def norm(self):",
+    "x",
+    "for i, line in enumerate(open(path)):\n    if not line.strip():\n        continue\n"
+    "    fields = line.split(',')\n    total += float(fields[2])\n",
+]
+
+
+@functools.cache
+def model_dir(name: str) -> str:
+    return str(tiny_model_dir("builtin", SPECS[name]))
+
+
+@functools.cache
+def tokenizer():
+    return load_tokenizer("builtin")
+
+
+@functools.cache
+def hf_model(name: str):
+    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir(name), dtype=torch.float32)
+    return model.eval()
+
+
+@functools.cache
+def _hf_greedy(name: str, prompt: tuple[int, ...], max_new_tokens: int, repetition_penalty: float) -> tuple:
+    model = hf_model(name)
+    vocab = model.config.vocab_size
+    with torch.inference_mode():
+        out = model.generate(
+            torch.tensor([prompt]),
+            attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+            do_sample=False,
+            max_new_tokens=max_new_tokens,
+            repetition_penalty=repetition_penalty,
+            suppress_tokens=list(range(len(tokenizer()), vocab)),  # the engine never samples padded ids
+            eos_token_id=None,
+            pad_token_id=0,
+        )
+    return tuple(out[0, len(prompt) :].tolist())
+
+
+def hf_greedy(name: str, prompt_ids: list[int], max_new_tokens: int, repetition_penalty: float = 1.0) -> list[int]:
+    """HF transformers' greedy ``generate`` of one prompt, never stopping at EOS (the oracle)."""
+    return list(_hf_greedy(name, tuple(prompt_ids), max_new_tokens, repetition_penalty))
+
+
+def make_engine(name: str = "llama", **config) -> LLMEngine:
+    config.setdefault("device", "cpu")  # the CPU tier: fp32, exact parity with HF on CPU
+    config.setdefault("block_size", 4)
+    config.setdefault("max_model_len", 512)
+    return LLMEngine.from_model(model_dir(name), tokenizer=tokenizer(), **config)
+
+
+def greedy(max_tokens: int = 12, **kw) -> SamplingParams:
+    return SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True, **kw)
+
+
+def run_all(engine: LLMEngine) -> dict[str, object]:
+    """Step until done; the final output of each request by id."""
+    final = {}
+    while engine.has_unfinished():
+        for out in engine.step():
+            if out.finished:
+                final[out.request_id] = out
+    return final

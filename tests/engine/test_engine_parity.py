@@ -1,0 +1,129 @@
+"""Greedy outputs equal HF transformers' greedy generate, token for token, under every scheduling path."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from engine_testlib import PROMPTS, greedy, hf_greedy, make_engine, run_all
+
+MAX_TOKENS = 12
+
+
+def check_parity(engine, name: str, prompts: list[str], max_tokens: int = MAX_TOKENS) -> dict:
+    ids = {str(i): engine.tokenizer.encode(p) for i, p in enumerate(prompts)}
+    for rid, p in ids.items():
+        engine.add_request(p, greedy(max_tokens), request_id=rid)
+    outputs = run_all(engine)
+    for rid, p in ids.items():
+        assert outputs[rid].token_ids == hf_greedy(name, p, max_tokens), f"prompt {rid}"
+        assert outputs[rid].finish_reason == "length"
+    return outputs
+
+
+@pytest.mark.parametrize("name", ["llama", "qwen2", "qwen3", "llama-tied"])
+def test_batch_of_prompts_matches_hf(name):
+    engine = make_engine(name)
+    check_parity(engine, name, PROMPTS)
+    assert engine.block_manager.num_free_blocks == engine.block_manager.num_blocks
+
+
+def test_prefix_cache_hits_match_hf():
+    engine = make_engine("llama", block_size=4)
+    shared = PROMPTS[4]
+    check_parity(engine, "llama", [shared])
+    before = engine.block_manager.num_hit_tokens
+    prompts = [shared, shared + "print(total)", shared[:40] + " break"]
+    check_parity(engine, "llama", prompts)
+    full_blocks = len(engine.tokenizer.encode(shared)) // 4 * 4
+    assert engine.block_manager.num_hit_tokens - before >= 2 * full_blocks  # the first two reuse them all
+    assert engine.stats()["prefix_cache_hit_rate"] > 0.4
+
+
+def test_chunked_prefill_small_budget_matches_hf():
+    engine = make_engine("qwen2", max_num_batched_tokens=7)
+    check_parity(engine, "qwen2", PROMPTS)
+
+
+def test_preemption_by_tiny_kv_pool_matches_hf():
+    # 10 blocks of 4 tokens: each request fits alone, all of them together do not
+    engine = make_engine("llama", num_kv_blocks=10, enable_prefix_caching=False)
+    prompts = [PROMPTS[0], PROMPTS[3], "while True:", "return None"]
+    check_parity(engine, "llama", prompts, max_tokens=20)
+    assert engine.scheduler.num_preemptions > 0
+    assert engine.block_manager.num_free_blocks == 10
+
+
+def test_preemption_with_prefix_cache_matches_hf():
+    engine = make_engine("qwen3", num_kv_blocks=14, max_num_batched_tokens=9)
+    prompts = [PROMPTS[1], PROMPTS[1] + "x", PROMPTS[0], "y = 1"]
+    check_parity(engine, "qwen3", prompts, max_tokens=16)
+    assert engine.scheduler.num_preemptions > 0
+
+
+def test_requests_arriving_while_others_run_match_hf():
+    engine = make_engine("llama", max_num_batched_tokens=16)
+    ids = [engine.tokenizer.encode(p) for p in PROMPTS]
+    finals = {}
+    arrivals = {0: [0, 1], 3: [2], 5: [3, 4]}  # step -> prompts added before it
+    step = 0
+    while step <= max(arrivals) or engine.has_unfinished():
+        for i in arrivals.get(step, []):
+            engine.add_request(ids[i], greedy(MAX_TOKENS), request_id=str(i))
+        finals.update({o.request_id: o for o in engine.step() if o.finished})
+        step += 1
+    for i, p in enumerate(ids):
+        assert finals[str(i)].token_ids == hf_greedy("llama", p, MAX_TOKENS)
+
+
+def test_repetition_penalty_matches_hf():
+    engine = make_engine("llama")
+    p = engine.tokenizer.encode(PROMPTS[2])
+    engine.add_request(p, greedy(MAX_TOKENS, repetition_penalty=1.5), request_id="r")
+    out = run_all(engine)["r"]
+    assert out.token_ids == hf_greedy("llama", p, MAX_TOKENS, repetition_penalty=1.5)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("enforce_eager", [True, False])
+def test_cuda_fp32_matches_hf(enforce_eager):
+    """The Triton kernels (and the decode CUDA graphs) in fp32 against HF on CPU."""
+    engine = make_engine("llama", device="cuda", dtype="float32", enforce_eager=enforce_eager)
+    check_parity(engine, "llama", PROMPTS, max_tokens=8)
+    engine = make_engine("qwen3", device="cuda", dtype="float32", enforce_eager=enforce_eager,
+                         max_num_batched_tokens=9, num_kv_blocks=14)  # fmt: skip
+    check_parity(engine, "qwen3", PROMPTS[:4], max_tokens=8)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_schedules_match_hf(seed):
+    """Random pools, budgets, shared prefixes, arrivals and an abort: greedy still equals HF, blocks all return."""
+    rng = random.Random(seed)
+    max_tokens = 10
+    engine = make_engine(
+        "llama",
+        num_kv_blocks=rng.randint(13, 30),  # >= 52 tokens: the longest request fits alone
+        max_num_batched_tokens=rng.randint(3, 24),
+        max_num_seqs=rng.randint(2, 6),
+        enable_prefix_caching=rng.random() < 0.7,
+    )
+    base = engine.tokenizer.encode(PROMPTS[4])
+    prompts = [base[: rng.randint(1, len(base))] + [rng.randrange(300, 4000) for _ in range(rng.randint(0, 6))]
+               for _ in range(6)]  # fmt: skip
+    arrivals = {i: rng.randint(0, 8) for i in range(len(prompts))}
+    victim, abort_at = str(rng.randrange(len(prompts))), rng.randint(1, 12)
+    finals, step = {}, 0
+    while step <= 8 or engine.has_unfinished():
+        for i, at in arrivals.items():
+            if at == step:
+                engine.add_request(prompts[i], greedy(max_tokens), request_id=str(i))
+        if step == abort_at:
+            engine.abort(victim)
+        finals.update({o.request_id: o for o in engine.step() if o.finished})
+        step += 1
+    for i, p in enumerate(prompts):
+        if str(i) in finals:
+            assert finals[str(i)].token_ids == hf_greedy("llama", p, max_tokens), f"prompt {i}"
+        else:
+            assert str(i) == victim
+    assert engine.block_manager.num_free_blocks == engine.block_manager.num_blocks
