@@ -1,0 +1,489 @@
+"""ExprPool: hash-consed byte-level regular expressions with Brzozowski derivatives.
+
+Every expression is an int id; structurally equal expressions (after simplification: flattened,
+sorted, deduplicated unions and intersections, right-nested concatenation, merged byte sets) share
+an id, so derivatives modulo these identities are finitely many and a derivative is a DFA state.
+Counted repeats keep their counters (``r{0,100000}`` costs one state per position actually reached),
+and intersection and complement are derivative-native, which makes ``allOf``/``not``/``oneOf`` exact
+without product constructions up front.
+
+Kinds: EMPTY (no string), EPS (empty string), BYTES (one byte of a 256-bit set), CAT (a then b),
+OR / AND (sorted tuple of ids), NOT (complement over all byte strings: callers intersect with valid
+UTF-8, see ``intern``), REP (item, min, max or -1 for unbounded).
+"""
+
+from __future__ import annotations
+
+from guided.errors import GrammarError, LimitError
+
+from .regex_ast import Alt, And, ByteSet, Chars, Node, Not, Repeat, Seq, any_string
+from .utf8 import utf8_sequences
+
+__all__ = ["ExprPool", "EMPTY_ID", "EPS_ID"]
+
+EMPTY_ID, EPS_ID = 0, 1
+K_EMPTY, K_EPS, K_BYTES, K_CAT, K_OR, K_AND, K_NOT, K_REP = range(8)
+INF = -1
+ALL_BYTES = (1 << 256) - 1
+
+
+class ExprPool:
+    """Interned expressions; ``deriv(e, byte)`` and ``nullable[e]`` define the lazy DFA."""
+
+    def __init__(self, max_exprs: int = 2_000_000):
+        self.max_exprs = max_exprs
+        self.kind: list[int] = []
+        self.args: list = []
+        self.nullable: list[bool] = []
+        self.has_bool: list[bool] = []  # contains AND/NOT: emptiness is not syntactic
+        self.first: list[int] = []  # 256-bit mask: bytes whose derivative may be non-empty
+        self.counter: list[int] = []  # largest finite repeat bound inside (clamping is a no-op below it)
+        self.char_class: dict[int, tuple] = {}  # ids that match exactly one character -> class key
+        self._or_index: dict[int, list] = {}  # big unions: byte -> children that can start with it
+        self._ids: dict = {}
+        self._deriv: dict[tuple[int, int], int] = {}
+        self._live: dict[int, bool] = {}
+        self.reps: list[int] | None = None  # one byte per global byte class, set by the DFA
+        self._make(K_EMPTY, None, False, False)
+        self._make(K_EPS, None, True, False)
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+    def _make(self, kind: int, args, nullable: bool, has_bool: bool) -> int:
+        key = (kind, args)
+        i = self._ids.get(key)
+        if i is None:
+            i = len(self.kind)
+            if i >= self.max_exprs:
+                raise LimitError(f"regex automaton exceeded {self.max_exprs} expressions")
+            self._ids[key] = i
+            self.kind.append(kind)
+            self.args.append(args)
+            self.nullable.append(nullable)
+            self.has_bool.append(has_bool)
+            self.first.append(self._first(kind, args))
+            self.counter.append(self._counter(kind, args))
+        return i
+
+    def _counter(self, kind: int, args) -> int:
+        if kind in (K_CAT, K_OR, K_AND):
+            return max(self.counter[x] for x in args)
+        if kind == K_NOT:
+            return self.counter[args]
+        if kind == K_REP:
+            return max(self.counter[args[0]], args[1], args[2])
+        return 0
+
+    def _first(self, kind: int, args) -> int:
+        if kind == K_BYTES:
+            return args
+        if kind == K_CAT:
+            a, b = args
+            return self.first[a] | self.first[b] if self.nullable[a] else self.first[a]
+        if kind == K_OR:
+            m = 0
+            for x in args:
+                m |= self.first[x]
+            return m
+        if kind == K_AND:
+            m = ALL_BYTES
+            for x in args:
+                m &= self.first[x]
+            return m
+        if kind == K_NOT:
+            return ALL_BYTES
+        if kind == K_REP:
+            return self.first[args[0]]
+        return 0
+
+    # ------------------------------------------------------------------ smart constructors
+    def bytes_(self, mask: int) -> int:
+        return self._make(K_BYTES, mask, False, False) if mask else EMPTY_ID
+
+    def cat(self, a: int, b: int) -> int:
+        if a == EMPTY_ID or b == EMPTY_ID:
+            return EMPTY_ID
+        if a == EPS_ID:
+            return b
+        if b == EPS_ID:
+            return a
+        if self.kind[a] == K_CAT:  # right-nest: (x y) b = x (y b)
+            x, y = self.args[a]
+            return self.cat(x, self.cat(y, b))
+        return self._make(K_CAT, (a, b), self.nullable[a] and self.nullable[b], self.has_bool[a] or self.has_bool[b])
+
+    def cat_all(self, items) -> int:
+        out = EPS_ID
+        for e in reversed(list(items)):
+            out = self.cat(e, out)
+        return out
+
+    def or_(self, items) -> int:
+        flat: set[int] = set()
+        mask = 0
+        for e in items:
+            k = self.kind[e]
+            if k == K_OR:
+                for x in self.args[e]:
+                    if self.kind[x] == K_BYTES:
+                        mask |= self.args[x]
+                    else:
+                        flat.add(x)
+            elif k == K_BYTES:
+                mask |= self.args[e]
+            elif k != K_EMPTY:
+                flat.add(e)
+        if mask:
+            flat.add(self.bytes_(mask))
+        if not flat:
+            return EMPTY_ID
+        if len(flat) == 1:
+            return flat.pop()
+        t = tuple(sorted(flat))
+        return self._make(
+            K_OR, t, any(self.nullable[x] for x in t), any(self.has_bool[x] for x in t)
+        )
+
+    def and_(self, items) -> int:
+        flat: set[int] = set()
+        for e in items:
+            if self.kind[e] == K_AND:
+                flat.update(self.args[e])
+            elif e == EMPTY_ID:
+                return EMPTY_ID
+            elif not (self.kind[e] == K_NOT and self.args[e] == EMPTY_ID):  # drop "everything"
+                flat.add(e)
+        if not flat:
+            return self.not_(EMPTY_ID)
+        if EPS_ID in flat:
+            return EPS_ID if all(self.nullable[x] for x in flat) else EMPTY_ID
+        masks = [self.args[x] for x in flat if self.kind[x] == K_BYTES]
+        if masks:
+            m = masks[0]
+            for x in masks[1:]:
+                m &= x
+            flat = {x for x in flat if self.kind[x] != K_BYTES}
+            if not m:
+                return EMPTY_ID
+            flat.add(self.bytes_(m))
+        if len(flat) == 1:
+            return flat.pop()
+        t = tuple(sorted(flat))
+        return self._make(K_AND, t, all(self.nullable[x] for x in t), True)
+
+    def or_factored(self, items, depth: int = 0) -> int:
+        """The union, left-factored: ``ab|ac`` -> ``a(b|c)``. Same language; a derivative of a big
+        alternation of literals (an enum) then touches one branch per byte, not every word."""
+        if depth > 200:  # a very long shared prefix: stop factoring (recursion depth)
+            return self.or_(items)
+        groups: dict[int, list[int]] = {}
+        parts = []
+        for e in dict.fromkeys(items):  # distinct, in order
+            if self.kind[e] == K_CAT:
+                head, tail = self.args[e]
+                groups.setdefault(head, []).append(tail)
+            else:
+                parts.append(e)
+        for h, tails in groups.items():
+            parts.append(self.cat(h, tails[0] if len(tails) == 1 else self.or_factored(tails, depth + 1)))
+        return self.or_(parts)
+
+    def not_(self, a: int) -> int:
+        if self.kind[a] == K_NOT:
+            return self.args[a]
+        return self._make(K_NOT, a, not self.nullable[a], True)
+
+    def rep(self, a: int, lo: int, hi: int) -> int:
+        if hi == 0 or a == EPS_ID:
+            return EPS_ID
+        if a == EMPTY_ID:
+            return EPS_ID if lo == 0 else EMPTY_ID
+        if self.nullable[a]:
+            lo = 0
+        if lo == 1 and hi == 1:
+            return a
+        if self.kind[a] == K_REP and lo == 0 and hi == INF:
+            x, lo2, hi2 = self.args[a]
+            if lo2 <= 1 and hi2 == INF:  # (x{0|1,})* = x*
+                return self.rep(x, 0, INF)
+        return self._make(K_REP, (a, lo, hi), lo == 0 or self.nullable[a], self.has_bool[a])
+
+    # ------------------------------------------------------------------ derivatives
+    def deriv(self, e: int, b: int) -> int:
+        """The derivative of e by byte b (memoized)."""
+        if not (self.first[e] >> b) & 1:
+            return EMPTY_ID
+        key = (e, b)
+        r = self._deriv.get(key)
+        if r is None:
+            r = self._deriv_uncached(e, b)
+            self._deriv[key] = r
+        return r
+
+    def _deriv_uncached(self, e: int, b: int) -> int:
+        k, a = self.kind[e], self.args[e]
+        if k == K_BYTES:
+            return EPS_ID if (a >> b) & 1 else EMPTY_ID
+        if k == K_CAT:
+            x, y = a
+            d = self.cat(self.deriv(x, b), y)
+            return self.or_((d, self.deriv(y, b))) if self.nullable[x] else d
+        if k == K_OR:
+            if len(a) > 8:
+                a = self._or_children(e).get(b, ())
+            return self.or_([self.deriv(x, b) for x in a])
+        if k == K_AND:
+            return self.and_([self.deriv(x, b) for x in a])
+        if k == K_NOT:
+            return self.not_(self.deriv(a, b))
+        if k == K_REP:
+            x, lo, hi = a
+            rest = self.rep(x, max(lo - 1, 0), INF if hi == INF else hi - 1)
+            return self.cat(self.deriv(x, b), rest)
+        return EMPTY_ID
+
+    def _or_children(self, e: int) -> list:
+        index = self._or_index.get(e)
+        if index is None:
+            index = {}
+            for x in self.args[e]:
+                m = self.first[x]
+                while m:
+                    low = m & -m
+                    index.setdefault(low.bit_length() - 1, []).append(x)
+                    m ^= low
+            self._or_index[e] = index
+        return index
+
+    # ------------------------------------------------------------------ slices
+    def slice_candidate(self, e: int) -> tuple[tuple, int] | None:
+        """(character class key, max repeats or INF) when e is ``X{lo,hi} rest``, or a union with such a
+        live branch: every token of at most hi X-characters is then allowed (see slices.Slice)."""
+        memo = self.__dict__.setdefault("_slice_memo", {})
+        if e in memo:
+            return memo[e]
+        best = self._slice_form(e)
+        if best is None and self.kind[e] == K_OR:
+            for x in self.args[e]:
+                c = self._slice_form(x)
+                if c is not None and (best is None or _wider(c[1], best[1])) and self.is_live(x):
+                    best = c
+        memo[e] = best
+        return best
+
+    def _slice_form(self, e: int):
+        k = self.kind[e]
+        if k == K_CAT:
+            e = self.args[e][0]
+            k = self.kind[e]
+        if k != K_REP:
+            return None
+        x, _, hi = self.args[e]
+        key = self.char_class.get(x)
+        if key is None and self.kind[x] == K_OR:  # (X|other){lo,hi}: X-strings are still allowed
+            key = self._widest_class_in(x)
+        return None if key is None else (key, hi)
+
+    def _widest_class_in(self, x: int):
+        """The widest character class whose language is contained in the union x (flattened by or_)."""
+        memo = self.__dict__.setdefault("_class_in_memo", {})
+        if x in memo:
+            return memo[x]
+        children = set(self.args[x])
+        bytes_mask = sum(self.args[y] for y in children if self.kind[y] == K_BYTES)
+        best = None
+        for cx, key in self.char_class.items():
+            parts = self.args[cx] if self.kind[cx] == K_OR else (cx,)
+            ok = all(
+                (self.args[y] & ~bytes_mask) == 0 if self.kind[y] == K_BYTES else y in children for y in parts
+            )
+            if ok and (best is None or _class_size(key) > _class_size(best)):
+                best = key
+        memo[x] = best
+        return best
+
+    # ------------------------------------------------------------------ counter clamping
+    def clamp(self, e: int, limit: int) -> int:
+        """e with repeat counters above ``limit`` clamped (outside AND/NOT).
+
+        A non-nullable item consumes a byte per iteration, so within ``limit - 1`` bytes counters past
+        ``limit`` cannot be told apart: the clamped expression allows exactly the same tokens.
+        """
+        if self.counter[e] <= limit:
+            return e
+        memo = self.__dict__.setdefault("_clamp_memo", {})
+        r = memo.get(e)
+        if r is not None:
+            return r
+        k, a = self.kind[e], self.args[e]
+        if k == K_CAT:
+            r = self.cat(self.clamp(a[0], limit), self.clamp(a[1], limit))
+        elif k == K_OR:
+            r = self.or_([self.clamp(x, limit) for x in a])
+        elif k == K_REP:
+            x, lo, hi = a
+            if lo > limit:
+                lo, hi = limit, INF
+            elif hi > limit:
+                hi = INF
+            r = self.rep(self.clamp(x, limit), lo, hi)
+        else:
+            r = e
+        memo[e] = r
+        return r
+
+    # ------------------------------------------------------------------ emptiness
+    def is_live(self, e: int, budget: int = 200_000) -> bool:
+        """Whether some byte string leads from e to acceptance (e's language is non-empty)."""
+        if e == EMPTY_ID:
+            return False
+        if not self.has_bool[e] or self.nullable[e]:
+            return True
+        known = self._live.get(e)
+        if known is not None:
+            return known
+        # Breadth-first search over derivatives; every byte is tried (bool nodes hide structure).
+        parent: dict[int, int] = {e: -1}
+        frontier = [e]
+        while frontier:
+            nxt = []
+            for x in frontier:
+                for b in self.first_bytes(x):
+                    y = self.deriv(x, b)
+                    if y == EMPTY_ID or y in parent:
+                        continue
+                    parent[y] = x
+                    if self.nullable[y] or not self.has_bool[y] or self._live.get(y):
+                        while y != -1:
+                            self._live[y] = True
+                            y = parent[y]
+                        return True
+                    if self._live.get(y) is False:
+                        continue
+                    if len(parent) > budget:
+                        raise LimitError(f"deciding emptiness of a regex intersection/complement exceeded {budget} states")
+                    nxt.append(y)
+            frontier = nxt
+        for x in parent:
+            self._live[x] = False
+        return False
+
+    def first_bytes(self, e: int) -> list[int]:
+        """One representative byte per class of bytes that e's derivative distinguishes."""
+        return self.reps if self.reps is not None else self.classes_of(e)[1]
+
+    def classes_of(self, e: int):
+        cache = getattr(self, "_cls_cache", None)
+        if cache is None:
+            cache = self._cls_cache = {}
+        r = cache.get(e)
+        if r is None:
+            r = byte_classes(self.byte_masks(e))
+            cache[e] = r
+        return r
+
+    def byte_masks(self, e: int) -> set[int]:
+        """All byte sets occurring in e."""
+        out: set[int] = set()
+        seen: set[int] = set()
+        stack = [e]
+        while stack:
+            x = stack.pop()
+            if x in seen:
+                continue
+            seen.add(x)
+            k, a = self.kind[x], self.args[x]
+            if k == K_BYTES:
+                out.add(a)
+            elif k in (K_CAT, K_OR, K_AND):
+                stack.extend(a)
+            elif k == K_NOT:
+                stack.append(a)
+            elif k == K_REP:
+                stack.append(a[0])
+        return out
+
+    # ------------------------------------------------------------------ from the AST
+    def intern(self, node: Node) -> int:
+        """The expression of an AST node, over bytes (UTF-8 for Chars; Not within valid UTF-8)."""
+        memo: dict[int, tuple[Node, int]] = {}  # by identity (hashing deep nodes again and again is
+        # quadratic); the node is kept in the value so its id cannot be reused meanwhile
+        utf8_any = None
+
+        def go(n: Node) -> int:
+            nonlocal utf8_any
+            hit = memo.get(id(n))
+            if hit is not None:
+                return hit[1]
+            if isinstance(n, Chars):
+                r = self._chars(n.ranges)
+            elif isinstance(n, ByteSet):
+                r = self.bytes_(_mask(n.ranges))
+                if r != EMPTY_ID:
+                    self.char_class.setdefault(r, ("bytes", tuple(n.ranges)))
+            elif isinstance(n, Seq):
+                r = self.cat_all([go(x) for x in n.items])
+            elif isinstance(n, Alt):
+                items = [go(x) for x in n.items]
+                r = self.or_factored(items) if len(items) >= 4 else self.or_(items)
+            elif isinstance(n, Repeat):
+                r = self.rep(go(n.item), n.min, INF if n.max is None else n.max)
+            elif isinstance(n, And):
+                r = self.and_([go(x) for x in n.items])
+            elif isinstance(n, Not):
+                if utf8_any is None:
+                    utf8_any = go(any_string())
+                r = self.and_([utf8_any, self.not_(go(n.item))])
+            else:
+                raise GrammarError(f"not a regex AST node: {n!r}")
+            memo[id(n)] = (n, r)
+            return r
+
+        return go(node)
+
+    def _chars(self, ranges) -> int:
+        if len(ranges) == 1 and ranges[0][1] < 0x80:
+            lo, hi = ranges[0]
+            r = self.bytes_(((1 << (hi - lo + 1)) - 1) << lo)
+            self.char_class.setdefault(r, ("chars", tuple(ranges)))
+            return r
+        alts = []
+        for lo, hi in ranges:
+            for seq_ in utf8_sequences(lo, hi):
+                alts.append(self.cat_all([self.bytes_(_mask(((a, b),))) for a, b in seq_]))
+        r = self.or_(alts)
+        if r != EMPTY_ID:
+            self.char_class.setdefault(r, ("chars", tuple(ranges)))
+        return r
+
+
+def _class_size(key: tuple) -> int:
+    return sum(hi - lo + 1 for lo, hi in key[1])
+
+
+def _wider(a: int, b: int) -> bool:
+    return b != INF and (a == INF or a > b)
+
+
+def _mask(ranges) -> int:
+    m = 0
+    for lo, hi in ranges:
+        m |= ((1 << (hi - lo + 1)) - 1) << lo
+    return m
+
+
+def byte_classes(masks) -> tuple[list[int], list[int]]:
+    """Partition bytes 0..255 by membership in the given sets: (class of each byte, one byte per class)."""
+    sig: dict[tuple, int] = {}
+    cls = [0] * 256
+    reps: list[int] = []
+    mlist = sorted(masks)
+    for b in range(256):
+        key = tuple((m >> b) & 1 for m in mlist)
+        c = sig.get(key)
+        if c is None:
+            c = sig[key] = len(reps)
+            reps.append(b)
+        cls[b] = c
+    return cls, reps

@@ -1,0 +1,147 @@
+"""LazyDFA: a byte-level DFA whose states are derivatives, materialised row by row on first visit.
+
+States are live expressions of an ExprPool (every state can still reach acceptance: dead
+derivatives become the transition -1, so walking the DFA never enters a dead end). A state's row of
+transitions, one per byte class, is computed the first time anything asks for it; the numba trie
+walk reads ``trans``/``computed`` directly and returns to Python when it meets an unmaterialised
+row. Growth reallocates the arrays, so readers must re-fetch them after ``materialize``.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from guided.errors import GrammarError, LimitError
+
+from .expr_pool import EMPTY_ID, ExprPool, byte_classes
+
+__all__ = ["LazyDFA", "DEAD"]
+
+DEAD = -1
+UNKNOWN = -2  # a transition not computed yet (rows may be partly filled by single steps)
+
+
+class LazyDFA:
+    """Byte DFA over byte equivalence classes; state 0 is the start."""
+
+    def __init__(self, pool: ExprPool, root: int, max_states: int = 500_000):
+        self.pool = pool
+        self.max_states = max_states
+        cls, reps = byte_classes(pool.byte_masks(root))
+        self.class_map = np.asarray(cls, dtype=np.int32)  # [256] byte -> class
+        self.reps = reps  # one byte per class
+        pool.reps = reps
+        self.n_classes = len(reps)
+        self._rep_bits = sum(1 << b for b in reps)
+        self._class_of_rep = {b: c for c, b in enumerate(reps)}
+        self.lock = threading.RLock()
+        self.exprs: list[int] = []
+        self._state_of: dict[int, int] = {}
+        cap = 64
+        self.trans = np.full((cap, self.n_classes), UNKNOWN, dtype=np.int32)  # [states, classes]
+        self.computed = np.zeros(cap, dtype=np.uint8)
+        self.accepting = np.zeros(cap, dtype=np.uint8)
+        if not pool.is_live(root):
+            raise GrammarError("the constraint matches no string at all (its language is empty)")
+        self.state_of(root)
+
+    @property
+    def n_states(self) -> int:
+        return len(self.exprs)
+
+    def state_of(self, e: int) -> int:
+        """The state id of a live expression, or DEAD."""
+        s = self._state_of.get(e)
+        if s is not None:
+            return s
+        if e == EMPTY_ID or not self.pool.is_live(e):
+            self._state_of[e] = DEAD
+            return DEAD
+        s = len(self.exprs)
+        if s >= self.max_states:
+            raise LimitError(f"regex automaton exceeded {self.max_states} states")
+        if s >= len(self.computed):
+            self._grow()
+        self.exprs.append(e)
+        self.accepting[s] = self.pool.nullable[e]
+        self._state_of[e] = s
+        return s
+
+    def _grow(self) -> None:
+        cap = 2 * len(self.computed)
+        trans = np.full((cap, self.n_classes), UNKNOWN, dtype=np.int32)
+        trans[: len(self.trans)] = self.trans
+        computed = np.zeros(cap, dtype=np.uint8)
+        computed[: len(self.computed)] = self.computed
+        accepting = np.zeros(cap, dtype=np.uint8)
+        accepting[: len(self.accepting)] = self.accepting
+        self.trans, self.accepting, self.computed = trans, accepting, computed
+
+    def materialize(self, s: int) -> None:
+        """Compute state s's transition row (idempotent, thread-safe)."""
+        if self.computed[s]:
+            return
+        with self.lock:
+            if self.computed[s]:
+                return
+            e = self.exprs[s]
+            row = self.trans[s].copy()
+            row[row == UNKNOWN] = DEAD
+            first = self.pool.first[e] & self._rep_bits  # only classes the expression can start with
+            while first:
+                low = first & -first
+                first ^= low
+                b = low.bit_length() - 1
+                c = self._class_of_rep[b]
+                if row[c] == DEAD:
+                    row[c] = self.state_of(self.pool.deriv(e, b))
+            self.trans[s] = row  # self.trans may have been regrown by state_of: index the new one
+            self.computed[s] = 1
+
+    def _single(self, s: int, c: int) -> int:
+        """Compute one transition (for walks along one string, e.g. committing a token)."""
+        with self.lock:
+            t = int(self.trans[s, c])
+            if t == UNKNOWN:
+                t = self.state_of(self.pool.deriv(self.exprs[s], self.reps[c]))
+                self.trans[s, c] = t
+            return t
+
+    def step(self, s: int, byte: int) -> int:
+        c = self.class_map[byte]
+        t = int(self.trans[s, c])
+        return self._single(s, c) if t == UNKNOWN else t
+
+    def walk(self, s: int, data: bytes) -> int:
+        """The state after data from s, or DEAD."""
+        class_map = self.class_map
+        for b in data:
+            c = class_map[b]
+            t = self.trans[s, c]
+            if t == UNKNOWN:
+                t = self._single(s, c)
+            if t < 0:
+                return DEAD
+            s = t
+        return int(s)
+
+    def is_accepting(self, s: int) -> bool:
+        return bool(self.accepting[s])
+
+    def is_final(self, s: int) -> bool:
+        """Accepting with no way to continue: only EOS may follow."""
+        self.materialize(s)
+        return bool(self.accepting[s]) and bool((self.trans[s] < 0).all())
+
+    def single_byte(self, s: int) -> int:
+        """The only byte that can follow s (s not accepting), or -1 when there are none or several."""
+        if self.accepting[s]:
+            return -1
+        self.materialize(s)
+        live = np.flatnonzero(self.trans[s] >= 0)
+        if len(live) != 1:
+            return -1
+        members = np.flatnonzero(self.class_map == live[0])
+        return int(members[0]) if len(members) == 1 else -1

@@ -1,0 +1,98 @@
+"""Test helpers: an independent exactness oracle (interegular's character FSMs, not our byte automata)
+and tiny hand-built vocabularies."""
+
+from __future__ import annotations
+
+import itertools
+
+import interegular
+import numpy as np
+from guided.grammar.vocab import Vocabulary
+
+ALPHABET = ["a", "b", "c", "é", "中"]
+# Characters no generated regex names: they stand for "anything else" when a token ends mid-character.
+OTHERS = ["ê", "丮", "z"]
+
+
+def fsm_of(pattern: str):
+    return interegular.parse_pattern(pattern).to_fsm()
+
+
+class PrefixOracle:
+    """Is a byte string a prefix of some string in the FSM's language? Brute force over characters."""
+
+    def __init__(self, fsm):
+        self.fsm = fsm
+        self.live = {s for s in fsm.states if fsm.islive(s)}
+
+    def _walk(self, text: str):
+        fsm, state = self.fsm, self.fsm.initial
+        for ch in text:
+            sym = fsm.alphabet[ch] if ch in fsm.alphabet else fsm.alphabet[interegular.fsm.anything_else]
+            state = fsm.map.get(state, {}).get(sym)
+            if state is None:
+                return None
+        return state
+
+    def is_prefix(self, data: bytes) -> bool:
+        for cut in range(len(data), max(len(data) - 4, -1), -1):
+            try:
+                text = data[:cut].decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            rest = data[cut:]
+            if not rest:
+                state = self._walk(text)
+                return state is not None and state in self.live
+            candidates = [ch for ch in ALPHABET + OTHERS if ch.encode().startswith(rest)]
+            candidates += self._other_chars(rest)
+            return any(self.is_prefix((text + ch).encode()) for ch in candidates)
+        return False
+
+    def _other_chars(self, rest: bytes) -> list[str]:
+        """A character starting with ``rest`` that the FSM does not name (it stands for all such)."""
+        need = {0xC0: 2, 0xE0: 3, 0xF0: 4}.get(rest[0] & 0xF0 if rest[0] >= 0xE0 else rest[0] & 0xE0, 0)
+        if not need or len(rest) >= need or any(b & 0xC0 != 0x80 for b in rest[1:]):
+            return []
+        for tail in itertools.product(range(0x80, 0xC0), repeat=need - len(rest)):
+            try:
+                ch = (rest + bytes(tail)).decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            if ch not in self.fsm.alphabet:
+                return [ch]
+        return []
+
+    def accepts(self, data: bytes) -> bool:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+        state = self._walk(text)
+        return state is not None and state in self.fsm.finals
+
+
+
+EOS = "<eos>"
+
+
+def tiny_vocab(tokens: list[bytes], size: int | None = None) -> Vocabulary:
+    """Vocabulary of the given token bytes plus a special EOS (last id) and a special `<pad>`."""
+    toks = list(tokens) + [b"", b""]
+    special = np.zeros(len(toks), dtype=np.bool_)
+    special[-2:] = True
+    return Vocabulary(
+        tokens=tuple(toks), special=special, eos_ids=(len(toks) - 1,), size=size or len(toks),
+        special_text={len(toks) - 2: "<pad>", len(toks) - 1: EOS},
+    )  # fmt: skip
+
+
+def byte_splits(text: str) -> list[bytes]:
+    """Every character's UTF-8 bytes, whole and split at every inner byte."""
+    out = []
+    for ch in text:
+        b = ch.encode()
+        out.append(b)
+        for k in range(1, len(b)):
+            out.extend([b[:k], b[k:]])
+    return out
