@@ -1,0 +1,322 @@
+"""CfgGrammar: the one context-free grammar IR that the Lark and GBNF front ends (and, later, recursive
+JSON Schemas) lower to, and that the Earley automaton compiles.
+
+A grammar is a set of rules (nonterminals), each a tuple of alternatives, each a sequence of symbol
+names; terminals are named regexes (``regex_ast`` nodes), so a terminal may be a whole regular
+sub-language. Symbols share one namespace. ``ignore`` names terminals that may occur between any two
+lexemes (Lark's ``%ignore``). The language is the scannerless one: every terminal is replaced by its
+regular language, lexemes may end wherever the grammar lets them (Lark's Earley
+``lexer="dynamic_complete"``), so it is exactly a context-free language over UTF-8 text. Priorities are
+kept for reference only: they choose between parse trees, never change the language.
+
+EBNF expressions (``Ref``, ``Lex``, ``ESeq``, ``EAlt``, ``ERepeat``) are lowered to plain rules by
+``GrammarBuilder``: maximal runs of terminal-only items become one terminal, repetition of
+non-terminal-only items becomes left-recursive helper rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from guided.errors import GrammarError
+
+from .regex_ast import EMPTY, EPSILON, Node, alt, repeat, seq
+
+__all__ = [
+    "Terminal",
+    "Rule",
+    "CfgGrammar",
+    "GrammarBuilder",
+    "Expr",
+    "Ref",
+    "Lex",
+    "ESeq",
+    "EAlt",
+    "ERepeat",
+    "where_text",
+]
+
+Pos = tuple[int, int]  # (line, column), both 1-based
+
+
+def where_text(pos: Pos | None) -> str:
+    return f" (line {pos[0]}, column {pos[1]})" if pos else ""
+
+
+@dataclass(frozen=True, slots=True)
+class Terminal:
+    """A named regular language; ``priority`` is informational (it orders parse trees, not strings)."""
+
+    name: str
+    node: Node
+    priority: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A nonterminal: alternatives of symbol-name sequences (``()`` is the empty alternative)."""
+
+    name: str
+    alternatives: tuple[tuple[str, ...], ...]
+    priority: int = 0
+
+
+@dataclass(eq=False)
+class CfgGrammar:
+    """Rules, terminals, the start rule and the ignorable terminals; ``where`` maps names to positions."""
+
+    rules: dict[str, Rule]
+    terminals: dict[str, Terminal]
+    start: str
+    ignore: tuple[str, ...] = ()
+    where: dict[str, Pos] = field(default_factory=dict)
+
+    def symbols_of(self, name: str) -> set[str]:
+        return {s for a in self.rules[name].alternatives for s in a} if name in self.rules else set()
+
+    def validate(self) -> CfgGrammar:
+        """Check the grammar and return it without unreachable rules and terminals.
+
+        Raises GrammarError for an undefined start or symbol, a name that is both a rule and a
+        terminal, and a reachable rule that derives no string (recursion without a base case).
+        """
+        if self.start not in self.rules:
+            raise GrammarError(f"the start rule {self.start!r} is not defined")
+        for name in self.terminals.keys() & self.rules.keys():
+            raise GrammarError(f"{name!r} is both a rule and a terminal{where_text(self.where.get(name))}")
+        for name in self.ignore:
+            if name not in self.terminals:
+                raise GrammarError(f"ignored terminal {name!r} is not defined")
+        for rule in self.rules.values():
+            for sym in self.symbols_of(rule.name):
+                if sym not in self.rules and sym not in self.terminals:
+                    pos = self.where.get(f"ref:{sym}") or self.where.get(rule.name)
+                    raise GrammarError(
+                        f"undefined symbol {sym!r} used in rule {rule.name!r}{where_text(pos)}"
+                    )
+        reach = self._reachable()
+        productive = self._productive()
+        for name in sorted(reach & self.rules.keys()):
+            if name not in productive:
+                raise GrammarError(
+                    f"rule {name!r} derives no finite string (recursion without a base case)"
+                    f"{where_text(self.where.get(name))}"
+                )
+        rules = {n: r for n, r in self.rules.items() if n in reach}
+        terms = {n: t for n, t in self.terminals.items() if n in reach or n in self.ignore}
+        return CfgGrammar(rules, terms, self.start, self.ignore, self.where)
+
+    def to_regex(self) -> Node | None:
+        """The grammar's language as one regex when no rule recurses (None otherwise): terminals in
+        place, ``%ignore`` terminals allowed around every lexeme. Such grammars can use the regular
+        engine."""
+        ig = repeat(alt(*(self.terminals[n].node for n in self.ignore))) if self.ignore else EPSILON
+        memo: dict[str, Node | None] = {}
+        active: set[str] = set()
+
+        def go(name: str) -> Node | None:
+            if name in self.terminals:
+                return seq(self.terminals[name].node, ig)
+            if name in memo:
+                return memo[name]
+            if name in active:
+                return None  # recursion
+            active.add(name)
+            alts = []
+            for a in self.rules[name].alternatives:
+                parts = [go(x) for x in a]
+                if any(p is None for p in parts):
+                    active.discard(name)
+                    memo[name] = None
+                    return None
+                alts.append(seq(*parts))
+            active.discard(name)
+            memo[name] = alt(*alts)
+            return memo[name]
+
+        body = go(self.start)
+        return None if body is None else seq(ig, body)
+
+    def _reachable(self) -> set[str]:
+        seen, stack = {self.start}, [self.start]
+        while stack:
+            for s in self.symbols_of(stack.pop()):
+                if s not in seen:
+                    seen.add(s)
+                    stack.append(s)
+        return seen
+
+    def _productive(self) -> set[str]:
+        good = set(n for n, t in self.terminals.items() if t.node != EMPTY)
+        changed = True
+        while changed:
+            changed = False
+            for rule in self.rules.values():
+                if rule.name not in good and any(all(s in good for s in a) for a in rule.alternatives):
+                    good.add(rule.name)
+                    changed = True
+        return good
+
+    def __repr__(self) -> str:
+        return f"CfgGrammar(start={self.start!r}, rules={len(self.rules)}, terminals={len(self.terminals)})"
+
+
+# ---------------------------------------------------------------------- EBNF expressions
+class Expr:
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Ref(Expr):
+    """A reference to a rule or terminal by name."""
+
+    name: str
+    pos: Pos | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Lex(Expr):
+    """An anonymous regular piece (a literal, a character class)."""
+
+    node: Node
+
+
+@dataclass(frozen=True, slots=True)
+class ESeq(Expr):
+    items: tuple[Expr, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class EAlt(Expr):
+    items: tuple[Expr, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ERepeat(Expr):
+    item: Expr
+    min: int
+    max: int | None
+
+
+class GrammarBuilder:
+    """Builds a CfgGrammar from EBNF rule bodies.
+
+    ``regular`` maps names of rules already known to be regular to their regex, so references to them
+    are inlined into terminals (a grammar whose rules are all regular becomes one terminal).
+    """
+
+    def __init__(self, start: str):
+        self.start = start
+        self.rules: dict[str, Rule] = {}
+        self.terminals: dict[str, Terminal] = {}
+        self.where: dict[str, Pos] = {}
+        self.regular: dict[str, Node] = {}
+        self._term_of_node: dict[Node, str] = {}
+        self._n = 0
+
+    def build(self, ignore: tuple[str, ...] = ()) -> CfgGrammar:
+        return CfgGrammar(
+            dict(self.rules), dict(self.terminals), self.start, ignore, dict(self.where)
+        ).validate()
+
+    def add_rule(self, name: str, body: Expr, pos: Pos | None = None) -> None:
+        if pos:
+            self.where.setdefault(name, pos)
+        self.rules[name] = Rule(name, self.alternatives(body, name))
+
+    def add_terminal(self, name: str, node: Node, priority: int = 0) -> None:
+        self.terminals[name] = Terminal(name, node, priority)
+
+    # ------------------------------------------------------------------ lowering
+    def to_regex(self, e: Expr) -> Node | None:
+        """The regex of a terminal-only expression, or None when it references a non-regular rule."""
+        if isinstance(e, Lex):
+            return e.node
+        if isinstance(e, Ref):
+            return self.regular.get(e.name)
+        if isinstance(e, (ESeq, EAlt)):
+            parts = [self.to_regex(x) for x in e.items]
+            if any(p is None for p in parts):
+                return None
+            return seq(*parts) if isinstance(e, ESeq) else alt(*parts)
+        if isinstance(e, ERepeat):
+            inner = self.to_regex(e.item)
+            return None if inner is None else repeat(inner, e.min, e.max)
+        raise TypeError(e)
+
+    def alternatives(self, e: Expr, owner: str) -> tuple[tuple[str, ...], ...]:
+        if isinstance(e, EAlt) and self.to_regex(e) is None:
+            out: list[tuple[str, ...]] = []
+            for x in e.items:
+                for a in self.alternatives(x, owner):
+                    if a not in out:
+                        out.append(a)
+            return tuple(out)
+        return (self.sequence(e, owner),)
+
+    def sequence(self, e: Expr, owner: str) -> tuple[str, ...]:
+        items = e.items if isinstance(e, ESeq) else (e,)
+        out: list[str] = []
+        run: list[Node] = []
+        for x in items:
+            node = self.to_regex(x)
+            if node is not None:
+                run.append(node)
+                continue
+            self._flush(run, out)
+            out.extend(self.symbols(x, owner))
+        self._flush(run, out)
+        return tuple(out)
+
+    def _flush(self, run: list[Node], out: list[str]) -> None:
+        if run:
+            node = seq(*run)
+            run.clear()
+            if node != EPSILON:
+                out.append(self.terminal_for(node))
+
+    def symbols(self, e: Expr, owner: str) -> list[str]:
+        """Symbols for one non-regular item of a sequence."""
+        if isinstance(e, Ref):
+            if e.pos:
+                self.where.setdefault(f"ref:{e.name}", e.pos)
+            return [e.name]
+        if isinstance(e, ESeq):
+            return list(self.sequence(e, owner))
+        if isinstance(e, EAlt):
+            return [self.helper(owner, self.alternatives(e, owner))]
+        if isinstance(e, ERepeat):
+            return self._repeat(e, owner)
+        raise TypeError(e)
+
+    def _repeat(self, e: ERepeat, owner: str) -> list[str]:
+        body = list(self.sequence(e.item, owner))
+        if e.max is None:
+            if e.min == 0:  # H -> H body | ()
+                h = self.fresh(owner)
+                self.rules[h] = Rule(h, ((h, *body), ()))
+                return [h]
+            h = self.fresh(owner)  # H -> H body | body, after min - 1 copies
+            self.rules[h] = Rule(h, ((h, *body), tuple(body)))
+            return body * (e.min - 1) + [h]
+        out = body * e.min
+        tail: tuple[str, ...] = ()
+        for _ in range(e.max - e.min):  # nested optionals: (body (body (...)?)?)?
+            tail = (self.helper(owner, ((*body, *tail), ())),)
+        return out + list(tail)
+
+    def helper(self, owner: str, alternatives: tuple[tuple[str, ...], ...]) -> str:
+        h = self.fresh(owner)
+        self.rules[h] = Rule(h, alternatives)
+        return h
+
+    def fresh(self, owner: str) -> str:
+        self._n += 1
+        return f"{owner}__{self._n}"
+
+    def terminal_for(self, node: Node) -> str:
+        name = self._term_of_node.get(node)
+        if name is None:
+            name = self._term_of_node[node] = f"__T{len(self._term_of_node)}"
+            self.terminals[name] = Terminal(name, node)
+        return name

@@ -1,0 +1,287 @@
+"""CompiledCfg / CfgMatcher: a context-free grammar against one Vocabulary, behind the Matcher API.
+
+``CompiledCfg`` has the shape of ``CompiledGrammar`` with a ``CfgAutomaton`` (Earley configurations,
+lazily determinised) in place of the regex ``LazyDFA``: a numba walk of the vocabulary trie fills
+masks (returning to Python only for transitions never computed before), masks are cached per
+configuration, forced tokens come from the same ``ForcedTokenizer``. So ``CfgMatcher`` is the regular
+``Matcher`` (a stack of ints: rollback is a pop, copy a list copy) and the engine never cares which
+kind a constraint is. ``compile_cfg`` sends grammars without recursion to the regular engine.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+
+import numba
+import numpy as np
+
+from .cfg_ir import CfgGrammar
+from .compiled import CompiledGrammar
+from .earley import UNKNOWN, CfgAutomaton
+from .forced import ForcedTokenizer
+from .gbnf_frontend import parse_gbnf
+from .lark_frontend import parse_lark
+from .matcher import Matcher
+from .token_trie import trie_for
+from .vocab import Vocabulary
+
+__all__ = ["CompiledCfg", "CfgMatcher", "compile_cfg", "compile_lark", "compile_gbnf"]
+
+Encode = Callable[[bytes], list[int]]
+
+
+class CfgMatcher(Matcher):
+    """Per-sequence cursor over a CompiledCfg (the Matcher API, unchanged)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"CfgMatcher(state={self.state}, accepted={self.num_accepted}, grammar={self.compiled.key!r})"
+
+
+class CompiledCfg:
+    """A context-free grammar's automaton over a vocabulary; create with ``compile_cfg``, use via ``matcher()``."""
+
+    def __init__(
+        self,
+        vocabulary: Vocabulary,
+        grammar: CfgGrammar,
+        key: object = None,
+        encode: Encode | None = None,
+        max_states: int = 500_000,
+        mask_cache_bytes: int = 256 << 20,
+    ):
+        self.vocabulary = vocabulary
+        self.grammar = grammar
+        self.key = key
+        self.encode = encode
+        self.max_states = max_states
+        self.mask_cache_bytes = mask_cache_bytes
+        self._build()
+
+    def _build(self) -> None:
+        vocab = self.vocabulary
+        self.dfa = CfgAutomaton(self.grammar, max_states=self.max_states)
+        self.pool = self.dfa.pool
+        self.trie = trie_for(vocab)
+        self.eos_ids = tuple(vocab.eos_ids)
+        self._eos_set = frozenset(vocab.eos_ids)
+        self._special = vocab.special
+        self._tokens = vocab.tokens
+        self._words = vocab.bitmask_words
+        self._eos_mask = np.zeros(self._words, dtype=np.uint32)
+        for i in self.eos_ids:
+            self._eos_mask[i >> 5] |= np.uint32(1 << (i & 31))
+        self._masks: OrderedDict[int, np.ndarray] = OrderedDict()  # configuration -> uint32 [words]
+        self._max_masks = max(4, self.mask_cache_bytes // (4 * self._words))
+        self._lock = threading.Lock()
+        self.forced = ForcedTokenizer(self, self.encode)
+        self._stack_len = self.trie.max_token_len + 2
+        self._desc = _desc_for(self.trie)
+        self._inside: dict[int, np.ndarray] = {}  # lexer state -> tokens that stay inside its lexeme
+
+    def __getstate__(self):
+        return {
+            k: getattr(self, k)
+            for k in ("vocabulary", "grammar", "key", "encode", "max_states", "mask_cache_bytes")
+        }
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._build()
+
+    # ------------------------------------------------------------------ queries
+    def matcher(self) -> CfgMatcher:
+        return CfgMatcher(self)
+
+    @property
+    def start_state(self) -> int:
+        return 0
+
+    def is_eos(self, token_id: int) -> bool:
+        return token_id in self._eos_set
+
+    def next_state(self, state: int, token_id: int) -> int:
+        """The configuration after a non-EOS token, or -1 when the token is not allowed."""
+        if not 0 <= token_id < len(self._tokens) or self._special[token_id]:
+            return -1
+        data = self._tokens[token_id]
+        return self.dfa.walk(state, data) if data else -1
+
+    def mask(self, state: int) -> np.ndarray:
+        """The allowed-token bitmask of a configuration: uint32 [words]. Do not modify."""
+        with self._lock:
+            m = self._masks.get(state)
+            if m is not None:
+                self._masks.move_to_end(state)
+                return m
+        m = self._compute_mask(state)
+        with self._lock:
+            self._masks[state] = m
+            while len(self._masks) > self._max_masks:
+                self._masks.popitem(last=False)
+        return m
+
+    def _compute_mask(self, state: int) -> np.ndarray:
+        """Walk the trie in rounds: each numba pass skips the subtrees behind transitions not computed yet
+        and lists them; Python computes those transitions and the next pass resumes in those subtrees.
+
+        When the walk starts inside one lexeme (a string body, a number), the tokens that stay inside it
+        depend on the lexer state alone: they are recorded once per lexer state, and later walks from
+        any parser context skip the subtrees whose bytes cannot end the lexeme, OR-ing the record in.
+        """
+        trie, dfa = self.trie, self.dfa
+        mask = np.zeros(self._words, dtype=np.uint32)
+        inmask = np.zeros(self._words, dtype=np.uint32)
+        stack = np.zeros(self._stack_len, dtype=np.int32)
+        ins = np.zeros(self._stack_len, dtype=np.uint8)
+        lex = dfa.pure_lex[state]
+        known = self._inside.get(lex) if lex >= 0 else None
+        n = trie.n_nodes
+        out_node = np.empty(n, dtype=np.int32)
+        out_cfg = np.empty(n, dtype=np.int32)
+        out_ins = np.empty(n, dtype=np.uint8)
+        starts = np.zeros(1, dtype=np.int32)
+        ends = np.full(1, n, dtype=np.int32)
+        cfgs = np.full(1, state, dtype=np.int32)
+        ins_in = np.full(1, lex >= 0, dtype=np.uint8)
+        while len(starts):
+            k = _walk(
+                trie.node_byte, trie.node_depth, trie.node_end, trie.tok_start, trie.tok_end, trie.token_ids,
+                dfa.class_map, dfa.trans, dfa.internal, dfa.exit_bytes, self._desc, known is not None,
+                starts, ends, cfgs, ins_in, stack, ins, mask, inmask, out_node, out_cfg, out_ins,
+            )  # fmt: skip
+            starts, cfgs, ins_in = out_node[:k].copy(), out_cfg[:k].copy(), out_ins[:k].copy()
+            ends = trie.node_end[starts].astype(np.int32)
+            classes = dfa.class_map[trie.node_byte[starts]]
+            for c, cls in set(zip(cfgs.tolist(), classes.tolist(), strict=True)):
+                dfa.entry(c, cls)
+        if known is not None:
+            mask |= known
+        elif lex >= 0:
+            self._inside[lex] = inmask
+        if dfa.accepting[state]:
+            mask |= self._eos_mask
+        return mask
+
+    def __repr__(self) -> str:
+        return f"CompiledCfg({self.key!r}, configurations={self.dfa.n_states}, vocabulary={self.vocabulary.name!r})"
+
+
+@numba.njit(cache=True, nogil=True)
+def _walk(node_byte, node_depth, node_end, tok_start, tok_end, token_ids, class_map, trans, internal, exit_bytes,
+          desc, prune, starts, ends, cfgs, ins_in, stack, ins, mask, inmask, out_node, out_cfg, out_ins):  # fmt: skip
+    """Depth-first over the trie ranges [starts[r], ends[r]), the configuration before each range's first
+    node being cfgs[r]; one configuration per depth in stack, and in ins whether the path so far stayed
+    inside the starting lexeme. Nodes whose transition is still UNKNOWN are written to out_* and their
+    subtree skipped; a DEAD transition skips the subtree for good. Tokens reached inside the starting
+    lexeme also go to inmask; with ``prune``, a subtree inside it whose bytes (desc) cannot end the
+    lexeme (exit_bytes) is skipped: its tokens are in the caller's record. Returns how many were written."""
+    n_out = 0
+    for r in range(len(starts)):
+        i = starts[r]
+        end = ends[r]
+        stack[node_depth[i] - 1] = cfgs[r]
+        ins[node_depth[i] - 1] = ins_in[r]
+        while i < end:
+            d = node_depth[i]
+            s = stack[d - 1]
+            c = class_map[node_byte[i]]
+            t = trans[s, c]
+            if t == UNKNOWN:
+                out_node[n_out] = i
+                out_cfg[n_out] = s
+                out_ins[n_out] = ins[d - 1]
+                n_out += 1
+                i = node_end[i]
+                continue
+            if t < 0:
+                i = node_end[i]
+                continue
+            stack[d] = t
+            inside = ins[d - 1] == 1 and internal[s, c] == 1
+            ins[d] = inside
+            for k in range(tok_start[i], tok_end[i]):
+                tid = token_ids[k]
+                bit = np.uint32(1) << np.uint32(tid & 31)
+                mask[tid >> 5] |= bit
+                if inside:
+                    inmask[tid >> 5] |= bit
+            if (
+                inside and prune
+                and (desc[i, 0] & exit_bytes[t, 0]) == 0 and (desc[i, 1] & exit_bytes[t, 1]) == 0
+                and (desc[i, 2] & exit_bytes[t, 2]) == 0 and (desc[i, 3] & exit_bytes[t, 3]) == 0
+            ):  # fmt: skip
+                i = node_end[i]
+                continue
+            i += 1
+    return n_out
+
+
+@numba.njit(cache=True)
+def _descendant_bytes(node_byte, node_depth):
+    """uint64 [nodes, 4]: the bytes of each node's strict descendants, as 256-bit masks."""
+    n = len(node_byte)
+    desc = np.zeros((n, 4), np.uint64)
+    parent = np.full(n, -1, np.int64)
+    path = np.zeros(4096, np.int64)
+    for j in range(n):
+        d = node_depth[j]
+        path[d] = j
+        if d > 1:
+            parent[j] = path[d - 1]
+    for j in range(n - 1, -1, -1):
+        p = parent[j]
+        if p >= 0:
+            b = node_byte[j]
+            desc[p, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+            for w in range(4):
+                desc[p, w] |= desc[j, w]
+    return desc
+
+
+_DESC: dict[int, tuple] = {}
+_DESC_LOCK = threading.Lock()
+
+
+def _desc_for(trie) -> np.ndarray:
+    with _DESC_LOCK:
+        hit = _DESC.get(id(trie))
+        if hit is None or hit[0] is not trie:
+            hit = _DESC[id(trie)] = (trie, _descendant_bytes(trie.node_byte, trie.node_depth))
+            while len(_DESC) > 4:
+                _DESC.pop(next(iter(_DESC)))
+        return hit[1]
+
+
+def compile_cfg(
+    vocabulary: Vocabulary, grammar: CfgGrammar, key: object = None, regular_fast_path: bool = True, **options
+) -> CompiledCfg | CompiledGrammar:
+    """Compile a CfgGrammar against a vocabulary (options as for ``CompiledCfg``).
+
+    A grammar without recursion is a regular language: it goes to the regular engine
+    (``CompiledGrammar``, whose masks are keyed by clamped counters) unless ``regular_fast_path`` is
+    False. Either way the result makes matchers with the same API.
+    """
+    node = grammar.to_regex() if regular_fast_path else None
+    if node is not None:
+        return CompiledGrammar(vocabulary, node, key=key, **options)
+    return CompiledCfg(vocabulary, grammar, key=key, **options)
+
+
+def compile_lark(
+    vocabulary: Vocabulary, text: str, start: str = "start", import_paths=(), **options
+) -> CompiledCfg | CompiledGrammar:
+    """Compile Lark grammar text (see ``lark_frontend.parse_lark``)."""
+    return compile_cfg(
+        vocabulary, parse_lark(text, start, import_paths), key=("lark", text, start), **options
+    )
+
+
+def compile_gbnf(
+    vocabulary: Vocabulary, text: str, start: str = "root", **options
+) -> CompiledCfg | CompiledGrammar:
+    """Compile GBNF text (see ``gbnf_frontend.parse_gbnf``)."""
+    return compile_cfg(vocabulary, parse_gbnf(text, start), key=("gbnf", text, start), **options)

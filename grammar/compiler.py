@@ -1,0 +1,116 @@
+"""GrammarCompiler: constraint -> CompiledGrammar for one Vocabulary, with a thread-safe LRU cache.
+
+``compile_regex`` parses a pattern; ``compile_ast`` takes a regex AST built directly (the JSON Schema
+compiler lowers schemas to ``regex_ast`` nodes and calls it); ``compile_lark`` / ``compile_gbnf`` /
+``compile_cfg`` take context-free grammars (text, or the grammar IR), which give matchers with the same
+API. Compilation is lazy by design: it
+interns the expression, finds the byte classes and checks the language is non-empty; DFA rows and
+masks are computed on first visit.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+
+from guided.errors import GrammarError
+
+from .cfg_ir import CfgGrammar
+from .cfg_matcher import CompiledCfg, compile_cfg
+from .compiled import CompiledGrammar
+from .gbnf_frontend import parse_gbnf
+from .lark_frontend import parse_lark
+from .regex_ast import Node
+from .regex_parser import parse_regex
+from .vocab import Vocabulary
+
+__all__ = ["GrammarCompiler"]
+
+
+class GrammarCompiler:
+    """Compiles constraints against one vocabulary, caching the results.
+
+    Parameters
+    ----------
+    vocabulary : Vocabulary
+    cache_size : int
+        How many compiled grammars to keep (least recently used are dropped).
+    encode : callable, optional
+        ``encode(bytes) -> list[int]``: the tokenizer's canonical encoding of text as a continuation
+        (no BOS, no dummy prefix). Used for forced tokens; without it they use greedy longest match.
+    max_states : int
+        Bound on DFA states per grammar (LimitError past it).
+    mask_cache_bytes : int
+        Bound on the memory of cached masks per grammar.
+    """
+
+    def __init__(
+        self,
+        vocabulary: Vocabulary,
+        cache_size: int = 256,
+        encode: Callable[[bytes], list[int]] | None = None,
+        max_states: int = 500_000,
+        mask_cache_bytes: int = 256 << 20,
+    ):
+        self.vocabulary = vocabulary
+        self.cache_size = cache_size
+        self.encode = encode
+        self.max_states = max_states
+        self.mask_cache_bytes = mask_cache_bytes
+        self._cache: OrderedDict[tuple, CompiledGrammar] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def compile_regex(self, pattern: str, search: bool = False) -> CompiledGrammar:
+        """Compile an ECMA-262 regex; the text must match it fully (``search=True``: contain a match)."""
+        return self._cached(("regex", pattern, search), lambda: parse_regex(pattern, search=search))
+
+    def compile_ast(self, node: Node, key: object = None) -> CompiledGrammar:
+        """Compile a regex AST (``guided.grammar.regex_ast``); ``key`` (hashable) names it in the cache,
+        the node itself is the key when omitted."""
+        return self._cached(("ast", node if key is None else key), lambda: node)
+
+    def compile_lark(self, text: str, start: str = "start", import_paths=()) -> CompiledGrammar | CompiledCfg:
+        """Compile Lark grammar text (context-free; a grammar without recursion takes the regular path)."""
+        key = ("lark", text, start, tuple(import_paths))
+        return self._cached_grammar(key, lambda: parse_lark(text, start, import_paths))
+
+    def compile_gbnf(self, text: str, start: str = "root") -> CompiledGrammar | CompiledCfg:
+        """Compile llama.cpp GBNF grammar text (``root`` is the start rule by default)."""
+        return self._cached_grammar(("gbnf", text, start), lambda: parse_gbnf(text, start))
+
+    def compile_grammar(self, text: str, syntax: str = "lark") -> CompiledGrammar | CompiledCfg:
+        """Compile grammar text in ``syntax`` "lark" or "gbnf"."""
+        if syntax == "gbnf":
+            return self.compile_gbnf(text)
+        if syntax == "lark":
+            return self.compile_lark(text)
+        raise GrammarError(f"unknown grammar syntax {syntax!r}: 'lark' or 'gbnf'")
+
+    def compile_cfg(self, grammar: CfgGrammar, key: object) -> CompiledGrammar | CompiledCfg:
+        """Compile a grammar IR built directly (e.g. a recursive JSON Schema); ``key`` names it."""
+        return self._cached_grammar(("cfg", key), lambda: grammar)
+
+    def _options(self) -> dict:
+        return dict(encode=self.encode, max_states=self.max_states, mask_cache_bytes=self.mask_cache_bytes)
+
+    def _cached_grammar(self, key: tuple, build: Callable[[], CfgGrammar]):
+        return self._lookup(key, lambda: compile_cfg(self.vocabulary, build(), key=key, **self._options()))
+
+    def _cached(self, key: tuple, build: Callable[[], Node]) -> CompiledGrammar:
+        return self._lookup(key, lambda: CompiledGrammar(self.vocabulary, build(), key=key, **self._options()))
+
+    def _lookup(self, key: tuple, make: Callable[[], CompiledGrammar | CompiledCfg]):
+        full_key = key + (self.vocabulary.fingerprint,)
+        with self._lock:
+            hit = self._cache.get(full_key)
+            if hit is not None:
+                self._cache.move_to_end(full_key)
+                return hit
+        compiled = make()
+        with self._lock:
+            compiled = self._cache.setdefault(full_key, compiled)
+            self._cache.move_to_end(full_key)
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+        return compiled
