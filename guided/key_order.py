@@ -1,0 +1,167 @@
+"""KeyOrder: the order in which properties are generated at one place in the instance.
+
+Properties are generated in declared order (and one alternative order, ``required_first``). At one place in an instance several schemas may apply
+at once (``allOf``, ``anyOf``, ``$ref``, ``if``/``then``, ...); their ``properties`` are merged in
+document order, then names that are only ``required``. Every schema lowered at that place uses the
+same order, so intersections (``allOf``, ``oneOf``, ``not``) compare like with like. Properties not
+named anywhere there come after the named ones, in any order among themselves.
+
+``order_instance`` rewrites an instance's objects into this order: how harnesses serialize instances
+that their author wrote in another order. An ordering mismatch can only make the compiled grammar
+reject a valid instance, never accept an invalid one.
+"""
+
+from __future__ import annotations
+
+import re
+
+from guided.schema_resolver import SchemaResolver
+
+__all__ = ["KeyOrder", "order_instance"]
+
+_IN_PLACE = ("allOf", "anyOf", "oneOf")
+_ORDER_KEYS = frozenset(
+    {"properties", "required", "patternProperties", "additionalProperties", "items", "prefixItems",
+     "additionalItems", "contains"}
+)  # fmt: skip
+_IN_PLACE_ONE = ("not", "if", "then", "else")
+
+
+class KeyOrder:
+    """The schemas (with their base URIs) that apply at one place of an instance."""
+
+    def __init__(self, resolver: SchemaResolver, schemas):
+        self.resolver = resolver
+        self.schemas: list[tuple[dict, str]] = []
+        seen: set[int] = set()
+        for schema, base in schemas:
+            self._close(schema, base, seen, 0)
+        self._names: list[str] | None = None
+        # what the order here and below depends on: the schemas with ordering keywords
+        self.key = tuple(id(s) for s, _ in self.schemas if not _ORDER_KEYS.isdisjoint(s))
+
+    def _close(self, schema, base: str, seen: set[int], depth: int) -> None:
+        if not isinstance(schema, dict) or id(schema) in seen or depth > 64:
+            return
+        seen.add(id(schema))
+        base = self.resolver.base_of.get(id(schema), base)
+        self.schemas.append((schema, base))
+        for key, value in schema.items():
+            if key == "$ref" and isinstance(value, str):
+                try:
+                    target, tbase, _ = self.resolver.resolve(value, base, "#")
+                except Exception:  # reported where the schema is lowered
+                    continue
+                self._close(target, tbase, seen, depth + 1)
+            elif key in _IN_PLACE and isinstance(value, list):
+                for sub in value:
+                    self._close(sub, base, seen, depth + 1)
+            elif key in _IN_PLACE_ONE:
+                self._close(value, base, seen, depth + 1)
+            elif key in ("dependentSchemas", "dependencies") and isinstance(value, dict):
+                for sub in value.values():
+                    self._close(sub, base, seen, depth + 1)
+
+    @property
+    def names(self) -> list[str]:
+        if self._names is None:
+            names: dict[str, None] = {}
+            for schema, _ in self.schemas:
+                props = schema.get("properties")
+                if isinstance(props, dict):
+                    names.update(dict.fromkeys(props))
+            for schema, _ in self.schemas:
+                req = schema.get("required")
+                if isinstance(req, list):
+                    names.update(dict.fromkeys(r for r in req if isinstance(r, str)))
+            for schema, _ in self.schemas:
+                for kw in ("dependentRequired", "dependentSchemas", "dependencies"):
+                    deps = schema.get(kw)
+                    if isinstance(deps, dict):
+                        for trigger, dep in deps.items():
+                            names[trigger] = None
+                            if isinstance(dep, list):
+                                names.update(dict.fromkeys(n for n in dep if isinstance(n, str)))
+            self._names = list(names)
+        return self._names
+
+    @property
+    def required_first(self) -> list[str]:
+        """The second accepted order: names some schema here requires (in ``required`` order), then
+        the others in declared order. Datasets and hand-written instances often follow ``required``
+        where ``properties`` was sorted by name."""
+        req: dict[str, None] = {}
+        for schema, _ in self.schemas:
+            r = schema.get("required")
+            if isinstance(r, list):
+                req.update(dict.fromkeys(x for x in r if isinstance(x, str)))
+        return list(req) + [n for n in self.names if n not in req]
+
+    def child(self, name: str) -> KeyOrder:
+        out = []
+        for schema, base in self.schemas:
+            props = schema.get("properties")
+            hit = False
+            if isinstance(props, dict) and name in props:
+                out.append((props[name], base))
+                hit = True
+            pats = schema.get("patternProperties")
+            if isinstance(pats, dict):
+                for pattern, sub in pats.items():
+                    if _search(pattern, name):
+                        out.append((sub, base))
+                        hit = True
+            if not hit and isinstance(schema.get("additionalProperties"), dict):
+                out.append((schema["additionalProperties"], base))
+        return KeyOrder(self.resolver, out)
+
+    def other(self) -> KeyOrder:
+        """The place of a property no schema here names."""
+        out = []
+        for schema, base in self.schemas:
+            for sub in (schema.get("patternProperties") or {}).values() if isinstance(
+                schema.get("patternProperties"), dict
+            ) else ():
+                out.append((sub, base))
+            if isinstance(schema.get("additionalProperties"), dict):
+                out.append((schema["additionalProperties"], base))
+        return KeyOrder(self.resolver, out)
+
+    def item(self, index: int | None = None) -> KeyOrder:
+        """The place of array element ``index`` (None: any element past the prefixes)."""
+        out = []
+        for schema, base in self.schemas:
+            prefix = schema.get("prefixItems")
+            items = schema.get("items")
+            if isinstance(items, list):  # draft-07 tuple form
+                prefix, items = items, schema.get("additionalItems")
+            if isinstance(prefix, list) and index is not None and index < len(prefix):
+                out.append((prefix[index], base))
+            elif isinstance(items, dict):
+                out.append((items, base))
+            if isinstance(schema.get("contains"), dict):
+                out.append((schema["contains"], base))
+        return KeyOrder(self.resolver, out)
+
+
+def _search(pattern: str, text: str) -> bool:
+    try:
+        return re.search(pattern, text) is not None
+    except (re.error, RecursionError):
+        return False
+
+
+def order_instance(schema, instance, registry: dict | None = None):
+    """The instance with every object's keys in the compiler's generation order."""
+    resolver = SchemaResolver(schema if isinstance(schema, dict) else {}, registry)
+    return _order(KeyOrder(resolver, [(schema, resolver.root_base)]), instance)
+
+
+def _order(place: KeyOrder, value):
+    if isinstance(value, dict):
+        names = [n for n in place.names if n in value]
+        rest = [k for k in value if k not in set(names)]
+        return {k: _order(place.child(k), value[k]) for k in names + rest}
+    if isinstance(value, list):
+        return [_order(place.item(i), v) for i, v in enumerate(value)]
+    return value

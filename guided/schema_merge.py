@@ -1,0 +1,113 @@
+"""Schema merging: ``allOf`` (and ``if``/``then``/``else``) rewritten into one schema where that is exact.
+
+An intersection of whole objects or arrays is exact in the automaton (``And``), but every state
+inside it then has to prove that both sides can still finish. Merging the keywords instead keeps the
+automaton plain: ``{"properties": {"a": A}} ∧ {"properties": {"a": B}, "required": ["a"]}`` is
+``{"properties": {"a": {"allOf": [A, B]}}, "required": ["a"]}``. A property one schema does not list
+takes that schema's ``additionalProperties`` (default true) into its ``allOf``. Keywords that appear
+in one schema only are copied; ``type`` is intersected and ``required`` united; any other clash
+(``patternProperties``, two ``items``, ...) leaves the intersection to ``And`` (``merge`` returns None).
+"""
+
+from __future__ import annotations
+
+__all__ = ["merge", "split_if"]
+
+_ANNOTATIONS = frozenset(
+    {"title", "description", "default", "examples", "example", "$comment", "deprecated", "readOnly",
+     "writeOnly", "$schema", "$id", "$anchor", "$defs", "definitions", "markdownDescription"}
+)  # fmt: skip
+_SPECIAL = frozenset({"type", "properties", "required", "additionalProperties"})
+_NEVER = frozenset({"$ref", "$dynamicRef", "patternProperties", "unevaluatedProperties", "unevaluatedItems"})
+_GROUPS = (
+    frozenset({"items", "prefixItems", "additionalItems"}),
+    frozenset({"if", "then", "else"}),
+    frozenset({"contains", "minContains", "maxContains"}),
+)
+_TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
+
+
+def merge(schemas: list) -> dict | None:
+    """One schema equivalent to the conjunction of ``schemas`` (dicts without $ref), or None."""
+    if any(s is False for s in schemas):
+        return None
+    parts = []
+    for s in schemas:  # flatten nested allOf
+        if isinstance(s, dict) and isinstance(s.get("allOf"), list):
+            parts += [{k: v for k, v in s.items() if k != "allOf"}, *s["allOf"]]
+        elif s is not True:
+            parts.append(s)
+    if not all(isinstance(s, dict) and not (_NEVER & s.keys()) for s in parts):
+        return None
+    for group in _GROUPS:  # keywords that read each other must come from one schema
+        if sum(1 for s in parts if group & s.keys()) > 1:
+            return None
+    out: dict = {}
+    for s in parts:
+        for k, v in s.items():
+            if k in _ANNOTATIONS or k in _SPECIAL:
+                continue
+            if k in out and out[k] != v:
+                return None
+            out[k] = v
+    types = _types(parts)
+    if types is not None:
+        out["type"] = types
+    required = [r for s in parts for r in s.get("required", []) if isinstance(r, str)]
+    if required:
+        out["required"] = list(dict.fromkeys(required))
+    names = list(dict.fromkeys(n for s in parts for n in (s.get("properties") or {})))
+    if names:
+        out["properties"] = {n: _all([(s.get("properties") or {}).get(n, s.get("additionalProperties", True)) for s in parts]) for n in names}
+    addl = [s["additionalProperties"] for s in parts if "additionalProperties" in s]
+    if addl:
+        out["additionalProperties"] = _all(addl)
+    return out
+
+
+def _all(subs: list):
+    subs = [s for s in subs if s is not True and s != {}]
+    if not subs:
+        return True
+    if any(s is False for s in subs):
+        return False
+    return subs[0] if len(subs) == 1 else {"allOf": subs}
+
+
+def _types(parts: list) -> list | None:
+    sets = []
+    for s in parts:
+        t = s.get("type")
+        if t is None:
+            continue
+        ts = {t} if isinstance(t, str) else set(t)
+        if "number" in ts:
+            ts.add("integer")
+        if s.get("nullable") is True:
+            ts.add("null")
+        sets.append(ts)
+    if not sets:
+        return None
+    common = set.intersection(*sets)
+    return [t for t in _TYPES if t in common]
+
+
+def split_if(schema: dict) -> dict | None:
+    """``if``/``then``/``else`` with an object-shaped ``if`` (only ``properties``/``required``) as
+    an ``anyOf`` of plain conjunctions: if holds and then, or one way if fails and else."""
+    cond = schema.get("if")
+    if not isinstance(cond, dict) or not set(cond) - _ANNOTATIONS <= {"properties", "required", "type"}:
+        return None
+    if cond.get("type", "object") != "object" or (not cond.get("properties") and not cond.get("required")):
+        return None
+    props, req = cond.get("properties") or {}, cond.get("required") or []
+    rest = {k: v for k, v in schema.items() if k not in ("if", "then", "else")}
+    then, else_ = schema.get("then", True), schema.get("else", True)
+    holds = {k: v for k, v in cond.items() if k in ("properties", "required")}
+    fails = [{"type": "object", "properties": {r: False}} for r in req]  # a required name is absent
+    fails += [{"type": "object", "properties": {p: {"not": sub}}, "required": [p]} for p, sub in props.items()]
+    if cond.get("type") == "object":
+        holds["type"] = "object"
+        fails.append({"type": [t for t in _TYPES if t != "object"]})
+    branches = [{"allOf": [holds, then]}] + [{"allOf": [f, else_]} for f in fails]
+    return {**rest, "anyOf": branches} if "anyOf" not in rest else {**rest, "allOf": [{"anyOf": branches}, *rest.get("allOf", [])]}

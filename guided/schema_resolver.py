@@ -1,0 +1,112 @@
+"""SchemaResolver: ``$ref`` targets by base URI, ``$id``, ``$anchor``, ``$defs``/``definitions`` and
+JSON pointers, within the schema and an explicit registry of other documents.
+
+Nothing is ever fetched: a reference to a document that is neither the schema itself nor in the
+registry (``{uri: schema}``) is a ``SchemaError``.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import unquote, urldefrag, urljoin
+
+from guided.errors import SchemaError
+
+__all__ = ["SchemaResolver", "DEFAULT_BASE"]
+
+DEFAULT_BASE = "https://schema.invalid/root.json"
+# Keywords whose values are data, not subschemas: never indexed for $id/$anchor.
+_DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples", "example"})
+
+
+def _join(base: str, ref: str) -> str:
+    if ref.startswith("#"):
+        return urldefrag(base)[0] + ref
+    if ":" in ref.split("/", 1)[0]:  # absolute (http:, urn:, tag:, ...)
+        return ref
+    return urljoin(base, ref)
+
+
+class SchemaResolver:
+    """Indexes schema resources and anchors; ``resolve(ref, base)`` gives (target, its base, its path)."""
+
+    def __init__(self, root, registry: dict | None = None):
+        self.resources: dict[str, tuple[object, str]] = {}  # uri -> (schema, json pointer path)
+        self.anchors: dict[str, tuple[object, str]] = {}
+        self.base_of: dict[int, str] = {}  # id(schema dict) -> its base URI
+        self._registry = dict(registry or {})
+        self._indexed: set[str] = set()
+        root_id = root.get("$id") if isinstance(root, dict) else None
+        self.root_base = _join(DEFAULT_BASE, root_id) if isinstance(root_id, str) else DEFAULT_BASE
+        self._index(root, self.root_base, "#")
+        self.resources.setdefault(urldefrag(self.root_base)[0], (root, "#"))
+        self.resources.setdefault(DEFAULT_BASE, (root, "#"))
+
+    # ------------------------------------------------------------------ indexing
+    def _index(self, schema, base: str, path: str) -> None:
+        if isinstance(schema, list):
+            for i, item in enumerate(schema):
+                self._index(item, base, f"{path}/{i}")
+            return
+        if not isinstance(schema, dict):
+            return
+        sid = schema.get("$id", schema.get("id") if isinstance(schema.get("id"), str) and "$ref" not in schema else None)
+        if isinstance(sid, str):
+            if sid.startswith("#"):  # draft-07 style plain-name fragment: an anchor
+                self.anchors[urldefrag(base)[0] + sid] = (schema, path)
+            else:
+                base = _join(base, sid)
+                self.resources[urldefrag(base)[0]] = (schema, path)
+        anchor = schema.get("$anchor")
+        if isinstance(anchor, str):
+            self.anchors[urldefrag(base)[0] + "#" + anchor] = (schema, path)
+        self.base_of[id(schema)] = base
+        for key, value in schema.items():
+            if key not in _DATA_KEYWORDS and isinstance(value, (dict, list)):
+                self._index(value, base, f"{path}/{_escape(key)}")
+
+    def _load_remote(self, uri: str) -> None:
+        if uri in self._indexed:
+            return
+        self._indexed.add(uri)
+        doc = self._registry.get(uri)
+        if doc is None:
+            return
+        self._index(doc, uri, uri + "#")
+        self.resources.setdefault(uri, (doc, uri + "#"))
+
+    # ------------------------------------------------------------------ resolution
+    def resolve(self, ref: str, base: str, path: str):
+        """The target of ``ref`` seen from ``base``: (schema, base URI of the target, its path)."""
+        uri = _join(base, ref)
+        doc_uri, frag = urldefrag(uri)
+        if doc_uri not in self.resources:
+            self._load_remote(doc_uri)
+        if doc_uri not in self.resources:
+            raise SchemaError(
+                f"$ref {ref!r} names {doc_uri!r}, which is neither this schema nor in the registry "
+                "(remote references are never fetched)",
+                path,
+            )
+        doc, doc_path = self.resources[doc_uri]
+        if not frag:
+            return doc, self.base_of.get(id(doc), doc_uri), doc_path
+        if not frag.startswith("/"):
+            hit = self.anchors.get(doc_uri + "#" + frag)
+            if hit is None:
+                raise SchemaError(f"$ref {ref!r}: no $anchor {frag!r} in {doc_uri}", path)
+            return hit[0], self.base_of.get(id(hit[0]), doc_uri), hit[1]
+        target, tpath = doc, doc_path
+        for part in frag[1:].split("/"):
+            key = unquote(part).replace("~1", "/").replace("~0", "~")
+            if isinstance(target, list) and key.isdigit() and int(key) < len(target):
+                target = target[int(key)]
+            elif isinstance(target, dict) and key in target:
+                target = target[key]
+            else:
+                raise SchemaError(f"$ref {ref!r}: JSON pointer does not resolve (no {key!r})", path)
+            tpath = f"{tpath}/{_escape(key)}"
+        return target, self.base_of.get(id(target), doc_uri), tpath
+
+
+def _escape(key: str) -> str:
+    return str(key).replace("~", "~0").replace("/", "~1")

@@ -1,0 +1,109 @@
+"""Test helpers for the JSON Schema compiler: membership oracles for regex AST nodes, serializers
+that follow the compiler's key order, and the jsonschema validator with format assertion.
+
+Two membership tests: ``fullmatch`` is a naive recursion over sets of end positions, independent of
+the grammar core, fine for short strings; ``accepts`` walks the grammar core's byte derivatives
+(exact, fast). Tests cross-check the two on small cases and use ``accepts`` for bulk work.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+
+import jsonschema
+from guided.grammar.expr_pool import EMPTY_ID, ExprPool
+from guided.grammar.regex_ast import Alt, And, ByteSet, Chars, Not, Repeat, Seq
+
+
+def fullmatch(node, text: str) -> bool:
+    """Whether the whole text is in the node's language (naive; exponential only in nesting)."""
+    return len(text) in _ends(node, text, 0)
+
+
+def _ends(node, text: str, i: int) -> frozenset[int]:
+    n = len(text)
+    if isinstance(node, Chars):
+        if i < n and any(lo <= ord(text[i]) <= hi for lo, hi in node.ranges):
+            return frozenset((i + 1,))
+        return frozenset()
+    if isinstance(node, ByteSet):
+        raise NotImplementedError("byte-level nodes have no place in JSON Schema languages")
+    if isinstance(node, Seq):
+        cur = frozenset((i,))
+        for item in node.items:
+            cur = frozenset(e for p in cur for e in _ends(item, text, p))
+            if not cur:
+                break
+        return cur
+    if isinstance(node, Alt):
+        return frozenset(e for item in node.items for e in _ends(item, text, i))
+    if isinstance(node, Repeat):
+        out = set()
+        cur, k = frozenset((i,)), 0
+        seen = set()
+        while cur:
+            if k >= node.min:
+                out |= cur
+            if node.max is not None and k >= node.max:
+                break
+            key = cur if k >= node.min else None
+            if key is not None and key in seen:
+                break
+            if key is not None:
+                seen.add(key)
+            cur = frozenset(e for p in cur for e in _ends(node.item, text, p) if e > p or k < node.min)
+            k += 1
+        return frozenset(out)
+    if isinstance(node, And):
+        return frozenset(
+            e for e in range(i, n + 1) if all(e in _ends(item, text, i) for item in node.items)
+        )
+    if isinstance(node, Not):
+        inner = _ends(node.item, text, i)
+        return frozenset(e for e in range(i, n + 1) if e not in inner)
+    raise TypeError(node)
+
+
+_POOLS: dict[int, tuple] = {}
+
+
+def accepts(node, text: str) -> bool:
+    """Exact membership through the grammar core's byte derivatives."""
+    entry = _POOLS.get(id(node))
+    if entry is None or entry[0] is not node:
+        pool = ExprPool()
+        entry = (node, pool, pool.intern(node))
+        if len(_POOLS) > 64:
+            _POOLS.clear()
+        _POOLS[id(node)] = entry
+    _, pool, e = entry
+    for b in text.encode("utf-8", "surrogatepass"):
+        e = pool.deriv(e, b)
+        if e == EMPTY_ID:
+            return False
+    return pool.nullable[e]
+
+
+# ---------------------------------------------------------------- serialization
+def dumps(value, compact: bool = False) -> str:
+    """MaskBench's serialization (", " and ": ") or the compact one; keys as the instance lists them."""
+    seps = (",", ":") if compact else (", ", ": ")
+    return json.dumps(value, ensure_ascii=False, separators=seps)
+
+
+def validator_for(schema, registry=None):
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    kwargs = {"format_checker": cls.FORMAT_CHECKER}
+    if registry is not None:
+        kwargs["registry"] = registry
+    return cls(schema, **kwargs)
+
+
+@cache
+def _fmt_checker():
+    return jsonschema.Draft202012Validator.FORMAT_CHECKER
+
+
+def is_valid(schema, instance) -> bool:
+    return validator_for(schema).is_valid(instance)
