@@ -41,18 +41,23 @@ class AsyncEngine:
         self._thread.start()
 
     async def generate(
-        self, prompt: str | list[int], params: SamplingParams | None = None, request_id: str | None = None
+        self,
+        prompt: str | list[int],
+        params: SamplingParams | None = None,
+        request_id: str | None = None,
+        grammar=None,
     ) -> AsyncIterator[RequestOutput]:
         """Yield the request's outputs as they come (``delta_text``/``delta_token_ids`` hold what is new).
 
         The last output has ``finished`` set. Errors from ``add_request`` (a bad prompt) are raised here.
+        ``grammar`` is passed to ``LLMEngine.add_request`` (a compiled grammar or a compile in flight).
         """
         if self._stopped:
             raise RuntimeError("the engine is shut down")
         request_id = f"async-{next(self._ids)}" if request_id is None else str(request_id)
         stream: asyncio.Queue = asyncio.Queue()
         self._streams[request_id] = (asyncio.get_running_loop(), stream)
-        self._send(("add", request_id, prompt, params))
+        self._send(("add", request_id, prompt, params, grammar))
         finished = False
         try:
             while not finished:
@@ -104,9 +109,9 @@ class AsyncEngine:
             else:
                 self._add(*command[1:])
 
-    def _add(self, request_id: str, prompt, params) -> None:
+    def _add(self, request_id: str, prompt, params, grammar) -> None:
         try:
-            self.engine.add_request(prompt, params, request_id=request_id)
+            self.engine.add_request(prompt, params, request_id=request_id, grammar=grammar)
         except Exception as e:  # a bad request fails alone
             self._deliver(request_id, e)
 

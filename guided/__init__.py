@@ -18,6 +18,18 @@ from guided.errors import (
 __version__ = "0.1.0"
 
 _LAZY = {
+    "LLM": "guided.llm",
+    "SamplingParams": "guided.engine.sampling_params",
+    "JsonSchema": "guided.constraints",
+    "Regex": "guided.constraints",
+    "Choice": "guided.constraints",
+    "Grammar": "guided.constraints",
+    "CompileService": "guided.compile_service",
+    "json_schema_for": "guided.pydantic_support",
+    "parse_output": "guided.pydantic_support",
+    "json_schema_to_node": "guided.json_schema",
+    "compile_json_schema": "guided.json_schema",
+    "GrammarCompiler": "guided.grammar.compiler",
     "Vocabulary": "guided.grammar.vocab",
     "load_tokenizer": "guided.tokenizer_files",
     "default_model_dir": "guided.tiny_model",

@@ -1,0 +1,122 @@
+"""CompileService: constraints compiled off the hot path, once per key, within a time bound.
+
+The engine never compiles: a request carries a ``PendingGrammar`` and waits in its own state until
+``ready()``; the batch runs on meanwhile. Identical constraints submitted concurrently share one
+compile (and the GrammarCompiler's LRU keeps finished ones). A compile that outlives its bound fails
+its request with ``CompileTimeoutError``; the worker thread finishes in the background and its result
+still lands in the cache.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+from guided.constraints import Choice, Constraint, Grammar, JsonSchema, Regex
+from guided.errors import CompileTimeoutError, ConfigError
+from guided.grammar.compiler import GrammarCompiler
+from guided.grammar.vocab import Vocabulary
+
+__all__ = ["CompileService", "PendingGrammar"]
+
+
+@dataclass(slots=True)
+class PendingGrammar:
+    """A compile in flight for one request: poll ``ready()``, then take ``result()``."""
+
+    future: Future
+    deadline: float
+
+    def ready(self) -> bool:
+        return self.future.done() or time.monotonic() >= self.deadline
+
+    def result(self):
+        """The CompiledGrammar; raises the compile's error, or CompileTimeoutError past the deadline."""
+        if not self.future.done():
+            raise CompileTimeoutError("compiling the constraint took longer than its time bound")
+        return self.future.result()
+
+
+class CompileService:
+    """Compiles Constraint specs for one vocabulary in a small worker pool.
+
+    Parameters
+    ----------
+    vocabulary : Vocabulary
+    encode : callable, optional
+        The tokenizer's encode for canonical forced tokens (see GrammarCompiler).
+    workers : int
+        Compile threads.
+    timeout_s : float
+        Time bound of one compile, as seen by the request that waits for it.
+    """
+
+    def __init__(self, vocabulary: Vocabulary, encode=None, workers: int = 2, timeout_s: float = 10.0,
+                 cache_size: int = 256):  # fmt: skip
+        if timeout_s <= 0:
+            raise ConfigError(f"compile timeout must be positive, got {timeout_s}")
+        self.compiler = GrammarCompiler(vocabulary, cache_size=cache_size, encode=encode)
+        self.timeout_s = timeout_s
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="guided-compile")
+        self._inflight: dict[tuple, Future] = {}
+        self._lock = threading.Lock()
+        self.compiles = 0  # compiles started (cache misses)
+        self.shared = 0  # submissions that joined a compile already in flight
+
+    def submit(self, constraint: Constraint) -> PendingGrammar:
+        """Start (or join) the compile of ``constraint``; never blocks on the compile itself."""
+        key = constraint.key
+        with self._lock:
+            future = self._inflight.get(key)
+            started = future is None
+            if started:
+                self.compiles += 1
+                future = self._pool.submit(self._compile, constraint)
+                self._inflight[key] = future
+            else:
+                self.shared += 1
+        if started:  # outside the lock: a finished future runs the callback right here
+            future.add_done_callback(lambda f, k=key: self._done(k, f))
+        return PendingGrammar(future, time.monotonic() + self.timeout_s)
+
+    def compile(self, constraint: Constraint):
+        """Compile synchronously (for tools and tests), with the same bound and errors."""
+        pending = self.submit(constraint)
+        try:
+            return pending.future.result(timeout=self.timeout_s)
+        except TimeoutError:
+            raise CompileTimeoutError(
+                f"compiling the constraint took longer than {self.timeout_s:g} s"
+            ) from None
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _done(self, key: tuple, future: Future) -> None:
+        with self._lock:
+            if self._inflight.get(key) is future:
+                del self._inflight[key]
+
+    def _compile(self, constraint: Constraint):
+        compiler = self.compiler
+        hook = getattr(constraint, "compile", None)
+        if hook is not None:  # constraints defined elsewhere (e.g. tool calls) compile themselves
+            return hook(compiler)
+        if isinstance(constraint, Regex):
+            return compiler.compile_regex(constraint.pattern)
+        if isinstance(constraint, Choice):
+            from guided.grammar.regex_ast import alt, literal
+
+            return compiler.compile_ast(alt(*(literal(o) for o in constraint.options)), key=constraint.key)
+        if isinstance(constraint, JsonSchema):
+            from guided.json_schema import compile_json_schema
+
+            return compile_json_schema(
+                compiler, constraint.schema, strict=constraint.strict, lenient=constraint.lenient,
+                whitespace=constraint.whitespace,
+            )  # fmt: skip
+        if isinstance(constraint, Grammar):
+            return compiler.compile_grammar(constraint.text, syntax=constraint.syntax)
+        raise ConfigError(f"unknown constraint {constraint!r}")
