@@ -1,4 +1,10 @@
-"""The ``guided`` command line: ``guided demo``, ``guided vocab TOKENIZER`` (and more as the project grows)."""
+"""The ``guided`` command line.
+
+``guided demo``, ``guided vocab TOKENIZER``, ``guided serve`` (the OpenAI-compatible server),
+``guided generate PROMPT [--schema FILE | --regex R | --grammar FILE | --choice A B ...]`` and
+``guided bench {maskbench, json-schema-test-suite, serve} ...`` (the remaining arguments go to the
+benchmark).
+"""
 
 from __future__ import annotations
 
@@ -21,7 +27,57 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--model", help="local HF model directory (default: the embedded random-weight model)")
     vocab = sub.add_parser("vocab", help="load a tokenizer and print its vocabulary statistics")
     vocab.add_argument("tokenizer", help="'builtin', a tokenizer directory, tokenizer.json, or a .model file")
+    _add_serve(sub)
+    _add_generate(sub)
+    bench = sub.add_parser("bench", help="run a benchmark: maskbench, json-schema-test-suite or serve")
+    bench.add_argument("suite", choices=sorted(BENCHMARKS), help="which benchmark")
+    bench.add_argument("args", nargs=argparse.REMAINDER, help="its arguments (see guided bench SUITE --help)")
     return parser
+
+
+BENCHMARKS = {
+    "maskbench": "guided.bench_maskbench",
+    "json-schema-test-suite": "guided.bench_jsts",
+    "serve": "guided.server_bench",
+}
+
+
+def _engine_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", help="local HF model directory (default: the embedded random-weight model)")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default: auto)")
+    p.add_argument("--dtype", default="auto", help="auto, float32, bfloat16 or float16 (default: auto)")
+    p.add_argument("--max-num-seqs", type=int, default=256, help="most sequences in one step (default: 256)")
+    p.add_argument("--max-model-len", type=int, help="longest prompt + output (default: the model's)")
+    p.add_argument("--compile-timeout", type=float, default=10.0, help="seconds per constraint compile (default: 10)")
+
+
+def _add_serve(sub) -> None:
+    p = sub.add_parser("serve", help="start the OpenAI-compatible server")
+    _engine_options(p)
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
+    p.add_argument("--served-model-name", help="the model id clients send (default: the model directory's name)")
+    p.add_argument("--api-key", help="require 'Authorization: Bearer KEY' on /v1 requests")
+    p.add_argument("--max-queue-len", type=int, default=256,
+                   help="requests that may wait beyond --max-num-seqs before the server answers 503 (default: 256)")
+    p.add_argument("--tool-call-format", choices=["auto", "hermes", "llama3-json"], default="auto",
+                   help="how the model writes tool calls (default: detected from its chat template)")
+    p.add_argument("--log-level", default="info", help="uvicorn log level (default: info)")
+
+
+def _add_generate(sub) -> None:
+    p = sub.add_parser("generate", help="generate one completion, optionally constrained, and print it")
+    _engine_options(p)
+    p.add_argument("prompt", help="the prompt text")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--schema", metavar="FILE", help="a JSON Schema file the output must be an instance of")
+    group.add_argument("--regex", help="a regex the output must match fully")
+    group.add_argument("--grammar", metavar="FILE", help="a Lark or GBNF grammar file")
+    group.add_argument("--choice", nargs="+", metavar="OPTION", help="the output is one of these strings")
+    p.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
+    p.add_argument("--max-tokens", type=int, default=256, help="most tokens to generate (default: 256)")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default: 0)")
+    p.add_argument("--seed", type=int, help="sampling seed")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,11 +93,71 @@ def main(argv: list[str] | None = None) -> int:
             return run_demo(args.model)
         if args.command == "vocab":
             return _vocab(args.tokenizer)
-    except GuidedError as e:
+        if args.command == "serve":
+            return _serve(args)
+        if args.command == "generate":
+            return _generate(args)
+        if args.command == "bench":
+            import importlib
+
+            return importlib.import_module(BENCHMARKS[args.suite]).main(args.args)
+    except (GuidedError, OSError) as e:
         print(f"guided: error: {e}", file=sys.stderr)
         return 2
     parser.error(f"unknown command {args.command!r}")
     return 2
+
+
+def _llm(args):
+    from guided.llm import LLM
+
+    config = {"device": args.device, "dtype": args.dtype, "max_num_seqs": args.max_num_seqs}
+    if args.max_model_len is not None:
+        config["max_model_len"] = args.max_model_len
+    return LLM(args.model, compile_timeout=args.compile_timeout, **config)
+
+
+def _serve(args) -> int:
+    import uvicorn
+
+    from guided.server import create_app
+
+    fmt = None if args.tool_call_format == "auto" else args.tool_call_format
+    app = create_app(_llm(args), model_name=args.served_model_name, api_key=args.api_key,
+                     max_queue_len=args.max_queue_len, tool_format=fmt)  # fmt: skip
+    served = app.state.served
+    print(f"guided: serving {served.name!r} on http://{args.host}:{args.port}/v1 "
+          f"(tool-call format {served.tool_format.name})", file=sys.stderr)  # fmt: skip
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
+def _generate(args) -> int:
+    from pathlib import Path
+
+    from guided.constraints import Choice, Grammar, JsonSchema, Regex
+    from guided.engine.sampling_params import SamplingParams
+
+    constraint = None
+    if args.schema:
+        constraint = JsonSchema(Path(args.schema).read_text())
+    elif args.regex is not None:
+        constraint = Regex(args.regex)
+    elif args.grammar:
+        constraint = Grammar(Path(args.grammar).read_text())
+    elif args.choice:
+        constraint = Choice(args.choice)
+    llm = _llm(args)
+    params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed)
+    prompt = llm.render_chat([{"role": "user", "content": args.prompt}]) if args.chat else args.prompt
+    if constraint is not None:
+        llm.compiler.compile(constraint)  # a bad schema or grammar is reported here, with where
+    out = llm.generate(prompt, params, use_tqdm=False, response_format=constraint)[0]
+    if out.finish_reason == "error":
+        raise GuidedError(out.error or "generation failed")
+    print(out.text)
+    print(f"[{len(out.token_ids)} tokens, finish_reason={out.finish_reason}]", file=sys.stderr)
+    return 0
 
 
 def _vocab(spec: str) -> int:

@@ -1,0 +1,72 @@
+"""The CLI's serve, generate and bench commands, as a user runs them (subprocesses, loopback only)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+
+def _guided(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "guided", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_generate_constraints(tmp_path):
+    out = _guided("generate", "Color:", "--choice", "red", "green", "blue", "--max-tokens", "8")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() in ("red", "green", "blue")
+    schema = tmp_path / "s.json"
+    schema.write_text(json.dumps({"type": "object", "properties": {"n": {"enum": [1, 2]}}, "required": ["n"],
+                                  "additionalProperties": False}))  # fmt: skip
+    out = _guided("generate", "JSON:", "--schema", str(schema), "--max-tokens", "40", "--seed", "1",
+                  "--temperature", "0.5", "--chat")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["n"] in (1, 2)
+    out = _guided("generate", "x", "--regex", "(?<=a)b")
+    assert out.returncode == 2 and "lookaround" in out.stderr
+
+
+def test_bench_passes_arguments_through():
+    for suite in ("maskbench", "json-schema-test-suite", "serve"):
+        out = _guided("bench", suite, "--help", timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert "usage" in out.stdout.lower()
+
+
+def test_serve_answers_openai_client():
+    openai = pytest.importorskip("openai")
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "guided", "serve", "--host", "127.0.0.1", "--port", str(port),
+                             "--served-model-name", "tiny", "--api-key", "sekret", "--log-level", "warning"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, proc.stderr.read()
+            assert time.monotonic() < deadline, "guided serve did not start"
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="sekret", max_retries=0)
+        r = client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=4,
+                                           extra_body={"guided_choice": ["yes", "no"]})  # fmt: skip
+        assert r.choices[0].message.content in ("yes", "no")
+        wrong = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="wrong", max_retries=0)
+        with pytest.raises(openai.AuthenticationError):
+            wrong.models.list()
+    finally:
+        proc.terminate()
+        proc.wait(30)
