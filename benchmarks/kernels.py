@@ -26,6 +26,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+
 from guided.kernels.bitmask import apply_token_bitmask_, unpack_bitmask
 from guided.kernels.kv_store import store_kv
 from guided.kernels.paged_attention import paged_attention

@@ -28,10 +28,10 @@ import time
 from pathlib import Path
 
 import torch
+
 from guided.engine.async_engine import AsyncEngine
 from guided.engine.llm_engine import LLMEngine
 from guided.engine.sampling_params import SamplingParams
-
 from guided.tiny_model import TinyModelSpec, tiny_model_dir
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+
 from guided.kernels.sampling import SampleOutput, fused_sample, fused_sample_ref
 
 from .sequence import Sequence

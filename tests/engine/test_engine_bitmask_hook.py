@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 from engine_testlib import PROMPTS, greedy, hf_greedy, make_engine, run_all
+
 from guided.engine.sampling_params import SamplingParams
 from guided.kernels.bitmask import allocate_token_bitmask
 

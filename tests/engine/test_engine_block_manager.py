@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+
 from guided.engine.block_manager import BlockManager
 from guided.engine.sampling_params import SamplingParams
 from guided.engine.scheduler import Scheduler

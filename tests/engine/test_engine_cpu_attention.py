@@ -8,6 +8,7 @@ import pytest
 @pytest.mark.parametrize("group", [1, 2, 4])
 def test_cpu_decode_attention_matches_the_reference(group):
     import torch
+
     from guided.engine.models.cpu_attention import decode_attention_cpu
     from guided.kernels.paged_attention import paged_attention_ref
 

@@ -6,6 +6,7 @@ import random
 
 import pytest
 from engine_testlib import tokenizer
+
 from guided.engine.detokenizer import IncrementalDetokenizer
 
 

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 from engine_testlib import PROMPTS, greedy, hf_greedy, model_dir, tokenizer
+
 from guided.engine.async_engine import AsyncEngine
 from guided.engine.llm_engine import LLMEngine
-
 from guided.errors import ConfigError
 from guided.llm import LLM, SamplingParams
 

@@ -7,9 +7,9 @@ import shutil
 
 import pytest
 from engine_testlib import PROMPTS, greedy, make_engine, model_dir, run_all, tokenizer
-from guided.engine.llm_engine import LLMEngine
 from safetensors.torch import load_file, save_file
 
+from guided.engine.llm_engine import LLMEngine
 from guided.errors import ModelLoadError
 
 

@@ -6,9 +6,9 @@ import math
 
 import pytest
 from engine_testlib import PROMPTS, greedy, make_engine, model_dir, run_all
+
 from guided.engine.config import Config
 from guided.engine.sampling_params import SamplingParams
-
 from guided.errors import ConfigError, ModelLoadError
 
 

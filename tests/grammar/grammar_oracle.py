@@ -7,6 +7,7 @@ import itertools
 
 import interegular
 import numpy as np
+
 from guided.grammar.vocab import Vocabulary
 
 ALPHABET = ["a", "b", "c", "é", "中"]

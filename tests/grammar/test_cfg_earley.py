@@ -7,12 +7,12 @@ import itertools
 import random
 
 import pytest
-from guided.grammar.cfg_ir import CfgGrammar, Rule, Terminal
-from guided.grammar.earley import CfgAutomaton, CfgState
-from guided.grammar.regex_ast import chars, literal, repeat, seq
 from test_cfg_grammars import ChartOracle
 
 from guided.errors import GrammarError
+from guided.grammar.cfg_ir import CfgGrammar, Rule, Terminal
+from guided.grammar.earley import CfgAutomaton, CfgState
+from guided.grammar.regex_ast import chars, literal, repeat, seq
 
 TERMINALS = {
     "A": literal("a"),

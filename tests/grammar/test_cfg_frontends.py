@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import pytest
+
+from guided.errors import GrammarError
 from guided.grammar.cfg_ir import CfgGrammar, Rule, Terminal
 from guided.grammar.cfg_pyregex import parse_python_regex
 from guided.grammar.earley import CfgAutomaton, CfgState
 from guided.grammar.gbnf_frontend import parse_gbnf
 from guided.grammar.lark_frontend import parse_lark
 from guided.grammar.regex_ast import literal
-
-from guided.errors import GrammarError
 
 
 def accepts(g: CfgGrammar, text: str) -> bool:

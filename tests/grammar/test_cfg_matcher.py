@@ -11,11 +11,12 @@ from collections import deque
 import numpy as np
 import pytest
 from grammar_oracle import byte_splits, tiny_vocab
+from test_cfg_grammars import OK, automaton, sentences
+
 from guided.grammar.cfg_matcher import CfgMatcher, compile_cfg, compile_gbnf, compile_lark
 from guided.grammar.earley import CfgAutomaton, CfgState
 from guided.grammar.gbnf_frontend import parse_gbnf
 from guided.grammar.lark_frontend import parse_lark
-from test_cfg_grammars import OK, automaton, sentences
 
 HAND = {
     "left_recursion": (

@@ -9,10 +9,11 @@ import re
 
 import numpy as np
 from grammar_oracle import ALPHABET, OTHERS, PrefixOracle, byte_splits, fsm_of, tiny_vocab
-from guided.grammar import GrammarCompiler, parse_regex
-from guided.grammar.regex_ast import complement, difference, intersect
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from guided.grammar import GrammarCompiler, parse_regex
+from guided.grammar.regex_ast import complement, difference, intersect
 
 CHARS = "".join(ALPHABET)
 

@@ -7,10 +7,11 @@ import re
 
 import pytest
 from grammar_oracle import tiny_vocab
-from guided.grammar import GrammarCompiler
-from guided.grammar.vocab import Vocabulary
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from guided.grammar import GrammarCompiler
+from guided.grammar.vocab import Vocabulary
 
 PATTERNS = [
     r'\{"name": "[a-z ]{1,12}", "age": [0-9]{1,3}, "city": "(Paris|London|Berlin)"\}',

@@ -6,11 +6,12 @@ from __future__ import annotations
 import re
 
 from grammar_oracle import fsm_of
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from guided.grammar import parse_regex
 from guided.grammar.lang_ops import equivalent, is_empty, is_subset, matches, to_dfa
 from guided.grammar.regex_ast import complement, intersect, literal
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 ASCII_REGEX = st.recursive(
     st.sampled_from(["a", "b", "[ab]", "[^a]", "c"]),

@@ -10,10 +10,10 @@ import time
 import numpy as np
 import pytest
 from grammar_oracle import tiny_vocab
-from guided.grammar import GrammarCompiler
-from guided.grammar.regex_ast import alt, chars, intersect, literal, repeat, seq
 
 from guided.errors import GrammarError, LimitError
+from guided.grammar import GrammarCompiler
+from guided.grammar.regex_ast import alt, chars, intersect, literal, repeat, seq
 
 TOKENS = [b"a", b"b", b"ab", b"abc", b"c", b"ca", b"\xc3", b"\xa9", "é".encode(), b"{", b'"', b"}"]
 VOCAB = tiny_vocab(TOKENS, size=64)  # padded: ids 14..63 do not exist

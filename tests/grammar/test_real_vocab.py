@@ -7,9 +7,10 @@ import re
 
 import numpy as np
 import pytest
-from guided.grammar import GrammarCompiler
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from guided.grammar import GrammarCompiler
 
 PATTERNS = [
     r'"[^"\\\x00-\x1f]{0,40}"',

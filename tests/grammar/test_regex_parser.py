@@ -7,12 +7,12 @@ import re
 
 import pytest
 from grammar_oracle import tiny_vocab
-from guided.grammar import GrammarCompiler, parse_regex
-from guided.grammar.utf8 import utf8_sequences
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from guided.errors import GrammarError
+from guided.grammar import GrammarCompiler, parse_regex
+from guided.grammar.utf8 import utf8_sequences
 
 COMPILER = GrammarCompiler(tiny_vocab([b"a"]))
 

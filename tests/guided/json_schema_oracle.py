@@ -12,6 +12,7 @@ import json
 from functools import cache
 
 import jsonschema
+
 from guided.grammar.expr_pool import EMPTY_ID, ExprPool
 from guided.grammar.regex_ast import Alt, And, ByteSet, Chars, Not, Repeat, Seq
 

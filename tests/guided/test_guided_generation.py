@@ -11,10 +11,10 @@ import re
 
 import jsonschema
 import pytest
-from guided.engine.sampling_params import SamplingParams
 from pydantic import BaseModel, Field
 
 from guided.constraints import Choice, JsonSchema, Regex
+from guided.engine.sampling_params import SamplingParams
 from guided.llm import LLM
 from guided.tiny_model import TinyModelSpec, tiny_model_dir
 

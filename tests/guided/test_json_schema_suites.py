@@ -91,7 +91,6 @@ TOKEN_CASES = [
 @pytest.mark.parametrize("case", range(len(TOKEN_CASES)))
 def test_token_by_token(case, tokenizer_builtin, vocab_builtin):
     from guided.grammar.compiler import GrammarCompiler
-
     from guided.json_schema import compile_json_schema
 
     schema, instances = TOKEN_CASES[case]

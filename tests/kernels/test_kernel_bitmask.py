@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 import torch
+
+from guided.errors import ConfigError
 from guided.kernels.bitmask import (
     allocate_token_bitmask,
     apply_token_bitmask_,
     apply_token_bitmask_ref,
     unpack_bitmask,
 )
-
-from guided.errors import ConfigError
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 

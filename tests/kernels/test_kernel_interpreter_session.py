@@ -40,6 +40,7 @@ def test_interpreter_runs_the_triton_kernels():
     if not INTERPRETING:
         pytest.skip("checked inside the TRITON_INTERPRET=1 child session")
     import torch
+
     from guided.kernels._triton import use_triton
     from guided.kernels.bitmask import _apply_token_bitmask_kernel
 

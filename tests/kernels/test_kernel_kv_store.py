@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from guided.kernels.kv_store import store_kv, store_kv_ref
 
 from guided.errors import ConfigError
+from guided.kernels.kv_store import store_kv, store_kv_ref
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 

@@ -10,9 +10,9 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from guided.kernels.paged_attention import paged_attention, paged_attention_ref
 
 from guided.errors import ConfigError
+from guided.kernels.paged_attention import paged_attention, paged_attention_ref
 
 ATOL = {torch.float32: 1e-4, torch.float16: 4e-3, torch.bfloat16: 3e-2}
 

@@ -6,11 +6,11 @@ import math
 
 import pytest
 import torch
+
+from guided.errors import ConfigError
 from guided.kernels.bitmask import allocate_token_bitmask, unpack_bitmask
 from guided.kernels.gumbel import gumbel_ref, philox_uniform_ref
 from guided.kernels.sampling import SampleOutput, fused_sample, fused_sample_ref
-
-from guided.errors import ConfigError
 
 
 def params(batch, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=0, offset=0, device="cpu"):
