@@ -120,7 +120,9 @@ class ModelRunner:
         a = self.model.args
         shape = (2, a.num_layers, num_blocks, self.block_size, a.num_kv_heads, a.head_dim)
         self.kv_cache = None  # release the old pool first
-        self.kv_cache = torch.empty(shape, dtype=self.dtype, device=self.device)
+        # zeros, not empty: kernels mask unused slots, but never-written memory may hold NaNs that a
+        # masked lane can still carry into a sum (0 * NaN); zeroing once at start-up rules that out
+        self.kv_cache = torch.zeros(shape, dtype=self.dtype, device=self.device)
         for i, attn in enumerate(self.model.attention_layers()):
             attn.k_cache, attn.v_cache = self.kv_cache[0, i], self.kv_cache[1, i]
 

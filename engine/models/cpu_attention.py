@@ -37,6 +37,10 @@ def decode_attention_cpu(
     if group > 1 and not _GQA:
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
     visible = torch.arange(max_len)[None, :] < seq_lens[:, None].long()  # [num_seqs, max_len]
+    # Positions past a sequence's length hold whatever its padded blocks hold (another sequence's KV,
+    # or never-written memory): zero them, since a masked NaN still poisons q·k and p·v.
+    hidden = ~visible[:, None, :, None]
+    k, v = k.masked_fill(hidden, 0.0), v.masked_fill(hidden, 0.0)
     extra = {"enable_gqa": True} if group > 1 and _GQA else {}
     out = F.scaled_dot_product_attention(
         q[:, :, None].float(), k, v, attn_mask=visible[:, None, None], scale=scale, **extra
