@@ -108,9 +108,27 @@ class ExprPool:
             return b
         if b == EPS_ID:
             return a
-        if self.kind[a] == K_CAT:  # right-nest: (x y) b = x (y b)
-            x, y = self.args[a]
-            return self.cat(x, self.cat(y, b))
+        if self.kind[a] != K_CAT:
+            return self._cat2(a, b)
+        # Right-nest: (x y) b = x (y b). a is itself right-nested, so this walks a's chain of heads and
+        # rebuilds it in front of b, iteratively (a long concatenation must not cost stack depth).
+        heads = []
+        while self.kind[a] == K_CAT:
+            x, a = self.args[a]
+            heads.append(x)
+        r = self._cat2(a, b)
+        for x in reversed(heads):
+            r = self._cat2(x, r)
+        return r
+
+    def _cat2(self, a: int, b: int) -> int:
+        """cat(a, b) for a that is not a concatenation."""
+        if a == EMPTY_ID or b == EMPTY_ID:
+            return EMPTY_ID
+        if a == EPS_ID:
+            return b
+        if b == EPS_ID:
+            return a
         return self._make(K_CAT, (a, b), self.nullable[a] and self.nullable[b], self.has_bool[a] or self.has_bool[b])
 
     def cat_all(self, items) -> int:
@@ -217,7 +235,12 @@ class ExprPool:
         key = (e, b)
         r = self._deriv.get(key)
         if r is None:
-            r = self._deriv_uncached(e, b)
+            try:
+                r = self._deriv_uncached(e, b)
+            except RecursionError:
+                raise LimitError(
+                    "regex nesting too deep: computing a derivative exceeded Python's recursion limit"
+                ) from None
             self._deriv[key] = r
         return r
 
@@ -226,9 +249,19 @@ class ExprPool:
         if k == K_BYTES:
             return EPS_ID if (a >> b) & 1 else EMPTY_ID
         if k == K_CAT:
-            x, y = a
-            d = self.cat(self.deriv(x, b), y)
-            return self.or_((d, self.deriv(y, b))) if self.nullable[x] else d
+            # d(x y) = d(x) y | d(y) when x is nullable: follow the chain of nullable heads iteratively
+            # (one union of every step; or_ flattens, so this is the same id as the nested unions).
+            parts = []
+            while True:
+                x, y = a
+                parts.append(self.cat(self.deriv(x, b), y))
+                if not self.nullable[x]:
+                    break
+                if self.kind[y] != K_CAT or not (self.first[y] >> b) & 1:
+                    parts.append(self.deriv(y, b))
+                    break
+                a = self.args[y]
+            return parts[0] if len(parts) == 1 else self.or_(parts)
         if k == K_OR:
             if len(a) > 8:
                 a = self._or_children(e).get(b, ())
@@ -316,22 +349,41 @@ class ExprPool:
         r = memo.get(e)
         if r is not None:
             return r
-        k, a = self.kind[e], self.args[e]
-        if k == K_CAT:
-            r = self.cat(self.clamp(a[0], limit), self.clamp(a[1], limit))
-        elif k == K_OR:
-            r = self.or_([self.clamp(x, limit) for x in a])
-        elif k == K_REP:
-            x, lo, hi = a
-            if lo > limit:
-                lo, hi = limit, INF
-            elif hi > limit:
-                hi = INF
-            r = self.rep(self.clamp(x, limit), lo, hi)
-        else:
-            r = e
-        memo[e] = r
-        return r
+        counter = self.counter
+
+        def done(x: int) -> int:
+            return x if counter[x] <= limit else memo[x]
+
+        # Post-order over the sub-expressions that need clamping, with an explicit stack (long
+        # concatenation chains and deep nesting must not cost Python stack depth).
+        stack = [e]
+        while stack:
+            x = stack[-1]
+            if x in memo:
+                stack.pop()
+                continue
+            k, a = self.kind[x], self.args[x]
+            kids = a if k in (K_CAT, K_OR) else (a[0],) if k == K_REP else ()
+            pending = [y for y in kids if counter[y] > limit and y not in memo]
+            if pending:
+                stack.extend(reversed(pending))
+                continue
+            stack.pop()
+            if k == K_CAT:
+                r = self.cat(done(a[0]), done(a[1]))
+            elif k == K_OR:
+                r = self.or_([done(y) for y in a])
+            elif k == K_REP:
+                y, lo, hi = a
+                if lo > limit:
+                    lo, hi = limit, INF
+                elif hi > limit:
+                    hi = INF
+                r = self.rep(done(y), lo, hi)
+            else:
+                r = x
+            memo[x] = r
+        return memo[e]
 
     # ------------------------------------------------------------------ emptiness
     def is_live(self, e: int, budget: int = 200_000) -> bool:
@@ -407,15 +459,32 @@ class ExprPool:
     # ------------------------------------------------------------------ from the AST
     def intern(self, node: Node) -> int:
         """The expression of an AST node, over bytes (UTF-8 for Chars; Not within valid UTF-8)."""
-        memo: dict[int, tuple[Node, int]] = {}  # by identity (hashing deep nodes again and again is
-        # quadratic); the node is kept in the value so its id cannot be reused meanwhile
+        memo: dict[int, tuple[Node, int]] = {}  # by identity; the node is kept in the value so its
+        # id cannot be reused meanwhile
         utf8_any = None
 
-        def go(n: Node) -> int:
-            nonlocal utf8_any
-            hit = memo.get(id(n))
-            if hit is not None:
-                return hit[1]
+        def val(n: Node) -> int:
+            return memo[id(n)][1]
+
+        # Post-order with an explicit stack: children left to right, each shared subtree once; the
+        # AST's nesting depth costs no Python stack.
+        stack: list[tuple[Node, bool]] = [(node, False)]
+        while stack:
+            n, expanded = stack.pop()
+            if id(n) in memo:
+                continue
+            if not expanded:
+                if isinstance(n, (Seq, Alt, And)):
+                    kids = n.items
+                elif isinstance(n, (Repeat, Not)):
+                    kids = (n.item,)
+                    if isinstance(n, Not) and utf8_any is None:
+                        utf8_any = self.intern(any_string())
+                else:
+                    kids = ()
+                stack.append((n, True))
+                stack.extend((x, False) for x in reversed(kids) if id(x) not in memo)
+                continue
             if isinstance(n, Chars):
                 r = self._chars(n.ranges)
             elif isinstance(n, ByteSet):
@@ -423,24 +492,20 @@ class ExprPool:
                 if r != EMPTY_ID:
                     self.char_class.setdefault(r, ("bytes", tuple(n.ranges)))
             elif isinstance(n, Seq):
-                r = self.cat_all([go(x) for x in n.items])
+                r = self.cat_all([val(x) for x in n.items])
             elif isinstance(n, Alt):
-                items = [go(x) for x in n.items]
+                items = [val(x) for x in n.items]
                 r = self.or_factored(items) if len(items) >= 4 else self.or_(items)
             elif isinstance(n, Repeat):
-                r = self.rep(go(n.item), n.min, INF if n.max is None else n.max)
+                r = self.rep(val(n.item), n.min, INF if n.max is None else n.max)
             elif isinstance(n, And):
-                r = self.and_([go(x) for x in n.items])
+                r = self.and_([val(x) for x in n.items])
             elif isinstance(n, Not):
-                if utf8_any is None:
-                    utf8_any = go(any_string())
-                r = self.and_([utf8_any, self.not_(go(n.item))])
+                r = self.and_([utf8_any, self.not_(val(n.item))])
             else:
                 raise GrammarError(f"not a regex AST node: {n!r}")
             memo[id(n)] = (n, r)
-            return r
-
-        return go(node)
+        return val(node)
 
     def _chars(self, ranges) -> int:
         if len(ranges) == 1 and ranges[0][1] < 0x80:

@@ -44,40 +44,70 @@ Ranges = tuple[tuple[int, int], ...]
 
 
 class Node:
-    """Base of regex AST nodes."""
+    """Base of regex AST nodes.
 
-    __slots__ = ()
+    Equality is structural (same node type, equal fields). The hash is computed once, when the node is
+    built, from the (already cached) hashes of its fields: recomputing it on every call would re-walk
+    the whole subtree, which is exponential over shared subtrees (DAG-shaped ASTs). The cached value is
+    never pickled: ``__reduce__`` rebuilds the node through its constructor, so the hash is recomputed
+    in the unpickling process (string hashes differ between processes).
+    """
+
+    __slots__ = ("_hash",)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((type(self).__name__, *self._fields())))
+
+    def _fields(self) -> tuple:
+        return tuple(getattr(self, f) for f in self.__match_args__)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other) -> bool:
+        if self is other:
+            return True
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._hash == other._hash and _equal(self, other)
+
+    def __ne__(self, other) -> bool:
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    def __reduce__(self):
+        return (type(self), self._fields())
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Chars(Node):
     """One Unicode scalar value from sorted, disjoint, inclusive codepoint ranges (surrogates never match)."""
 
     ranges: Ranges
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class ByteSet(Node):
     """One raw byte from sorted, disjoint, inclusive byte ranges (for byte-level constraints)."""
 
     ranges: Ranges
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Seq(Node):
     """Concatenation; ``Seq(())`` is the empty string."""
 
     items: tuple[Node, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Alt(Node):
     """Union; ``Alt(())`` is the empty language."""
 
     items: tuple[Node, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Repeat(Node):
     """``item{min,max}``; ``max=None`` is unbounded."""
 
@@ -86,18 +116,57 @@ class Repeat(Node):
     max: int | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class And(Node):
     """Intersection of languages."""
 
     items: tuple[Node, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Not(Node):
     """Complement within the valid UTF-8 strings."""
 
     item: Node
+
+
+_PLAIN = frozenset((Chars, ByteSet, Seq, Alt, Repeat, And, Not))
+
+
+def _equal(a: Node, b: Node) -> bool:
+    """Structural equality, iteratively and once per pair of subtrees: comparing two separately built
+    but equal DAGs field by field would re-compare shared subtrees exponentially often (and recurse
+    as deep as the nesting)."""
+    seen: set[tuple[int, int]] = set()
+    stack = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        if x is y:
+            continue
+        cls = x.__class__
+        if cls is not y.__class__:
+            return False
+        if cls not in _PLAIN:  # a leaf value, or a subclass with its own equality
+            if not x == y:
+                return False
+            continue
+        if x._hash != y._hash:
+            return False
+        key = (id(x), id(y))
+        if key in seen:
+            continue
+        seen.add(key)
+        for f in cls.__match_args__:
+            u, v = getattr(x, f), getattr(y, f)
+            if isinstance(u, Node):
+                stack.append((u, v))
+            elif f == "items" and type(u) is tuple and type(v) is tuple:
+                if len(u) != len(v):
+                    return False
+                stack.extend(zip(u, v))
+            elif u != v:
+                return False
+    return True
 
 
 EMPTY = Alt(())
