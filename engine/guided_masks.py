@@ -13,6 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
+from guided.errors import GuidedError
+
 from .sequence import Sequence
 
 __all__ = ["GuidedMasks"]
@@ -32,27 +34,35 @@ class GuidedMasks:
         self.threads = threads
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="guided-mask") if threads > 1 else None
         self.rows_filled = 0  # statistics
+        self.failures: dict[int, str] = {}  # seq_id -> why its mask could not be computed (a limit)
 
     def __call__(self, seqs: list[Sequence]):
-        guided = [(i, s.constraint) for i, s in enumerate(seqs) if s.constraint is not None]
+        guided = [(i, s) for i, s in enumerate(seqs) if s.constraint is not None]
         if not guided:
             return None
         rows = [-1] * len(seqs)
         for row, (i, _) in enumerate(guided):
             rows[i] = row
-        self._fill([m for _, m in guided])
+        self._fill([s for _, s in guided])
         self.rows_filled += len(guided)
         return self.buffer[: len(guided)], rows
 
-    def _fill(self, matchers: list) -> None:
-        array = self.array
-        if self._pool is None or len(matchers) < PARALLEL_MIN_ROWS:
-            for row, m in enumerate(matchers):
-                m.fill_bitmask(array, row)
+    def _fill(self, seqs: list[Sequence]) -> None:
+        if self._pool is None or len(seqs) < PARALLEL_MIN_ROWS:
+            for row, seq in enumerate(seqs):
+                self._fill_row(seq, row)
             return
-        step = -(-len(matchers) // self.threads)
-        chunks = [range(lo, min(lo + step, len(matchers))) for lo in range(0, len(matchers), step)]
-        list(self._pool.map(lambda rs: [matchers[r].fill_bitmask(array, r) for r in rs], chunks))
+        step = -(-len(seqs) // self.threads)
+        chunks = [range(lo, min(lo + step, len(seqs))) for lo in range(0, len(seqs), step)]
+        list(self._pool.map(lambda rs: [self._fill_row(seqs[r], r) for r in rs], chunks))
+
+    def _fill_row(self, seq: Sequence, row: int) -> None:
+        """One row; a grammar that hits a limit here fails its own sequence, never the batch."""
+        try:
+            seq.constraint.fill_bitmask(self.array, row)
+        except GuidedError as e:
+            self.failures[seq.seq_id] = str(e) or type(e).__name__
+            self.array[row] = -1  # sampled freely; the engine ends the sequence with the error
 
     def close(self) -> None:
         if self._pool is not None:

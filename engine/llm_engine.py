@@ -12,7 +12,7 @@ import time
 from itertools import count
 from pathlib import Path
 
-from guided.errors import ConfigError, ModelLoadError
+from guided.errors import ConfigError, GuidedError, ModelLoadError
 
 from .block_manager import BlockManager
 from .config import Config
@@ -227,7 +227,12 @@ class LLMEngine:
 
     def _fast_forward(self, seq: Sequence) -> None:
         """Append the tokens the grammar forces; the next step prefills them as one chunk."""
-        for token_id in seq.constraint.forced_tokens():
+        try:
+            forced = seq.constraint.forced_tokens()
+        except GuidedError as e:  # a grammar limit ends this sequence alone
+            self._fail(seq, str(e) or type(e).__name__)
+            return
+        for token_id in forced:
             self._append(seq, token_id, None, forced=True)
             self.num_forced_tokens += 1
             if seq.is_finished:  # max_tokens or a stop string, checked on forced tokens too
@@ -235,9 +240,19 @@ class LLMEngine:
 
     def _append(self, seq: Sequence, token_id: int, logprobs: dict[int, float] | None, forced: bool = False) -> None:
         matcher = seq.constraint
-        if matcher is not None and not matcher.accept_token(token_id):
-            self._constraint_violation(seq, token_id)
-            return
+        if matcher is not None:
+            failure = self.guided_masks.failures.pop(seq.seq_id, None)
+            if failure is not None:
+                self._fail(seq, failure)
+                return
+            try:
+                accepted = matcher.accept_token(token_id)
+            except GuidedError as e:  # a grammar limit ends this sequence alone
+                self._fail(seq, str(e) or type(e).__name__)
+                return
+            if not accepted:  # the mask makes this impossible: say so loudly
+                self._fail(seq, f"sampled token {token_id} is outside the request's constraint (this is a bug)")
+                return
         seq.append_token(token_id)
         seq.forced.append(forced)
         self.num_output_tokens += 1
@@ -255,11 +270,11 @@ class LLMEngine:
                 completion.text += completion.detokenizer.flush()
             self.scheduler.finish(seq, reason)
 
-    def _constraint_violation(self, seq: Sequence, token_id: int) -> None:
-        """A sampled token the matcher refuses (masks make this impossible): end the sequence loudly."""
+    def _fail(self, seq: Sequence, message: str) -> None:
+        """End one sequence with finish_reason "error"; its request reports ``message``."""
         request = self.requests[seq.request_id]
-        request.error = f"sampled token {token_id} is outside the request's constraint (this is a bug)"
-        logger.error("request %s: %s", seq.request_id, request.error)
+        request.error = message
+        logger.error("request %s: %s", seq.request_id, message)
         self.scheduler.finish(seq, "error")
 
     def _stop_reason(self, seq: Sequence, c: Completion, token_id: int, delta: str) -> str | None:

@@ -24,13 +24,21 @@ __all__ = ["CompileService", "PendingGrammar"]
 
 @dataclass(slots=True)
 class PendingGrammar:
-    """A compile in flight for one request: poll ``ready()``, then take ``result()``."""
+    """A compile in flight for one request: poll ``ready()``, then take ``result()``.
+
+    The time bound runs from when a worker starts the compile (``started[0]``), not from submission:
+    waiting behind other compiles in the queue does not count against it.
+    """
 
     future: Future
-    deadline: float
+    started: list  # [monotonic start time or None], shared by every request of the same compile
+    timeout_s: float
 
     def ready(self) -> bool:
-        return self.future.done() or time.monotonic() >= self.deadline
+        if self.future.done():
+            return True
+        start = self.started[0]
+        return start is not None and time.monotonic() >= start + self.timeout_s
 
     def result(self):
         """The CompiledGrammar; raises the compile's error, or CompileTimeoutError past the deadline."""
@@ -60,7 +68,7 @@ class CompileService:
         self.compiler = GrammarCompiler(vocabulary, cache_size=cache_size, encode=encode)
         self.timeout_s = timeout_s
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="guided-compile")
-        self._inflight: dict[tuple, Future] = {}
+        self._inflight: dict[tuple, tuple[Future, list]] = {}
         self._lock = threading.Lock()
         self.compiles = 0  # compiles started (cache misses)
         self.shared = 0  # submissions that joined a compile already in flight
@@ -69,17 +77,19 @@ class CompileService:
         """Start (or join) the compile of ``constraint``; never blocks on the compile itself."""
         key = constraint.key
         with self._lock:
-            future = self._inflight.get(key)
-            started = future is None
-            if started:
+            entry = self._inflight.get(key)
+            new = entry is None
+            if new:
                 self.compiles += 1
-                future = self._pool.submit(self._compile, constraint)
-                self._inflight[key] = future
+                started: list = [None]
+                entry = (self._pool.submit(self._timed_compile, constraint, started), started)
+                self._inflight[key] = entry
             else:
                 self.shared += 1
-        if started:  # outside the lock: a finished future runs the callback right here
+        future, started = entry
+        if new:  # outside the lock: a finished future runs the callback right here
             future.add_done_callback(lambda f, k=key: self._done(k, f))
-        return PendingGrammar(future, time.monotonic() + self.timeout_s)
+        return PendingGrammar(future, started, self.timeout_s)
 
     def compile(self, constraint: Constraint):
         """Compile synchronously (for tools and tests), with the same bound and errors."""
@@ -96,8 +106,13 @@ class CompileService:
 
     def _done(self, key: tuple, future: Future) -> None:
         with self._lock:
-            if self._inflight.get(key) is future:
+            entry = self._inflight.get(key)
+            if entry is not None and entry[0] is future:
                 del self._inflight[key]
+
+    def _timed_compile(self, constraint: Constraint, started: list):
+        started[0] = time.monotonic()
+        return self._compile(constraint)
 
     def _compile(self, constraint: Constraint):
         compiler = self.compiler

@@ -17,13 +17,15 @@ from pathlib import Path
 from guided.constraints import Choice, Grammar, JsonSchema, Regex, to_constraint
 from guided.engine.async_engine import AsyncEngine
 from guided.engine.sampling_params import SamplingParams
-from guided.errors import CompileTimeoutError, ConfigError
+from guided.errors import ConfigError
 from guided.openai_protocol import ChatCompletionRequest, ChatMessage, CompletionRequest
 from guided.server_errors import ApiError, api_error
 from guided.server_metrics import ServerMetrics
 from guided.tool_calling import FORMATS, ToolCalls, ToolFormat, detect_format
 
 __all__ = ["ServedModel", "ToolPlan"]
+
+COMPILE_POLL_S = 0.002  # how often a request waiting for its compile looks again
 
 HERMES_TOOLS_PROMPT = (
     "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
@@ -287,14 +289,11 @@ class ServedModel:
         if key in self._compiled_keys:
             self.metrics.compile_cache_hits += 1
         pending = self.compiler.submit(constraint)
-        remaining = max(pending.deadline - time.monotonic(), 0.001)
         try:
-            await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(pending.future)), remaining)
-            compiled = pending.future.result()
-        except (TimeoutError, asyncio.TimeoutError):
-            raise api_error(CompileTimeoutError(
-                f"compiling the constraint took longer than {self.compiler.timeout_s:g} s"), param) from None
-        except Exception as e:
+            while not pending.ready():  # the bound runs from when a worker starts the compile
+                await asyncio.sleep(COMPILE_POLL_S)
+            compiled = pending.result()
+        except Exception as e:  # CompileTimeoutError and the compiler's own errors: 400s
             raise api_error(e, param) from None
         self._compiled_keys[key] = True
         self._compiled_keys.move_to_end(key)
