@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(_compare(llm, port, args, prompts, name, regex))
     finally:
         _stop(proc)
-    result = {"model": model, "device": args.device, "concurrency": args.concurrency, "requests": args.requests,
+    result = {"model": Path(model).name, "device": args.device, "concurrency": args.concurrency, "requests": args.requests,
               "max_tokens": args.max_tokens, "prompt_tokens": args.prompt_tokens, "repeats": args.repeats,
               "machine": _machine(), "results": rows}  # fmt: skip
     _print(result)
