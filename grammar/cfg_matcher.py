@@ -18,7 +18,7 @@ import numba
 import numpy as np
 
 from .cfg_ir import CfgGrammar
-from .compiled import CompiledGrammar
+from .compiled import AutomatonQueries, CompiledGrammar
 from .earley import UNKNOWN, CfgAutomaton
 from .forced import ForcedTokenizer
 from .gbnf_frontend import parse_gbnf
@@ -41,8 +41,10 @@ class CfgMatcher(Matcher):
         return f"CfgMatcher(state={self.state}, accepted={self.num_accepted}, grammar={self.compiled.key!r})"
 
 
-class CompiledCfg:
+class CompiledCfg(AutomatonQueries):
     """A context-free grammar's automaton over a vocabulary; create with ``compile_cfg``, use via ``matcher()``."""
+
+    _SOURCE = "grammar"
 
     def __init__(
         self,
@@ -82,33 +84,9 @@ class CompiledCfg:
         self._desc = _desc_for(self.trie)
         self._inside: dict[int, np.ndarray] = {}  # lexer state -> tokens that stay inside its lexeme
 
-    def __getstate__(self):
-        return {
-            k: getattr(self, k)
-            for k in ("vocabulary", "grammar", "key", "encode", "max_states", "mask_cache_bytes")
-        }
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._build()
-
     # ------------------------------------------------------------------ queries
     def matcher(self) -> CfgMatcher:
         return CfgMatcher(self)
-
-    @property
-    def start_state(self) -> int:
-        return 0
-
-    def is_eos(self, token_id: int) -> bool:
-        return token_id in self._eos_set
-
-    def next_state(self, state: int, token_id: int) -> int:
-        """The configuration after a non-EOS token, or -1 when the token is not allowed."""
-        if not 0 <= token_id < len(self._tokens) or self._special[token_id]:
-            return -1
-        data = self._tokens[token_id]
-        return self.dfa.walk(state, data) if data else -1
 
     def mask(self, state: int) -> np.ndarray:
         """The allowed-token bitmask of a configuration: uint32 [words]. Do not modify."""

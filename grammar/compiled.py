@@ -27,12 +27,42 @@ if TYPE_CHECKING:
     from .matcher import Matcher
     from .vocab import Vocabulary
 
-__all__ = ["CompiledGrammar"]
+__all__ = ["AutomatonQueries", "CompiledGrammar"]
 
 Encode = Callable[[bytes], list[int]]
 
 
-class CompiledGrammar:
+class AutomatonQueries:
+    """What every compiled constraint shares: pickling as its source (rebuilt on load), the start
+    state, EOS, and token transitions through ``self.dfa.walk``. Subclasses set ``_SOURCE`` (the
+    attribute holding the constraint's source) and define ``_build``."""
+
+    _SOURCE = "node"
+
+    def __getstate__(self):
+        fields = ("vocabulary", self._SOURCE, "key", "encode", "max_states", "mask_cache_bytes")
+        return {k: getattr(self, k) for k in fields}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._build()
+
+    @property
+    def start_state(self) -> int:
+        return 0
+
+    def is_eos(self, token_id: int) -> bool:
+        return token_id in self._eos_set
+
+    def next_state(self, state: int, token_id: int) -> int:
+        """The state after a non-EOS token, or -1 when the token is not allowed."""
+        if not 0 <= token_id < len(self._tokens) or self._special[token_id]:
+            return -1
+        data = self._tokens[token_id]
+        return self.dfa.walk(state, data) if data else -1
+
+
+class CompiledGrammar(AutomatonQueries):
     """A constraint's automaton over a vocabulary. Create with ``GrammarCompiler``; use via ``matcher()``."""
 
     def __init__(
@@ -74,32 +104,12 @@ class CompiledGrammar:
         self._stack_len = self.trie.max_token_len + 2
 
     # ------------------------------------------------------------------ pickling
-    def __getstate__(self):
-        return {k: getattr(self, k) for k in ("vocabulary", "node", "key", "encode", "max_states", "mask_cache_bytes")}
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._build()
 
     # ------------------------------------------------------------------ queries
     def matcher(self) -> Matcher:
         from .matcher import Matcher
 
         return Matcher(self)
-
-    @property
-    def start_state(self) -> int:
-        return 0
-
-    def is_eos(self, token_id: int) -> bool:
-        return token_id in self._eos_set
-
-    def next_state(self, state: int, token_id: int) -> int:
-        """The state after a non-EOS token, or -1 when the token is not allowed."""
-        if not 0 <= token_id < len(self._tokens) or self._special[token_id]:
-            return -1
-        data = self._tokens[token_id]
-        return self.dfa.walk(state, data) if data else -1
 
     def mask(self, state: int) -> np.ndarray:
         """The allowed-token bitmask of a state: uint32 [words], bit (id & 31) of word (id >> 5). Do not modify."""

@@ -163,7 +163,7 @@ def _equal(a: Node, b: Node) -> bool:
             elif f == "items" and type(u) is tuple and type(v) is tuple:
                 if len(u) != len(v):
                     return False
-                stack.extend(zip(u, v))
+                stack.extend(zip(u, v, strict=True))
             elif u != v:
                 return False
     return True

@@ -12,12 +12,11 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from guided.errors import ConfigError
-from guided.tokenizer_files import cache_dir, tokenizer_dir
+from guided.tokenizer_files import cache_dir, cached_dir, tokenizer_dir
 
 __all__ = ["TinyModelSpec", "write_tiny_model", "tiny_model_dir", "default_model_dir"]
 
@@ -111,21 +110,8 @@ def tiny_model_dir(tokenizer: str = "builtin", spec: TinyModelSpec | None = None
     spec = spec or TinyModelSpec()
     key_src = json.dumps({"tokenizer": str(tokenizer), **asdict(spec), "v": 2}, sort_keys=True)
     key = f"{spec.arch}-{hashlib.sha256(key_src.encode()).hexdigest()[:12]}"
-    root = cache_dir() / "models"
-    final = root / key
-    if (final / "model.safetensors").exists():
-        return final
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
-    try:
-        write_tiny_model(tmp, tokenizer, spec)
-        try:
-            tmp.rename(final)
-        except OSError:  # built concurrently by another process; identical content
-            pass
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return final
+    return cached_dir(cache_dir() / "models" / key, lambda out: write_tiny_model(out, tokenizer, spec),
+                      ("model.safetensors",))  # fmt: skip
 
 
 # The embedded default: small enough to run anywhere on a CPU, big enough to look like a model.

@@ -32,6 +32,7 @@ __all__ = [
     "load_tokenizer",
     "tokenizer_dir",
     "builtin_tokenizer_dir",
+    "cached_dir",
     "LLAMA3_PATTERN",
     "LLAMA3_SPECIAL_TOKENS",
 ]
@@ -144,14 +145,17 @@ def _digest(path: Path) -> str:
 
 
 def _cached(key: str, build) -> Path:
-    """Build into a temporary directory beside the cache entry and rename it into place atomically,
-    so concurrent processes never see a half-written entry."""
-    root = cache_dir() / "tokenizers"
-    final = root / key
-    if (final / "tokenizer_config.json").exists() or (final / "tokenizer.json").exists():
+    return cached_dir(cache_dir() / "tokenizers" / key, build, ("tokenizer_config.json", "tokenizer.json"))
+
+
+def cached_dir(final: Path, build, markers: tuple[str, ...]) -> Path:
+    """``final`` if it holds any of ``markers``; else ``build(tmp)`` into a temporary directory beside
+    it, renamed into place atomically, so concurrent processes never see a half-written entry."""
+    if any((final / m).exists() for m in markers):
         return final
+    root = final.parent
     root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=root))
     try:
         build(tmp)
         try:
