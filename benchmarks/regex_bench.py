@@ -178,7 +178,9 @@ def worker(engine_name: str, job: str, memory_gb: float) -> None:
 
         source = Vocabulary.load(job + ".vocab.npz")
     t = time.perf_counter()
-    engine = {"guided": GuidedEngine, "llguidance": LLGuidanceEngine, "outlines": OutlinesEngine}[engine_name](source)
+    engine = {"guided": GuidedEngine, "llguidance": LLGuidanceEngine, "outlines": OutlinesEngine}[
+        engine_name
+    ](source)
     setup = time.perf_counter() - t
     gc.collect()
     gc.freeze()  # as a serving engine does after start-up: the tokenizer's objects leave the GC's scans
@@ -291,7 +293,11 @@ def _us(x):
 
 def ratios(a: list, b: list) -> dict:
     """guided / peer on the regexes both compiled and ran to the end."""
-    both = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x and y and x["status"] == "ok" and y["status"] == "ok"]
+    both = [
+        i
+        for i, (x, y) in enumerate(zip(a, b, strict=True))
+        if x and y and x["status"] == "ok" and y["status"] == "ok"
+    ]
     if not both:
         return {"regexes": 0}
     ta, tb = [a[i]["ttfm"] for i in both], [b[i]["ttfm"] for i in both]
@@ -331,7 +337,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--limit", type=int, help="only the first N regexes of the corpus")
     ap.add_argument("--engines", default=",".join(ENGINES))
-    ap.add_argument("--timeout", type=float, default=10.0, help="seconds per regex before it counts as a timeout")
+    ap.add_argument(
+        "--timeout", type=float, default=10.0, help="seconds per regex before it counts as a timeout"
+    )
     ap.add_argument("--memory-gb", type=float, default=6.0, help="address-space limit of each worker")
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "regex-cpu.json"))
     ap.add_argument("--worker")
@@ -366,7 +374,10 @@ def main() -> None:
     from guided.grammar import Vocabulary
 
     Vocabulary.from_tokenizer(tokenizer).save(job + ".vocab.npz")
-    print(f"running {', '.join(engines)} on {len(corpus)} regexes, interleaved ...", file=sys.stderr, flush=True)
+    print(
+        f"running {', '.join(engines)} on {len(corpus)} regexes, interleaved ...", file=sys.stderr, flush=True
+    )
+    load_start = os.getloadavg()[0]
     per_engine, setups = run_engines(engines, job, len(corpus), args.timeout, args.memory_gb)
     summary = {}
     for name in engines:
@@ -376,7 +387,7 @@ def main() -> None:
     os.unlink(job + ".vocab.npz")
     out = {
         "command": "python benchmarks/regex_bench.py" + (f" --limit {args.limit}" if args.limit else ""),
-        "machine": machine(),
+        "machine": dict(machine(), cpus=os.cpu_count(), load_avg_1m=[round(load_start, 2), round(os.getloadavg()[0], 2)]),
         "corpus": {"regexes": len(corpus), "strings": sum(len(e["strings"]) for e in corpus),
                    "tokens": sum(len(i) for e in corpus for i in e["ids"])},
         "summary": summary,
@@ -398,6 +409,15 @@ def main() -> None:
     print(f"wrote {args.out} and {md}")
 
 
+def _load_line(m: dict) -> list[str]:
+    """The machine's load during the run: absolute times grow with it, ratios much less (the engines
+    take turns regex by regex)."""
+    if "load_avg_1m" not in m:
+        return []
+    start, end = m["load_avg_1m"]
+    return [f"Load average (1 min) at start / end: {start} / {end} on {m.get('cpus')} CPUs  "]
+
+
 def render_markdown(out: dict) -> str:
     m = out["machine"]
     lines = [
@@ -406,6 +426,7 @@ def render_markdown(out: dict) -> str:
         f"Command: `{out['command']}`  ",
         f"Machine: {m['cpu']}, {m['platform']}  ",
         "Versions: " + ", ".join(f"{k} {v}" for k, v in m["versions"].items()) + "  ",
+        *_load_line(m),
         f"Corpus: {out['corpus']['regexes']} regexes, {out['corpus']['strings']} strings, "
         f"{out['corpus']['tokens']} tokens",
         "",
@@ -420,12 +441,19 @@ def render_markdown(out: dict) -> str:
             f"| {name} | {s['regexes_ok']} | {t['p50']} | {t['p99']} | {t['max']} | {b['p50']} | {b['p99']} | "
             f"{b['max']} | {s['rss_mb']['max']} | {other} |"
         )
-    lines += ["", "Ratios guided / peer on the regexes both ran to the end (below 1: guided is faster):", "",
-              "| peer | regexes | TTFM p50 | TTFM mean | TBM p50 | TBM p99 | TBM mean |", "|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "Ratios guided / peer on the regexes both ran to the end (below 1: guided is faster):",
+        "",
+        "| peer | regexes | TTFM p50 | TTFM mean | TBM p50 | TBM p99 | TBM mean |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for peer, r in out["ratios_guided_over_peer"].items():
         if r.get("regexes"):
-            lines.append(f"| {peer} | {r['regexes']} | {r['ttfm_p50']} | {r['ttfm_mean']} | {r['tbm_p50']} | "
-                         f"{r['tbm_p99']} | {r['tbm_mean']} |")
+            lines.append(
+                f"| {peer} | {r['regexes']} | {r['ttfm_p50']} | {r['ttfm_mean']} | {r['tbm_p50']} | "
+                f"{r['tbm_p99']} | {r['tbm_mean']} |"
+            )
     lines += ["", "Targets (issue 3):", ""] + [f"- {t}" for t in check_targets(out)]
     return "\n".join(lines) + "\n"
 
@@ -436,7 +464,9 @@ def check_targets(out: dict) -> list[str]:
         return ["guided did not run"]
     llg = out["ratios_guided_over_peer"].get("llguidance", {})
     oc = out["summary"].get("outlines", {})
-    worst_ttfm = max((x["guided"]["ttfm_ms"] for x in out["per_regex"] if isinstance(x["guided"], dict)), default=0)
+    worst_ttfm = max(
+        (x["guided"]["ttfm_ms"] for x in out["per_regex"] if isinstance(x["guided"], dict)), default=0
+    )
 
     def verdict(ok):
         return "met" if ok else "MISSED"
@@ -448,10 +478,14 @@ def check_targets(out: dict) -> list[str]:
         f"TTFM p50 <= 5 ms: {g['ttfm_ms']['p50']} ms, {verdict(g['ttfm_ms']['p50'] <= 5)}",
     ]
     if oc.get("ttfm_ms", {}).get("p50") is not None:
-        rows.append(f"TTFM p50 below outlines-core's ({oc['ttfm_ms']['p50']} ms): "
-                    f"{verdict(g['ttfm_ms']['p50'] < oc['ttfm_ms']['p50'])}")
+        rows.append(
+            f"TTFM p50 below outlines-core's ({oc['ttfm_ms']['p50']} ms): "
+            f"{verdict(g['ttfm_ms']['p50'] < oc['ttfm_ms']['p50'])}"
+        )
     rows.append(f"no regex over 1 s to first mask: worst {worst_ttfm} ms, {verdict(worst_ttfm < 1000)}")
-    rows.append(f"no regex over 256 MB: worst RSS growth {g['rss_mb']['max']} MB, {verdict(g['rss_mb']['max'] < 256)}")
+    rows.append(
+        f"no regex over 256 MB: worst RSS growth {g['rss_mb']['max']} MB, {verdict(g['rss_mb']['max'] < 256)}"
+    )
     return rows
 
 
@@ -466,7 +500,11 @@ def _slowest(results, corpus, k: int = 10):
 def _brief(r):
     if not r or r["status"] != "ok":
         return (r or {}).get("status", "missing")
-    return {"ttfm_ms": _ms(r["ttfm"]), "tbm_p50_us": _us(_pct(r["tbm"], 50)), "tbm_max_us": _us(max(r["tbm"], default=0))}
+    return {
+        "ttfm_ms": _ms(r["ttfm"]),
+        "tbm_p50_us": _us(_pct(r["tbm"], 50)),
+        "tbm_max_us": _us(max(r["tbm"], default=0)),
+    }
 
 
 def _failures(results, corpus):

@@ -38,9 +38,17 @@ class AutomatonQueries:
     attribute holding the constraint's source) and define ``_build``."""
 
     _SOURCE = "node"
+    _OPTIONS: tuple[str, ...] = ()  # further constructor options a subclass pickles
 
     def __getstate__(self):
-        fields = ("vocabulary", self._SOURCE, "key", "encode", "max_states", "mask_cache_bytes")
+        fields = (
+            "vocabulary",
+            self._SOURCE,
+            "key",
+            "encode",
+            "max_states",
+            "mask_cache_bytes",
+        ) + self._OPTIONS
         return {k: getattr(self, k) for k in fields}
 
     def __setstate__(self, state):
@@ -63,7 +71,15 @@ class AutomatonQueries:
 
 
 class CompiledGrammar(AutomatonQueries):
-    """A constraint's automaton over a vocabulary. Create with ``GrammarCompiler``; use via ``matcher()``."""
+    """A constraint's automaton over a vocabulary. Create with ``GrammarCompiler``; use via ``matcher()``.
+
+    ``mask_timeout_s`` bounds the lazy work of one mask, one token's transition or one forced-token
+    query (first visits of states): past it that call raises ``LimitError`` (the request fails alone
+    instead of stalling the batch). None: unbounded.
+    """
+
+    _OPTIONS = ("mask_timeout_s",)
+    mask_timeout_s: float | None = 5.0
 
     def __init__(
         self,
@@ -73,6 +89,7 @@ class CompiledGrammar(AutomatonQueries):
         encode: Encode | None = None,
         max_states: int = 500_000,
         mask_cache_bytes: int = 256 << 20,
+        mask_timeout_s: float | None = 5.0,
     ):
         self.vocabulary = vocabulary
         self.node = node
@@ -80,13 +97,14 @@ class CompiledGrammar(AutomatonQueries):
         self.encode = encode
         self.max_states = max_states
         self.mask_cache_bytes = mask_cache_bytes
+        self.mask_timeout_s = mask_timeout_s
         self._build()
 
     def _build(self) -> None:
         vocab = self.vocabulary
         self.pool = ExprPool()
         root = self.pool.intern(self.node)
-        self.dfa = LazyDFA(self.pool, root, self.max_states)
+        self.dfa = LazyDFA(self.pool, root, self.max_states, self.mask_timeout_s)
         self.trie = trie_for(vocab)
         self.eos_ids = tuple(vocab.eos_ids)
         self._eos_set = frozenset(vocab.eos_ids)
@@ -114,16 +132,22 @@ class CompiledGrammar(AutomatonQueries):
     def mask(self, state: int) -> np.ndarray:
         """The allowed-token bitmask of a state: uint32 [words], bit (id & 31) of word (id >> 5). Do not modify."""
         key = self._mask_key.get(state)
-        if key is None:
-            key = self._clamped_state(state)
-        with self._lock:
-            m = self._masks.get(key)
-            if m is not None:
-                self._masks.move_to_end(key)
-                return m
-        m = self._compute_mask(key)
+        if key is not None:
+            with self._lock:
+                m = self._masks.get(key)
+                if m is not None:
+                    self._masks.move_to_end(key)
+                    return m
+        with self.pool.bound.limit(self.mask_timeout_s, "computing a token mask"):
+            if key is None:
+                key = self._clamped_state(state)
+            with self._lock:
+                m = self._masks.get(key)
+            if m is None:
+                m = self._compute_mask(key)
         with self._lock:
             self._masks[key] = m
+            self._masks.move_to_end(key)
             while len(self._masks) > self._max_masks:
                 self._masks.popitem(last=False)
         return m
@@ -155,4 +179,6 @@ class CompiledGrammar(AutomatonQueries):
         return mask
 
     def __repr__(self) -> str:
-        return f"CompiledGrammar({self.key!r}, states={self.dfa.n_states}, vocabulary={self.vocabulary.name!r})"
+        return (
+            f"CompiledGrammar({self.key!r}, states={self.dfa.n_states}, vocabulary={self.vocabulary.name!r})"
+        )

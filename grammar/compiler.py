@@ -43,6 +43,8 @@ class GrammarCompiler:
         Bound on DFA states per grammar (LimitError past it).
     mask_cache_bytes : int
         Bound on the memory of cached masks per grammar.
+    mask_timeout_s : float or None
+        Bound on the lazy work of one mask / token transition of a regular grammar (LimitError past it).
     """
 
     def __init__(
@@ -52,12 +54,14 @@ class GrammarCompiler:
         encode: Callable[[bytes], list[int]] | None = None,
         max_states: int = 500_000,
         mask_cache_bytes: int = 256 << 20,
+        mask_timeout_s: float | None = 5.0,
     ):
         self.vocabulary = vocabulary
         self.cache_size = cache_size
         self.encode = encode
         self.max_states = max_states
         self.mask_cache_bytes = mask_cache_bytes
+        self.mask_timeout_s = mask_timeout_s
         self._cache: OrderedDict[tuple, CompiledGrammar] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -98,7 +102,8 @@ class GrammarCompiler:
         return self._lookup(key, lambda: compile_cfg(self.vocabulary, build(), key=key, **self._options()))
 
     def _cached(self, key: tuple, build: Callable[[], Node]) -> CompiledGrammar:
-        return self._lookup(key, lambda: CompiledGrammar(self.vocabulary, build(), key=key, **self._options()))
+        opts = dict(self._options(), mask_timeout_s=self.mask_timeout_s)
+        return self._lookup(key, lambda: CompiledGrammar(self.vocabulary, build(), key=key, **opts))
 
     def _lookup(self, key: tuple, make: Callable[[], CompiledGrammar | CompiledCfg]):
         full_key = key + (self.vocabulary.fingerprint,)

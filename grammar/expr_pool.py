@@ -16,8 +16,10 @@ from __future__ import annotations
 
 from guided.errors import GrammarError, LimitError
 
+from .emptiness import Emptiness, min_length
 from .regex_ast import Alt, And, ByteSet, Chars, Node, Not, Repeat, Seq, any_string
 from .utf8 import utf8_sequences
+from .work_bound import WorkBound
 
 __all__ = ["ExprPool", "EMPTY_ID", "EPS_ID"]
 
@@ -38,11 +40,14 @@ class ExprPool:
         self.has_bool: list[bool] = []  # contains AND/NOT: emptiness is not syntactic
         self.first: list[int] = []  # 256-bit mask: bytes whose derivative may be non-empty
         self.counter: list[int] = []  # largest finite repeat bound inside (clamping is a no-op below it)
+        self.min_len: list[int] = []  # a lower bound on the length of e's strings (guides emptiness searches)
         self.char_class: dict[int, tuple] = {}  # ids that match exactly one character -> class key
         self._or_index: dict[int, list] = {}  # big unions: byte -> children that can start with it
         self._ids: dict = {}
         self._deriv: dict[tuple[int, int], int] = {}
-        self._live: dict[int, bool] = {}
+        self.emptiness = Emptiness(self)
+        self.bound = WorkBound()  # deadline of the lazy work in progress (masks, accepts)
+        self._work = 0
         self.reps: list[int] | None = None  # one byte per global byte class, set by the DFA
         self._make(K_EMPTY, None, False, False)
         self._make(K_EPS, None, True, False)
@@ -64,6 +69,7 @@ class ExprPool:
             self.has_bool.append(has_bool)
             self.first.append(self._first(kind, args))
             self.counter.append(self._counter(kind, args))
+            self.min_len.append(min_length(self.min_len, kind, args, nullable))
         return i
 
     def _counter(self, kind: int, args) -> int:
@@ -129,7 +135,9 @@ class ExprPool:
             return b
         if b == EPS_ID:
             return a
-        return self._make(K_CAT, (a, b), self.nullable[a] and self.nullable[b], self.has_bool[a] or self.has_bool[b])
+        return self._make(
+            K_CAT, (a, b), self.nullable[a] and self.nullable[b], self.has_bool[a] or self.has_bool[b]
+        )
 
     def cat_all(self, items) -> int:
         out = EPS_ID
@@ -159,9 +167,7 @@ class ExprPool:
         if len(flat) == 1:
             return flat.pop()
         t = tuple(sorted(flat))
-        return self._make(
-            K_OR, t, any(self.nullable[x] for x in t), any(self.has_bool[x] for x in t)
-        )
+        return self._make(K_OR, t, any(self.nullable[x] for x in t), any(self.has_bool[x] for x in t))
 
     def and_(self, items) -> int:
         flat: set[int] = set()
@@ -176,6 +182,8 @@ class ExprPool:
             return self.not_(EMPTY_ID)
         if EPS_ID in flat:
             return EPS_ID if all(self.nullable[x] for x in flat) else EMPTY_ID
+        if any(self.kind[x] == K_NOT and self._covers(self.args[x], flat) for x in flat):
+            return EMPTY_ID  # x and not (x or ...)
         masks = [self.args[x] for x in flat if self.kind[x] == K_BYTES]
         if masks:
             m = masks[0]
@@ -189,6 +197,10 @@ class ExprPool:
             return flat.pop()
         t = tuple(sorted(flat))
         return self._make(K_AND, t, all(self.nullable[x] for x in t), True)
+
+    def _covers(self, c: int, flat: set[int]) -> bool:
+        """Whether c contains a member of flat syntactically (c is one, or a union with one)."""
+        return c in flat or (self.kind[c] == K_OR and any(y in flat for y in self.args[c]))
 
     def or_factored(self, items, depth: int = 0) -> int:
         """The union, left-factored: ``ab|ac`` -> ``a(b|c)``. Same language; a derivative of a big
@@ -235,6 +247,9 @@ class ExprPool:
         key = (e, b)
         r = self._deriv.get(key)
         if r is None:
+            self._work += 1
+            if not self._work & 1023:
+                self.bound.check()
             try:
                 r = self._deriv_uncached(e, b)
             except RecursionError:
@@ -291,50 +306,11 @@ class ExprPool:
 
     # ------------------------------------------------------------------ slices
     def slice_candidate(self, e: int) -> tuple[tuple, int] | None:
-        """(character class key, max repeats or INF) when e is ``X{lo,hi} rest``, or a union with such a
-        live branch: every token of at most hi X-characters is then allowed (see slices.Slice)."""
-        memo = self.__dict__.setdefault("_slice_memo", {})
-        if e in memo:
-            return memo[e]
-        best = self._slice_form(e)
-        if best is None and self.kind[e] == K_OR:
-            for x in self.args[e]:
-                c = self._slice_form(x)
-                if c is not None and (best is None or _wider(c[1], best[1])) and self.is_live(x):
-                    best = c
-        memo[e] = best
-        return best
+        """(character class key, max repeats or INF) when e starts with a repeated character class
+        (see slices.slice_candidate)."""
+        from .slices import slice_candidate
 
-    def _slice_form(self, e: int):
-        k = self.kind[e]
-        if k == K_CAT:
-            e = self.args[e][0]
-            k = self.kind[e]
-        if k != K_REP:
-            return None
-        x, _, hi = self.args[e]
-        key = self.char_class.get(x)
-        if key is None and self.kind[x] == K_OR:  # (X|other){lo,hi}: X-strings are still allowed
-            key = self._widest_class_in(x)
-        return None if key is None else (key, hi)
-
-    def _widest_class_in(self, x: int):
-        """The widest character class whose language is contained in the union x (flattened by or_)."""
-        memo = self.__dict__.setdefault("_class_in_memo", {})
-        if x in memo:
-            return memo[x]
-        children = set(self.args[x])
-        bytes_mask = sum(self.args[y] for y in children if self.kind[y] == K_BYTES)
-        best = None
-        for cx, key in self.char_class.items():
-            parts = self.args[cx] if self.kind[cx] == K_OR else (cx,)
-            ok = all(
-                (self.args[y] & ~bytes_mask) == 0 if self.kind[y] == K_BYTES else y in children for y in parts
-            )
-            if ok and (best is None or _class_size(key) > _class_size(best)):
-                best = key
-        memo[x] = best
-        return best
+        return slice_candidate(self, e)
 
     # ------------------------------------------------------------------ counter clamping
     def clamp(self, e: int, limit: int) -> int:
@@ -387,39 +363,12 @@ class ExprPool:
 
     # ------------------------------------------------------------------ emptiness
     def is_live(self, e: int, budget: int = 200_000) -> bool:
-        """Whether some byte string leads from e to acceptance (e's language is non-empty)."""
-        if e == EMPTY_ID:
-            return False
-        if not self.has_bool[e] or self.nullable[e]:
-            return True
-        known = self._live.get(e)
-        if known is not None:
-            return known
-        # Breadth-first search over derivatives; every byte is tried (bool nodes hide structure).
-        parent: dict[int, int] = {e: -1}
-        frontier = [e]
-        while frontier:
-            nxt = []
-            for x in frontier:
-                for b in self.first_bytes(x):
-                    y = self.deriv(x, b)
-                    if y == EMPTY_ID or y in parent:
-                        continue
-                    parent[y] = x
-                    if self.nullable[y] or not self.has_bool[y] or self._live.get(y):
-                        while y != -1:
-                            self._live[y] = True
-                            y = parent[y]
-                        return True
-                    if self._live.get(y) is False:
-                        continue
-                    if len(parent) > budget:
-                        raise LimitError(f"deciding emptiness of a regex intersection/complement exceeded {budget} states")
-                    nxt.append(y)
-            frontier = nxt
-        for x in parent:
-            self._live[x] = False
-        return False
+        """Whether some byte string leads from e to acceptance (e's language is non-empty).
+
+        Decided structurally; only intersections/complements are searched, each on its own
+        derivatives (see Emptiness), with at most ``budget`` states per search (LimitError past it).
+        """
+        return self.emptiness.is_live(e, budget)
 
     def first_bytes(self, e: int) -> list[int]:
         """One representative byte per class of bytes that e's derivative distinguishes."""
@@ -521,14 +470,6 @@ class ExprPool:
         if r != EMPTY_ID:
             self.char_class.setdefault(r, ("chars", tuple(ranges)))
         return r
-
-
-def _class_size(key: tuple) -> int:
-    return sum(hi - lo + 1 for lo, hi in key[1])
-
-
-def _wider(a: int, b: int) -> bool:
-    return b != INF and (a == INF or a > b)
 
 
 def _mask(ranges) -> int:

@@ -35,7 +35,9 @@ class ForcedTokenizer:
         with self._lock:
             r = self._cache.get(key)
         if r is None:
-            r = self._compute(state, prev_token)
+            dfa = self.dfa
+            with dfa.pool.bound.limit(getattr(dfa, "timeout_s", None), "computing forced tokens"):
+                r = self._compute(state, prev_token)
             with self._lock:
                 self._cache[key] = r
                 if len(self._cache) > 65536:

@@ -15,6 +15,7 @@ import numpy as np
 
 from guided.errors import GrammarError, LimitError
 
+from .deriv_classes import DerivClasses
 from .expr_pool import EMPTY_ID, ExprPool, byte_classes
 
 __all__ = ["LazyDFA", "DEAD"]
@@ -26,9 +27,10 @@ UNKNOWN = -2  # a transition not computed yet (rows may be partly filled by sing
 class LazyDFA:
     """Byte DFA over byte equivalence classes; state 0 is the start."""
 
-    def __init__(self, pool: ExprPool, root: int, max_states: int = 500_000):
+    def __init__(self, pool: ExprPool, root: int, max_states: int = 500_000, timeout_s: float | None = None):
         self.pool = pool
         self.max_states = max_states
+        self.timeout_s = timeout_s  # bound of one lazy step (a row, a token's walk): LimitError past it
         cls, reps = byte_classes(pool.byte_masks(root))
         self.class_map = np.asarray(cls, dtype=np.int32)  # [256] byte -> class
         self.reps = reps  # one byte per class
@@ -36,6 +38,7 @@ class LazyDFA:
         self.n_classes = len(reps)
         self._rep_bits = sum(1 << b for b in reps)
         self._class_of_rep = {b: c for c, b in enumerate(reps)}
+        self._classes = DerivClasses(pool)
         self.lock = threading.RLock()
         self.exprs: list[int] = []
         self._state_of: dict[int, int] = {}
@@ -83,26 +86,35 @@ class LazyDFA:
         """Compute state s's transition row (idempotent, thread-safe)."""
         if self.computed[s]:
             return
-        with self.lock:
+        with self.lock, self.pool.bound.limit(self.timeout_s, "computing an automaton state"):
             if self.computed[s]:
                 return
             e = self.exprs[s]
             row = self.trans[s].copy()
-            row[row == UNKNOWN] = DEAD
             first = self.pool.first[e] & self._rep_bits  # only classes the expression can start with
-            while first:
-                low = first & -first
-                first ^= low
-                b = low.bit_length() - 1
-                c = self._class_of_rep[b]
-                if row[c] == DEAD:
-                    row[c] = self.state_of(self.pool.deriv(e, b))
+            try:
+                groups = self._classes.partition(e, first)
+            except RecursionError:  # very deep nesting: one derivative per class
+                groups = [1 << b for b in self.reps if (first >> b) & 1]
+            for group in groups:  # bytes of one group share their derivative: derive once
+                cs = []
+                while group:
+                    low = group & -group
+                    group ^= low
+                    cs.append(self._class_of_rep[low.bit_length() - 1])
+                known = row[cs]
+                t = int(known.max())  # a transition a single step computed already, else UNKNOWN
+                if t == UNKNOWN:
+                    self.pool.bound.check()
+                    t = self.state_of(self.pool.deriv(e, self.reps[cs[0]]))
+                row[cs] = t
+            row[row == UNKNOWN] = DEAD
             self.trans[s] = row  # self.trans may have been regrown by state_of: index the new one
             self.computed[s] = 1
 
     def _single(self, s: int, c: int) -> int:
         """Compute one transition (for walks along one string, e.g. committing a token)."""
-        with self.lock:
+        with self.lock, self.pool.bound.limit(self.timeout_s, "computing an automaton transition"):
             t = int(self.trans[s, c])
             if t == UNKNOWN:
                 t = self.state_of(self.pool.deriv(self.exprs[s], self.reps[c]))
@@ -116,16 +128,23 @@ class LazyDFA:
 
     def walk(self, s: int, data: bytes) -> int:
         """The state after data from s, or DEAD."""
-        class_map = self.class_map
-        for b in data:
-            c = class_map[b]
-            t = self.trans[s, c]
-            if t == UNKNOWN:
-                t = self._single(s, c)
+        class_map, trans = self.class_map, self.trans
+        for i, b in enumerate(data):
+            t = trans[s, class_map[b]]
+            if t == UNKNOWN:  # lazy work ahead: the rest of the walk runs under one time bound
+                with self.pool.bound.limit(self.timeout_s, "accepting a token"):
+                    return self._walk_slow(s, data[i:])
             if t < 0:
                 return DEAD
             s = t
         return int(s)
+
+    def _walk_slow(self, s: int, data: bytes) -> int:
+        for b in data:
+            s = self.step(s, b)
+            if s < 0:
+                return DEAD
+        return s
 
     def is_accepting(self, s: int) -> bool:
         return bool(self.accepting[s])

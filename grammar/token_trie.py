@@ -45,11 +45,24 @@ class TokenTrie:
         self._lock = threading.Lock()
 
     def warm_up(self) -> None:
-        """Precompute the slices of the classes JSON strings use (a few ms each, once per vocabulary)."""
+        """Compile the walk and precompute the slices of the classes JSON strings use (a few ms each,
+        once per vocabulary): neither then counts against a mask's time bound."""
         from .slices import COMMON_CLASSES
 
+        self._compile_walk()
         for key in COMMON_CLASSES:
             self.slice_for(key)
+
+    def _compile_walk(self) -> None:
+        """Run the numba walk once on no jobs (JIT compilation or a cache load, outside any mask)."""
+
+        i32, no_jobs = np.int32, np.zeros(0, dtype=np.int32)
+        stacks, cont = np.zeros((0, 2), dtype=i32), np.zeros(0, dtype=np.uint8)
+        _walk_batch(
+            self.node_byte, self.node_depth, self.node_end, self.tok_start, self.tok_end, self.token_ids,
+            np.zeros(256, dtype=i32), np.zeros((1, 1), dtype=i32), np.ones(1, dtype=np.uint8), no_jobs, no_jobs,
+            stacks, cont, no_jobs, no_jobs, stacks, cont, np.zeros(1, dtype=np.uint32), self.no_skip, -1,
+        )  # fmt: skip
 
     def slice_for(self, key: tuple, lazy: bool = False):
         """The (cached) Slice of a character class key (see ExprPool.char_class).
