@@ -3,9 +3,11 @@
 ``CompiledCfg`` has the shape of ``CompiledGrammar`` with a ``CfgAutomaton`` (Earley configurations,
 lazily determinised) in place of the regex ``LazyDFA``: a numba walk of the vocabulary trie fills
 masks (returning to Python only for transitions never computed before), masks are cached per
-configuration, forced tokens come from the same ``ForcedTokenizer``. So ``CfgMatcher`` is the regular
-``Matcher`` (a stack of ints: rollback is a pop, copy a list copy) and the engine never cares which
-kind a constraint is. ``compile_cfg`` sends grammars without recursion to the regular engine.
+configuration, forced tokens come from the same ``ForcedTokenizer``. Where a lexeme in flight loops on
+a character class (a string body), the vocabulary's precomputed slice of that class supplies its
+tokens and the walk skips them, in every parser context, first visits included. So ``CfgMatcher`` is
+the regular ``Matcher`` (a stack of ints: rollback is a pop, copy a list copy) and the engine never
+cares which kind a constraint is. ``compile_cfg`` sends grammars without recursion to the regular engine.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import numpy as np
 
 from .cfg_ir import CfgGrammar
 from .compiled import AutomatonQueries, CompiledGrammar
-from .earley import UNKNOWN, CfgAutomaton
+from .earley import LEX, UNKNOWN, CfgAutomaton
 from .forced import ForcedTokenizer
 from .gbnf_frontend import parse_gbnf
 from .lark_frontend import parse_lark
@@ -83,6 +85,7 @@ class CompiledCfg(AutomatonQueries):
         self._stack_len = self.trie.max_token_len + 2
         self._desc = _desc_for(self.trie)
         self._inside: dict[int, np.ndarray] = {}  # lexer state -> tokens that stay inside its lexeme
+        self._slice_keys: dict[int, tuple | None] = {}  # configuration -> slice_of
 
     # ------------------------------------------------------------------ queries
     def matcher(self) -> CfgMatcher:
@@ -111,31 +114,29 @@ class CompiledCfg(AutomatonQueries):
         any parser context skip the subtrees whose bytes cannot end the lexeme, OR-ing the record in.
         """
         trie, dfa = self.trie, self.dfa
-        mask = np.zeros(self._words, dtype=np.uint32)
         inmask = np.zeros(self._words, dtype=np.uint32)
         stack = np.zeros(self._stack_len, dtype=np.int32)
         ins = np.zeros(self._stack_len, dtype=np.uint8)
-        lex = dfa.pure_lex[state]
+        sl, hi = self._slice(state)
+        if sl is not None:  # the slice's tokens are allowed; the walk skips the subtrees made of them
+            mask, skipcap, lex = sl.masks[hi].copy(), sl.skipcap, -1
+        else:
+            mask, skipcap, lex = np.zeros(self._words, dtype=np.uint32), trie.no_skip, dfa.pure_lex[state]
         known = self._inside.get(lex) if lex >= 0 else None
-        n = trie.n_nodes
-        out_node = np.empty(n, dtype=np.int32)
-        out_cfg = np.empty(n, dtype=np.int32)
-        out_ins = np.empty(n, dtype=np.uint8)
-        starts = np.zeros(1, dtype=np.int32)
-        ends = np.full(1, n, dtype=np.int32)
-        cfgs = np.full(1, state, dtype=np.int32)
-        ins_in = np.full(1, lex >= 0, dtype=np.uint8)
-        while len(starts):
+        if known is not None:
+            dfa.prepare_exits()
+        jobs, out = _buffers(trie.n_nodes)
+        jobs[0] = (0, state, 0, lex >= 0)  # the whole trie from state
+        k, whole = 1, True
+        while k:
             k = _walk(
                 trie.node_byte, trie.node_depth, trie.node_end, trie.tok_start, trie.tok_end, trie.token_ids,
-                dfa.class_map, dfa.trans, dfa.internal, dfa.exit_bytes, self._desc, known is not None,
-                starts, ends, cfgs, ins_in, stack, ins, mask, inmask, out_node, out_cfg, out_ins,
+                dfa.class_map, dfa.trans, dfa.internal, dfa.exit_bytes, self._desc, known is not None, skipcap, hi,
+                jobs[:k], whole, stack, ins, mask, inmask, out,
             )  # fmt: skip
-            starts, cfgs, ins_in = out_node[:k].copy(), out_cfg[:k].copy(), out_ins[:k].copy()
-            ends = trie.node_end[starts].astype(np.int32)
-            classes = dfa.class_map[trie.node_byte[starts]]
-            for c, cls in set(zip(cfgs.tolist(), classes.tolist(), strict=True)):
+            for c, cls in set(zip(out[:k, 1].tolist(), out[:k, 2].tolist(), strict=True)):
                 dfa.entry(c, cls)
+            jobs, out, whole = out, jobs, False
         if known is not None:
             mask |= known
         elif lex >= 0:
@@ -144,34 +145,62 @@ class CompiledCfg(AutomatonQueries):
             mask |= self._eos_mask
         return mask
 
+    def slice_of(self, state: int) -> tuple | None:
+        """(character class key, max repeats or -1) when some lexeme in flight at configuration state is
+        ``X{lo,hi} rest``: every token of at most hi X-characters then stays inside that lexeme, whatever
+        the parser context (see ``ExprPool.slice_candidate`` and ``slices.Slice``); else None."""
+        if state in self._slice_keys:
+            return self._slice_keys[state]
+        dfa, best = self.dfa, None
+        with dfa.lock:
+            for x in dfa.configs[state][1]:
+                for _, e in dfa.lexstates[x & (LEX - 1)]:
+                    c = dfa.pool.slice_candidate(e)
+                    if c is not None and (best is None or best[1] >= 0 and (c[1] < 0 or c[1] > best[1])):
+                        best = c
+        self._slice_keys[state] = best
+        return best
+
+    def _slice(self, state: int):
+        """(Slice, bound) of the character class some lexeme in flight loops on, or (None, -1)."""
+        candidate = self.slice_of(state)
+        sl = None if candidate is None else self.trie.slice_for(candidate[0], lazy=True)
+        return (None, -1) if sl is None else (sl, sl.bound(candidate[1]))
+
     def __repr__(self) -> str:
         return f"CompiledCfg({self.key!r}, configurations={self.dfa.n_states}, vocabulary={self.vocabulary.name!r})"
 
 
 @numba.njit(cache=True, nogil=True)
 def _walk(node_byte, node_depth, node_end, tok_start, tok_end, token_ids, class_map, trans, internal, exit_bytes,
-          desc, prune, starts, ends, cfgs, ins_in, stack, ins, mask, inmask, out_node, out_cfg, out_ins):  # fmt: skip
-    """Depth-first over the trie ranges [starts[r], ends[r]), the configuration before each range's first
-    node being cfgs[r]; one configuration per depth in stack, and in ins whether the path so far stayed
-    inside the starting lexeme. Nodes whose transition is still UNKNOWN are written to out_* and their
+          desc, prune, skipcap, hi, jobs, whole, stack, ins, mask, inmask, out):  # fmt: skip
+    """Depth-first over the trie subtrees of the nodes jobs[r, 0] (the whole trie when ``whole``), the
+    configuration before each being jobs[r, 1]; one configuration per depth in stack, and in ins whether
+    the path so far stayed inside the starting lexeme (jobs[r, 3] at the job's node). Nodes whose
+    transition is still UNKNOWN are written to out as (node, configuration, byte class, inside) and their
     subtree skipped; a DEAD transition skips the subtree for good. Tokens reached inside the starting
     lexeme also go to inmask; with ``prune``, a subtree inside it whose bytes (desc) cannot end the
-    lexeme (exit_bytes) is skipped: its tokens are in the caller's record. Returns how many were written."""
+    lexeme (exit_bytes) is skipped: its tokens are in the caller's record. Subtrees with skipcap <= hi
+    (tokens of a slice the caller put in mask) are skipped too. Returns how many were written."""
     n_out = 0
-    for r in range(len(starts)):
-        i = starts[r]
-        end = ends[r]
-        stack[node_depth[i] - 1] = cfgs[r]
-        ins[node_depth[i] - 1] = ins_in[r]
+    for r in range(len(jobs)):
+        i = jobs[r, 0]
+        end = len(node_byte) if whole else node_end[i]
+        stack[node_depth[i] - 1] = jobs[r, 1]
+        ins[node_depth[i] - 1] = jobs[r, 3]
         while i < end:
+            if skipcap[i] <= hi:  # a subtree of slice tokens: already in mask
+                i = node_end[i]
+                continue
             d = node_depth[i]
             s = stack[d - 1]
             c = class_map[node_byte[i]]
             t = trans[s, c]
             if t == UNKNOWN:
-                out_node[n_out] = i
-                out_cfg[n_out] = s
-                out_ins[n_out] = ins[d - 1]
+                out[n_out, 0] = i
+                out[n_out, 1] = s
+                out[n_out, 2] = c
+                out[n_out, 3] = ins[d - 1]
                 n_out += 1
                 i = node_end[i]
                 continue
@@ -218,6 +247,17 @@ def _descendant_bytes(node_byte, node_depth):
             for w in range(4):
                 desc[p, w] |= desc[j, w]
     return desc
+
+
+_LOCAL = threading.local()
+
+
+def _buffers(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Two int32 [n, 4] job lists for the walk rounds (reused per thread: a mask writes what it reads)."""
+    bufs = getattr(_LOCAL, "bufs", None)
+    if bufs is None or len(bufs[0]) < n:
+        bufs = _LOCAL.bufs = (np.empty((n, 4), dtype=np.int32), np.empty((n, 4), dtype=np.int32))
+    return bufs
 
 
 _DESC: dict[int, tuple] = {}

@@ -14,9 +14,9 @@ just restarts lexing from the set it began in. Configurations and their transiti
 form a lazily built DFA with the shape of ``LazyDFA`` (``class_map``, ``trans``, ``accepting``,
 ``materialize``, ``step``, ``walk``, ``single_byte``, ``is_final``), so forced tokens work unchanged and
 rollback is a pop of an int. Transitions are computed one entry at a time, on first use (``UNKNOWN``
-until then); bytes that no lexeme in flight can take are DEAD from the start. Inside a lexeme (a
-string body) a byte maps a configuration to a sibling, so dense masks are walked in numba; only
-transitions never taken before cost Python time, once. Every configuration is viable (validated
+until then); bytes that no lexeme in flight can start are DEAD from the start. Masks walk the
+vocabulary trie in numba (``cfg_matcher``); only transitions never taken before cost Python time, once.
+Every configuration is viable (validated
 grammars have no unproductive symbols and dead lexer states are dropped), so a byte is allowed exactly
 when its transition is not DEAD.
 """
@@ -31,12 +31,14 @@ from guided.errors import GrammarError, LimitError
 
 from .cfg_ir import CfgGrammar
 from .expr_pool import EMPTY_ID, EPS_ID, ExprPool, byte_classes
+from .regex_ends import ALL_BYTES, last_bytes
 
 __all__ = ["CfgAutomaton", "CfgState", "DEAD", "UNKNOWN"]
 
 DEAD = -1
 UNKNOWN = -2  # a transition not computed yet
 COMPLETE = 1 << 30  # next_sym of an item whose dot is at the end
+_FILL = {"trans": UNKNOWN, "computed": 0, "accepting": 0, "internal": 0, "exit_bytes": ~np.uint64(0)}
 # Items and lexemes are plain ints, not tuples, so the garbage collector has little to traverse (tuple
 # items made gen-2 collections take ~0.4 s on large automata): item = lr0 << 32 | (origin + 1), origin
 # -1 meaning the set itself; a lexeme in flight = origin set << 24 | lexer state.
@@ -83,16 +85,14 @@ class CfgAutomaton:
         self.trans = np.full((cap, self.n_classes), UNKNOWN, dtype=np.int32)  # [states, classes]
         self.computed = np.zeros(cap, dtype=np.uint8)  # 1: the whole row is known
         self.accepting = np.zeros(cap, dtype=np.uint8)
-        # Lexeme-internal steps, for the mask walk's reuse of "inside one lexeme" token sets:
-        self.internal = np.zeros(
-            (cap, self.n_classes), dtype=np.uint8
-        )  # 1: s -> trans[s, c] stays in s's lexeme
+        self.internal = np.zeros((cap, self.n_classes), dtype=np.uint8)  # 1: trans[s, c] stays in s's lexeme
         self.pure_lex: list[int] = []  # config -> lexer state when it is one non-accepting lexeme, else -1
-        self.exit_bytes = np.full(
-            (cap, 4), ~np.uint64(0), dtype=np.uint64
-        )  # [configs, 256 bits] see _exit_mask
+        self.exit_bytes = np.full((cap, 4), ~np.uint64(0), dtype=np.uint64)  # [configs, 256 bits] _exit_mask
         self._exit_cache: dict[int, np.ndarray] = {}
-        self._live_cache: dict[int, np.ndarray] = {}
+        self._term_exit_cache: dict[int, int] = {}
+        self._exit_pending: list[int] = []
+        self._live_cache: dict[int, int] = {}
+        self._dead_cache: dict[int, np.ndarray] = {}
         start = self._closure({self.start_item * ITEM})
         if self._config([start] if start >= 0 else [], []) != 0:
             raise GrammarError("the grammar matches no string at all (its language is empty)")
@@ -102,7 +102,8 @@ class CfgAutomaton:
         pool = self.pool
         self.term_names = list(g.terminals)
         self.term_index = {n: i for i, n in enumerate(self.term_names)}
-        self.term_expr = [pool.intern(g.terminals[n].node) for n in self.term_names]
+        self.term_nodes = [g.terminals[n].node for n in self.term_names]
+        self.term_expr = [pool.intern(node) for node in self.term_nodes]
         for n, e in zip(self.term_names, self.term_expr, strict=True):
             if not pool.is_live(e) if pool.has_bool[e] else e == EMPTY_ID:
                 raise GrammarError(f"terminal {n!r} matches no string")
@@ -114,6 +115,10 @@ class CfgAutomaton:
         self.reps = reps
         pool.reps = reps
         self.n_classes = len(reps)
+        # class -> its bytes as a 256-bit int, for _exit_mask
+        self.class_bits = [0] * self.n_classes
+        for b, c in enumerate(cls):
+            self.class_bits[c] |= 1 << b
         self.ignore = frozenset(self.term_index[n] for n in g.ignore)
 
     def _compile_rules(self, g: CfgGrammar) -> None:
@@ -285,48 +290,64 @@ class CfgAutomaton:
             lexemes = key[1]
             pure = not accepting and len(lexemes) == 1 and not self._lex_acc[lexemes[0] & (LEX - 1)]
             self.pure_lex.append(lexemes[0] & (LEX - 1) if pure else -1)
-            if pure:
-                self.exit_bytes[i] = self._exit_mask(lexemes[0] & (LEX - 1))
-            live = self._live_classes(lexemes[0] & (LEX - 1)) if lexemes else None
-            for x in lexemes[1:]:
-                live = live | self._live_classes(x & (LEX - 1))
+            if pure:  # its exit_bytes row stays all ones (no pruning) until prepare_exits
+                self._exit_pending.append(i)
+            bits = 0
+            for x in lexemes:
+                bits |= self._first_bytes(x & (LEX - 1))
             # a byte no lexeme in flight can take is DEAD: known now, without a parser step
-            self.trans[i, ~live if live is not None else slice(None)] = DEAD
+            self.trans[i, self._dead_classes(bits)] = DEAD
         return i
 
-    def _live_classes(self, lex: int) -> np.ndarray:
-        """bool [classes]: the byte classes lexer state lex can take (shared by every parser context)."""
+    def _first_bytes(self, lex: int) -> int:
+        """256-bit int: the bytes lexer state lex may take (a superset: ``ExprPool.first``)."""
         r = self._live_cache.get(lex)
         if r is None:
-            r = self._live_cache[lex] = np.array([self._lex_step(lex, c) >= 0 for c in range(self.n_classes)])
+            r = 0
+            for _, e in self.lexstates[lex]:
+                r |= self.pool.first[e]
+            self._live_cache[lex] = r
         return r
 
-    def _exit_mask(self, lex: int, budget: int = 4096) -> np.ndarray:
-        """256-bit mask (uint64 [4]) of the bytes that can take some lexer state reachable from lex to an
-        accepting one: a token without them cannot end the lexeme (all ones when too many states)."""
+    def _dead_classes(self, bits: int) -> np.ndarray:
+        """The byte classes with no byte in bits (int array, cached per bits)."""
+        r = self._dead_cache.get(bits)
+        if r is None:
+            dead = [c for c, cb in enumerate(self.class_bits) if not bits & cb]
+            r = self._dead_cache[bits] = np.array(dead, dtype=np.intp)
+        return r
+
+    def prepare_exits(self) -> None:
+        """Fill the exit_bytes rows of the pure configurations made since the last call (only mask walks
+        that prune read them, so grammars whose walks never prune never pay for them)."""
+        with self.lock:
+            for i in self._exit_pending:
+                self.exit_bytes[i] = self._exit_mask(self.pure_lex[i])
+            self._exit_pending.clear()
+
+    def _exit_mask(self, lex: int) -> np.ndarray:
+        """256-bit mask (uint64 [4]) of bytes that may end a lexeme begun in lexer state lex: a token
+        without them cannot end it. A superset, from the terminals alone (see ``_term_exit``)."""
         r = self._exit_cache.get(lex)
-        if r is not None:
-            return r
-        bits = np.zeros(4, dtype=np.uint64)
-        seen, todo = {lex}, [lex]
-        while todo:
-            x = todo.pop()
-            for c in range(self.n_classes):
-                y = self._lex_step(x, c)
-                if y < 0:
-                    continue
-                if self._lex_acc[y]:
-                    for b in np.flatnonzero(self.class_map == c):
-                        bits[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
-                if y not in seen:
-                    seen.add(y)
-                    todo.append(y)
-                    if len(seen) > budget:
-                        bits[:] = ~np.uint64(0)
-                        todo = []
-                        break
-        self._exit_cache[lex] = bits
-        return bits
+        if r is None:
+            bits = 0
+            for t, _ in self.lexstates[lex]:
+                bits |= self._term_exit(t)
+            words = [(bits >> (64 * w)) & ((1 << 64) - 1) for w in range(4)]
+            r = self._exit_cache[lex] = np.array(words, dtype=np.uint64)
+        return r
+
+    def _term_exit(self, t: int) -> int:
+        """The bytes (a 256-bit int) that can end a string of terminal t, read off its regex: a superset
+        of the bytes that take a lexer state of a lexeme of t to an accepting one."""
+        r = self._term_exit_cache.get(t)
+        if r is None:
+            try:
+                r = last_bytes(self.term_nodes[t])
+            except RecursionError:
+                r = ALL_BYTES
+            self._term_exit_cache[t] = r
+        return r
 
     def _step_config(self, cfg: int, c: int) -> int:
         boundaries: set[int] = set()
@@ -372,19 +393,13 @@ class CfgAutomaton:
         return r
 
     def _grow(self) -> None:
+        """Double the per-configuration arrays (old rows kept, new rows at their initial value)."""
         cap = 2 * len(self.computed)
-        trans = np.full((cap, self.n_classes), UNKNOWN, dtype=np.int32)
-        trans[: len(self.trans)] = self.trans
-        computed = np.zeros(cap, dtype=np.uint8)
-        computed[: len(self.computed)] = self.computed
-        accepting = np.zeros(cap, dtype=np.uint8)
-        accepting[: len(self.accepting)] = self.accepting
-        internal = np.zeros((cap, self.n_classes), dtype=np.uint8)
-        internal[: len(self.internal)] = self.internal
-        exit_bytes = np.full((cap, 4), ~np.uint64(0), dtype=np.uint64)
-        exit_bytes[: len(self.exit_bytes)] = self.exit_bytes
-        self.trans, self.accepting, self.computed = trans, accepting, computed
-        self.internal, self.exit_bytes = internal, exit_bytes
+        for name in ("trans", "computed", "accepting", "internal", "exit_bytes"):
+            old = getattr(self, name)
+            new = np.full((cap, *old.shape[1:]), _FILL[name], old.dtype)
+            new[: len(old)] = old
+            setattr(self, name, new)
 
     # ------------------------------------------------------------------ the LazyDFA interface
     @property
@@ -468,39 +483,4 @@ def _nullable(n: int, prods) -> list[bool]:
     return out
 
 
-class CfgState:
-    """A byte-level recognizer over a CfgAutomaton, with rollback: ``feed_bytes`` / ``allowed_next_bytes``."""
-
-    __slots__ = ("automaton", "_states")
-
-    def __init__(self, automaton: CfgAutomaton):
-        self.automaton = automaton
-        self._states = [0]
-
-    def feed_bytes(self, data: bytes) -> bool:
-        """Advance by data (one history entry); False, state unchanged, when it leaves the language."""
-        s = self.automaton.walk(self._states[-1], data)
-        if s < 0:
-            return False
-        self._states.append(s)
-        return True
-
-    def feed_text(self, text: str) -> bool:
-        return self.feed_bytes(text.encode("utf-8"))
-
-    def allowed_next_bytes(self) -> set[int]:
-        return set(np.flatnonzero(self.automaton.allowed_bytes(self._states[-1])).tolist())
-
-    def is_accepting(self) -> bool:
-        return self.automaton.is_accepting(self._states[-1])
-
-    def rollback(self, n: int = 1) -> None:
-        if n < 0 or n >= len(self._states):
-            raise ValueError(f"cannot roll back {n} steps: {len(self._states) - 1} taken")
-        if n:
-            del self._states[-n:]
-
-    def copy(self) -> CfgState:
-        c = CfgState(self.automaton)
-        c._states = list(self._states)
-        return c
+from .cfg_state import CfgState  # noqa: E402  (re-exported: the byte-level recognizer over CfgAutomaton)
