@@ -121,7 +121,9 @@ class XGrammarEngine:
         self.eos = list(self.info.stop_token_ids)
 
     def compile(self, schema):
-        compiled = self.compiler.compile_json_schema(json.dumps(schema), any_whitespace=True, strict_mode=False)
+        compiled = self.compiler.compile_json_schema(
+            json.dumps(schema), any_whitespace=True, strict_mode=False
+        )
         self.xgr.GrammarMatcher(compiled).fill_next_token_bitmask(self.bitmask)
         return compiled
 
@@ -182,7 +184,11 @@ class OutlinesCoreEngine:
 
 def _byte_decoder() -> dict[str, int]:
     """GPT-2's byte-level alphabet, inverted: printable stand-in character -> byte."""
-    keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\xa1"), ord("\xac") + 1)) + list(range(ord("\xae"), 256))
+    keep = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("\xa1"), ord("\xac") + 1))
+        + list(range(ord("\xae"), 256))
+    )
     chars_, n = list(keep), 0
     for b in range(256):
         if b not in keep:

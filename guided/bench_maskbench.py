@@ -25,13 +25,21 @@ __all__ = ["main", "build_parser", "schema_files"]
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     p = parser or argparse.ArgumentParser(prog="guided bench maskbench", description=__doc__.split("\n")[0])
     p.add_argument("paths", nargs="+", metavar="PATH", help="MaskBench .json files or directories of them")
-    p.add_argument("--tokenizer", required=True, help="tokenizer directory, tokenizer.json or tiktoken .model")
+    p.add_argument(
+        "--tokenizer", required=True, help="tokenizer directory, tokenizer.json or tiktoken .model"
+    )
     p.add_argument("--engine", default="guided", choices=ENGINES)
     p.add_argument("--limit", type=int, default=None, help="at most this many schemas")
     p.add_argument("--every", type=int, default=1, help="take every k-th schema (sorted by name)")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per schema (compile and tests)")
     p.add_argument("--max-depth", type=int, default=None, help="guided: unroll recursive schemas this deep")
     p.add_argument("--jobs", type=int, default=1, help="schemas run in parallel (each single-threaded)")
+    p.add_argument(
+        "--key-order",
+        default="any",
+        choices=("any", "declared"),
+        help="guided: accepted property orders (MaskBench's valid instances list properties in any order)",
+    )
     return p
 
 
@@ -49,14 +57,18 @@ def main(argv: list[str] | None = None) -> int:
     from guided.tokenizer_files import load_tokenizer
 
     tokenizer = load_tokenizer(args.tokenizer)
-    opts = {"max_depth": args.max_depth} if args.max_depth is not None and args.engine == "guided" else {}
+    opts = {}
+    if args.engine == "guided":
+        opts["key_order"] = args.key_order
+        if args.max_depth is not None:
+            opts["max_depth"] = args.max_depth
     engine = make_engine(args.engine, tokenizer, **opts)
     _warm_up(engine)
 
     def job(i: int) -> dict:
         return run_file(engine, tokenizer, files[i])
 
-    summary = Summary(args.engine)
+    summary = Summary(args.engine, opts)
     for i, result in BenchRunner(args.jobs).run(len(files), job, args.timeout):
         result = {"file": files[i].name, **result}
         summary.add(result)
@@ -92,7 +104,11 @@ def check_tests(engine, tokenizer, handle, tests, serialize=None) -> dict:
     rejects_valid = accepts_invalid = 0
     tbm: list[float] = []
     for test in tests:
-        text = serialize(test["data"]) if serialize else json.dumps(test["data"], indent=None, ensure_ascii=False)
+        text = (
+            serialize(test["data"])
+            if serialize
+            else json.dumps(test["data"], indent=None, ensure_ascii=False)
+        )
         tokens = tokenizer.encode(text, add_special_tokens=False)
         all_allowed, accepting, times = engine.check(handle, tokens)
         tbm += times
@@ -106,8 +122,9 @@ def check_tests(engine, tokenizer, handle, tests, serialize=None) -> dict:
 
 
 class Summary:
-    def __init__(self, engine: str):
+    def __init__(self, engine: str, options: dict | None = None):
         self.engine = engine
+        self.options = options or {}
         self.n = self.compiled = self.passing = self.compile_errors = self.timeouts = self.crashes = 0
         self.rejects_valid = self.accepts_invalid = 0
         self.schemas_rejecting_valid = self.schemas_accepting_invalid = 0
@@ -136,7 +153,7 @@ class Summary:
 
     def line(self) -> dict:
         return {
-            "engine": self.engine, "schemas": self.n, "compiled": self.compiled, "passing": self.passing,
+            "engine": self.engine, "options": self.options, "schemas": self.n, "compiled": self.compiled, "passing": self.passing,
             "compile_errors": self.compile_errors, "timeouts": self.timeouts, "crashes": self.crashes,
             "rejects_valid": self.rejects_valid, "accepts_invalid": self.accepts_invalid,
             "schemas_rejecting_valid": self.schemas_rejecting_valid,

@@ -38,7 +38,13 @@ DIGITS = repeat(DIGIT, 0, None)
 UINT = alt(literal("0"), seq(NONZERO, DIGITS))
 INT_FRAC = optional(literal(".0"))  # Python writes integral floats so; one zero keeps it bounded
 FRAC = optional(seq(literal("."), repeat(DIGIT, 1, None)))
-EXP = optional(seq(chars([(0x45, 0x45), (0x65, 0x65)]), optional(chars([(0x2B, 0x2B), (0x2D, 0x2D)])), repeat(DIGIT, 1, None)))
+EXP = optional(
+    seq(
+        chars([(0x45, 0x45), (0x65, 0x65)]),
+        optional(chars([(0x2B, 0x2B), (0x2D, 0x2D)])),
+        repeat(DIGIT, 1, None),
+    )
+)
 JSON_INTEGER = seq(optional(literal("-")), UINT, INT_FRAC)
 JSON_NUMBER = seq(optional(literal("-")), UINT, FRAC, EXP)
 MAX_ENUMERATED_MULTIPLES = 2000
@@ -93,7 +99,10 @@ def _frac(empty_ok: bool, body: Node) -> Node:
 
 def _frac_ge(f: str, strict: bool) -> Node:
     if not f:
-        return _frac(not strict, repeat(DIGIT, 1, None) if not strict else seq(repeat(literal("0"), 0, None), NONZERO, DIGITS))
+        return _frac(
+            not strict,
+            repeat(DIGIT, 1, None) if not strict else seq(repeat(literal("0"), 0, None), NONZERO, DIGITS),
+        )
     parts = [seq(literal(f[:i]), _digit(int(f[i]) + 1, 9), DIGITS) for i in range(len(f))]
     tail = seq(repeat(literal("0"), 0, None), NONZERO, DIGITS) if strict else DIGITS
     return _frac(False, alt(*parts, seq(literal(f), tail)))
@@ -180,14 +189,22 @@ def _int_bounds(schema: dict) -> tuple[int | None, int | None]:
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             continue
         d = _dec(v)
-        b = int(d.to_integral_value(rounding="ROUND_FLOOR")) + 1 if strict else int(d.to_integral_value(rounding="ROUND_CEILING"))
+        b = (
+            int(d.to_integral_value(rounding="ROUND_FLOOR")) + 1
+            if strict
+            else int(d.to_integral_value(rounding="ROUND_CEILING"))
+        )
         lo = b if lo is None else max(lo, b)
     for key, strict in (("maximum", False), ("exclusiveMaximum", True)):
         v = schema.get(key)
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             continue
         d = _dec(v)
-        b = int(d.to_integral_value(rounding="ROUND_CEILING")) - 1 if strict else int(d.to_integral_value(rounding="ROUND_FLOOR"))
+        b = (
+            int(d.to_integral_value(rounding="ROUND_CEILING")) - 1
+            if strict
+            else int(d.to_integral_value(rounding="ROUND_FLOOR"))
+        )
         hi = b if hi is None else min(hi, b)
     return lo, hi
 
@@ -259,12 +276,13 @@ def _int_multiple(body: Node, m: Decimal, lo, hi, path, lenient, warn) -> Node:
 def _divisible(k: int, digits: int) -> Node:
     """Integers of at most ``digits`` digits divisible by k: a walk over (position, remainder).
     Longer integers are not generated (a restriction of the output, never of validity)."""
-    from guided.json_strings import hashed
-
     layer = [EPSILON if r == 0 else EMPTY for r in range(k)]  # after the last digit
     for _ in range(digits - 1):
         layer = [
-            hashed(alt(EPSILON if r == 0 else EMPTY, *(seq(literal(str(d)), layer[(10 * r + d) % k]) for d in range(10))))
+            alt(
+                EPSILON if r == 0 else EMPTY,
+                *(seq(literal(str(d)), layer[(10 * r + d) % k]) for d in range(10)),
+            )
             for r in range(k)
         ]
     return alt(literal("0"), *(seq(literal(str(d)), layer[d % k]) for d in range(1, 10)))

@@ -20,14 +20,18 @@ from guided.errors import GrammarError, LimitError, SchemaError
 from guided.grammar.expr_pool import EMPTY_ID, ExprPool
 from guided.grammar.regex_ast import EMPTY, EPSILON, Node, Not, alt, intersect, literal, optional, repeat, seq
 from guided.grammar.regex_parser import parse_regex
-from guided.json_strings import hashed, json_literal_string, json_string, none_of
+from guided.json_strings import ANY_STRING_BODY, encode, json_literal_string, none_of, quoted
+from guided.key_order import MAX_PERMUTED
 
-__all__ = ["object_node", "MAX_PATTERN_PROPERTIES", "MAX_DEPENDENCIES"]
+__all__ = ["object_node", "any_order", "MAX_PATTERN_PROPERTIES", "MAX_DEPENDENCIES"]
 
 MAX_PATTERN_PROPERTIES = 4
 MAX_DEPENDENCIES = 4
 _OBJECT_KEYWORDS = ("dependentRequired", "dependentSchemas", "dependencies")
-_STRING_ONLY = frozenset({"type", "pattern", "minLength", "maxLength", "format", "title", "description", "$comment"})
+_OPEN, _CLOSE = literal("{"), literal("}")
+_STRING_ONLY = frozenset(
+    {"type", "pattern", "minLength", "maxLength", "format", "title", "description", "$comment"}
+)
 
 
 def object_node(lw, schema: dict, path: str, base: str, place) -> Node:
@@ -71,7 +75,9 @@ def _dependencies(schema: dict, path: str) -> list:
     return out
 
 
-def _object(lw, schema: dict, path: str, base: str, place, required_extra, forbidden, extra, involved) -> Node:
+def _object(
+    lw, schema: dict, path: str, base: str, place, required_extra, forbidden, extra, involved
+) -> Node:
     props = schema.get("properties") or {}
     pats = schema.get("patternProperties") or {}
     if not isinstance(props, dict) or not isinstance(pats, dict):
@@ -80,17 +86,26 @@ def _object(lw, schema: dict, path: str, base: str, place, required_extra, forbi
     if addl is None:
         addl = schema.get("unevaluatedProperties") if _no_in_place(schema) else None
         if addl is None and "unevaluatedProperties" in schema:
-            lw.relax("unevaluatedProperties next to in-place applicators is not supported", f"{path}/unevaluatedProperties")
+            lw.relax(
+                "unevaluatedProperties next to in-place applicators is not supported",
+                f"{path}/unevaluatedProperties",
+            )
     if addl is None:
         addl = not lw.o.strict
-    required = list(dict.fromkeys([r for r in schema.get("required", []) if isinstance(r, str)] + list(required_extra)))
+    required = list(
+        dict.fromkeys([r for r in schema.get("required", []) if isinstance(r, str)] + list(required_extra))
+    )
     names = list(dict.fromkeys(place.names + required + list(props) + list(involved)))
     pattern_nodes = {p: _pattern(lw, p, f"{path}/patternProperties") for p in pats}
     names_schema = schema.get("propertyNames")
     key_filter = None  # a value language every key (as a JSON string) must be in
     name_lang = None  # or, for plain string schemas, a language of decoded names
     if names_schema is not None and names_schema is not True:
-        if isinstance(names_schema, dict) and set(names_schema) <= _STRING_ONLY and names_schema.get("type", "string") == "string":
+        if (
+            isinstance(names_schema, dict)
+            and set(names_schema) <= _STRING_ONLY
+            and names_schema.get("type", "string") == "string"
+        ):
             name_lang = lw.string_decoded(names_schema, f"{path}/propertyNames")
         else:
             key_filter = lw.lower(names_schema, f"{path}/propertyNames", base, None)
@@ -108,19 +123,33 @@ def _object(lw, schema: dict, path: str, base: str, place, required_extra, forbi
         else:
             value = _value(lw, name, props, pats, pattern_nodes, addl, path, base, place)
         if value != EMPTY:
-            slots.append((hashed(seq(key, lw.colon, value)), name in required))
+            slots.append((seq(key, lw.colon, value), name in required))
             slot_names.append(name)
         elif name in required:
             return EMPTY
     other = _other_members(lw, names, pats, pattern_nodes, addl, key_filter, name_lang, path, base, place)
     lo = lw.count(schema, "minProperties", 0, path)
     hi = lw.count(schema, "maxProperties", None, path)
-    body = _members(lw, slots, other, lo, hi)
+    policy = place.policy(lw.o.key_order)
+    if policy == "permuted":
+        return _wrap(lw, _permuted(lw, slots, other), extra, base, place)
+    around = policy == "around"
+    body = _members(lw, slots, other, lo, hi, around)
     rank = {n: i for i, n in enumerate(place.required_first)}
     order = sorted(range(len(slots)), key=lambda i: rank.get(slot_names[i], len(rank)))
+    if around:  # required first, then the optional ones in any order (when few enough)
+        first = set(place.required_names)
+        fixed = [slots[i] for i in order if slot_names[i] in first]
+        free = [slots[i] for i in order if slot_names[i] not in first]
+        if sum(n not in first for n in place.names) <= MAX_PERMUTED:  # the place decides, not the slots
+            return _wrap(lw, alt(body, _members(lw, fixed, other, 0, None, True, free)), extra, base, place)
     if order != sorted(order):  # the required-first order differs: accept it too
-        body = alt(body, _members(lw, [slots[i] for i in order], other, lo, hi))
-    node = seq(literal("{"), lw.ws, body, lw.ws, literal("}"))
+        body = alt(body, _members(lw, [slots[i] for i in order], other, lo, hi, around))
+    return _wrap(lw, body, extra, base, place)
+
+
+def _wrap(lw, body: Node, extra, base: str, place) -> Node:
+    node = seq(_OPEN, lw.ws, body, lw.ws, _CLOSE)
     for sub, sub_path in extra:
         node = intersect(node, lw.lower(sub, sub_path, base, place))
     return node
@@ -160,40 +189,86 @@ def _other_members(lw, names, pats, pattern_nodes, addl, key_filter, name_lang, 
             value = lw.lower(addl, f"{path}/additionalProperties", base, other_place)
         if value == EMPTY:
             continue
-        conds = [usable[p] if on else Not(usable[p]) for p, on in zip(usable, mask, strict=True)]
+        # the key's conditions, each over encoded strings (encode commutes with And and Not)
+        conds = [encode(usable[p] if on else Not(usable[p])) for p, on in zip(usable, mask, strict=True)]
         # names declared here are not "other"; a positive pattern only needs the names it matches
         taken = [n for n in names if all(_member(usable[p], n) for p in chosen)]
         if taken:
             conds.append(none_of(taken))
         if name_lang is not None:
-            conds.append(name_lang)
-        key = json_string((intersect(*conds) if len(conds) > 1 else conds[0]) if conds else None)
+            conds.append(encode(name_lang))
+        key = quoted(intersect(*conds) if conds else ANY_STRING_BODY)
         if key_filter is not None:
             key = intersect(key, key_filter)
-        out.append(hashed(seq(key, lw.colon, value)))
+        out.append(seq(key, lw.colon, value))
     return alt(*out)
 
 
-def _members(lw, slots, other: Node, lo: int, hi: int | None) -> Node:
-    """The comma-separated members: slots in order (optional unless required), then others."""
+def _members(lw, slots, other: Node, lo: int, hi: int | None, around: bool = False, free=()) -> Node:
+    """The comma-separated members: slots in order (optional unless required), then the ``free``
+    slots in any order; others after them, or (``around``) before or after them."""
     if lo or hi is not None:
         return _counted(lw, slots, other, lo, hi)
     sep = lw.sep
-    other = hashed(other)
-    tail_rest = hashed(repeat(seq(sep, other))) if other != EMPTY else EPSILON
+    tail_rest = repeat(seq(sep, other)) if other != EMPTY else EPSILON
+    around = around and other != EMPTY
     # after[i]: members from slot i on, when one member has already been written
-    after = [tail_rest]
+    start, tail = _any_order_parts(lw, free, tail_rest) if free else (None, tail_rest)
+    after = [tail]
     for member, req in reversed(slots):
         item = seq(sep, member)
-        after.append(hashed(seq(item if req else optional(item), after[-1])))
+        after.append(seq(item if req else optional(item), after[-1]))
     after.reverse()
-    # first[i]: members from slot i on, when none has been written yet
-    first = alt(EPSILON, seq(other, tail_rest)) if other != EMPTY else EPSILON
+    # first[i]: members from slot i on, when none has been written yet (others first: below)
+    if start is not None:
+        first = start
+    else:
+        first = alt(EPSILON, seq(other, tail_rest)) if other != EMPTY and not around else EPSILON
     for i in range(len(slots) - 1, -1, -1):
         member, req = slots[i]
-        taken = hashed(seq(member, after[i + 1]))
-        first = taken if req else hashed(alt(taken, first))
-    return first
+        taken = seq(member, after[i + 1])
+        first = taken if req else alt(taken, first)
+    return alt(first, seq(other, tail_rest, after[0])) if around else first
+
+
+def any_order(lw, members: list[Node]) -> Node:
+    """All the members, comma-separated, in any order (up to ``MAX_PERMUTED`` members; past that in
+    the given order only)."""
+    if len(members) > MAX_PERMUTED:
+        return seq(*[x for i, m in enumerate(members) for x in ((lw.sep, m) if i else (m,))])
+    return _permuted(lw, [(m, True) for m in members], EMPTY)
+
+
+def _permuted(lw, slots, other: Node) -> Node:
+    """The members in any order: each slot at most once, required ones present, others anywhere."""
+    others = repeat(seq(lw.sep, other)) if other != EMPTY else EPSILON
+    start, after = _any_order_parts(lw, slots, others)
+    return alt(start, seq(other, after)) if other != EMPTY else start
+
+
+def _any_order_parts(lw, slots, others: Node) -> tuple[Node, Node]:
+    """(members in any order when none was written yet, what follows once one was written).
+
+    ``after(seen)`` is what may follow once a member was written and the slots in ``seen`` (a
+    bitmask) were used: ``others``, then the end (when every required slot is in ``seen``) or a
+    comma and an unused slot. One node per subset: ``n * 2**(n-1)`` member edges in all. A member
+    written first that is not a slot (an other) is the caller's: it continues with ``after(0)``.
+    """
+    n = len(slots)
+    need = sum(1 << i for i, (_, req) in enumerate(slots) if req)
+    sep = lw.sep
+    memo: dict[int, Node] = {}
+
+    def after(seen: int) -> Node:
+        node = memo.get(seen)
+        if node is None:
+            nxt = [seq(slots[i][0], after(seen | 1 << i)) for i in range(n) if not seen >> i & 1]
+            more = seq(sep, alt(*nxt)) if nxt else EMPTY
+            node = memo[seen] = seq(others, alt(EPSILON if need & seen == need else EMPTY, more))
+        return node
+
+    first = [seq(member, after(1 << i)) for i, (member, _) in enumerate(slots)]
+    return alt(EPSILON if not need else EMPTY, *first), after(0)
 
 
 def _counted(lw, slots, other: Node, lo: int, hi: int | None) -> Node:
@@ -215,7 +290,9 @@ def _counted(lw, slots, other: Node, lo: int, hi: int | None) -> Node:
             if other == EMPTY:
                 r = EPSILON if need == 0 else EMPTY
             elif c == 0:
-                rest = repeat(seq(lw.sep, other), max(need - 1, 0), None if room is None else max(room - 1, 0))
+                rest = repeat(
+                    seq(lw.sep, other), max(need - 1, 0), None if room is None else max(room - 1, 0)
+                )
                 r = alt(EPSILON if need == 0 else EMPTY, seq(other, rest) if room != 0 else EMPTY)
             else:
                 r = repeat(seq(lw.sep, other), need, room) if room is None or room >= need else EMPTY
@@ -224,7 +301,6 @@ def _counted(lw, slots, other: Node, lo: int, hi: int | None) -> Node:
             nxt = min(c + 1, cap) if hi is None else c + 1
             take = seq(lw.sep if c else EPSILON, member, go(i + 1, nxt)) if hi is None or c < hi else EMPTY
             r = take if req else alt(take, go(i + 1, c))
-        r = hashed(r)
         memo[(i, c)] = r
         return r
 

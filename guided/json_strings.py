@@ -32,12 +32,20 @@ from guided.grammar.regex_ast import (
     chars,
     intersect,
     literal,
+    negate_ranges,
     repeat,
     seq,
 )
 
 __all__ = [
-    "encode", "none_of", "json_string", "json_literal_string", "quoted", "string_body", "ANY_STRING_BODY", "RAW_RANGES",
+    "encode",
+    "none_of",
+    "json_string",
+    "json_literal_string",
+    "quoted",
+    "string_body",
+    "ANY_STRING_BODY",
+    "RAW_RANGES",
 ]
 
 _SHORT = {0x08: "\\b", 0x09: "\\t", 0x0A: "\\n", 0x0C: "\\f", 0x0D: "\\r", 0x22: '\\"', 0x5C: "\\\\"}
@@ -49,37 +57,6 @@ _HEX = "0123456789abcdef"
 
 def _escape(c: int) -> str:
     return _SHORT.get(c) or f"\\u00{_HEX[c >> 4]}{_HEX[c & 15]}"
-
-
-class Hashed(Repeat):
-    """``item{1,1}`` that hashes in O(1): the lowering's results are shared DAG nodes, and hashing a
-    plain AST node re-walks its whole subtree, which is exponential over shared subtrees."""
-
-    __slots__ = ("_h",)
-
-    def __init__(self, item: Node):
-        object.__setattr__(self, "item", item)
-        object.__setattr__(self, "min", 1)
-        object.__setattr__(self, "max", 1)
-        object.__setattr__(self, "_h", hash((Repeat, item)))
-
-    def __hash__(self) -> int:
-        return self._h
-
-    def __eq__(self, other) -> bool:
-        return self is other or (type(other) is Hashed and self._h == other._h and self.item == other.item)
-
-    def __reduce__(self):
-        return (Hashed, (self.item,))
-
-    def __repr__(self) -> str:  # shared subtrees would print exponentially often
-        return f"Hashed(#{self._h & 0xFFFFFF:06x})"
-
-
-def hashed(node: Node) -> Node:
-    if isinstance(node, (Hashed, Chars)) or node in (EMPTY, EPSILON):
-        return node
-    return Hashed(node)
 
 
 @lru_cache(maxsize=4096)
@@ -98,16 +75,18 @@ def _encode_chars(ranges) -> Node:
     return alt(chars(raw), esc) if raw else esc
 
 
-_ALL_ESCAPES = hashed(alt(*(literal(_escape(c)) for c in _ESCAPED)))
-ENC_ANY_CHAR = hashed(_encode_chars(any_char().ranges))
+_ALL_ESCAPES = alt(*(literal(_escape(c)) for c in _ESCAPED))
+ANY_CHAR = any_char()
+ENC_ANY_CHAR = _encode_chars(ANY_CHAR.ranges)
 ANY_STRING_BODY = Repeat(ENC_ANY_CHAR, 0, None)
+_QUOTE = literal('"')
 
 
+@lru_cache(maxsize=8192)
 def encode(node: Node) -> Node:
-    """The encoded form of a language of decoded strings (see the module docstring)."""
+    """The encoded form of a language of decoded strings (see the module docstring); memoized, so
+    equal languages (a cached pattern, a shared sub-language) come back as one shared node."""
     if isinstance(node, Chars):
-        if node.ranges == any_char().ranges:
-            return ENC_ANY_CHAR
         return _encode_chars(node.ranges)
     if isinstance(node, Seq):
         return seq(*(encode(x) for x in node.items))
@@ -125,8 +104,14 @@ def encode(node: Node) -> Node:
 
 
 def none_of(words) -> Node:
-    """Decoded strings other than the given ones, without complement: the trie of the words, left
-    at any point (or ended at a node that is not a word's end)."""
+    """The encoded strings (unquoted) whose decoded text is none of ``words``, without complement:
+    the trie of the words, left at any point (or ended at a node that is not a word's end). Built
+    encoded, so it costs no ``encode`` pass; ``none_of(w)`` is ``encode`` of the decoded trie."""
+    return _none_of(tuple(words))
+
+
+@lru_cache(maxsize=1024)
+def _none_of(words: tuple) -> Node:
     trie: dict = {}
     for w in words:
         node = trie
@@ -138,17 +123,16 @@ def none_of(words) -> Node:
 
 def _leave(node: dict) -> Node:
     kids = sorted(k for k in node if k is not None)
-    other = chars([(ord(k), ord(k)) for k in kids], negate=True)
-    rest = repeat(any_char(), 0, None)
+    other = _encode_chars(negate_ranges(tuple((ord(k), ord(k)) for k in kids)))
     return alt(
         EPSILON if None not in node else EMPTY,
-        seq(other, rest),
-        *(seq(literal(k), _leave(node[k])) for k in kids),
+        seq(other, ANY_STRING_BODY),
+        *(seq(_encode_chars(((ord(k), ord(k)),)), _leave(node[k])) for k in kids),
     )
 
 
 def quoted(body: Node) -> Node:
-    return seq(literal('"'), body, literal('"'))
+    return seq(_QUOTE, body, _QUOTE)
 
 
 def string_body(min_len: int = 0, max_len: int | None = None) -> Node:
@@ -163,6 +147,14 @@ def json_string(decoded: Node | None = None) -> Node:
     return quoted(ANY_STRING_BODY if decoded is None else encode(decoded))
 
 
+@lru_cache(maxsize=8192)
 def json_literal_string(text: str) -> Node:
-    """The one canonical encoding of ``text`` as a quoted JSON string."""
-    return literal(json.dumps(text, ensure_ascii=False))
+    """The one canonical encoding of ``text`` as a quoted JSON string (one shared node per text)."""
+    return seq(*(_char(c) for c in json.dumps(text, ensure_ascii=False)))
+
+
+@lru_cache(maxsize=4096)
+def _char(c: str) -> Node:
+    """One shared node per character: equal literals then share their leaves (fewer nodes to build
+    and to intern)."""
+    return literal(c)

@@ -1,14 +1,24 @@
-"""KeyOrder: the order in which properties are generated at one place in the instance.
+"""KeyOrder: the orders in which properties are accepted at one place in the instance.
 
-Properties are generated in declared order (and one alternative order, ``required_first``). At one place in an instance several schemas may apply
-at once (``allOf``, ``anyOf``, ``$ref``, ``if``/``then``, ...); their ``properties`` are merged in
-document order, then names that are only ``required``. Every schema lowered at that place uses the
-same order, so intersections (``allOf``, ``oneOf``, ``not``) compare like with like. Properties not
-named anywhere there come after the named ones, in any order among themselves.
+At one place in an instance several schemas may apply at once (``allOf``, ``anyOf``, ``$ref``,
+``if``/``then``, ...); their ``properties`` are merged in document order, then names that are only
+``required`` (``names``). Which orders are accepted depends on the place alone, never on the one
+schema being lowered there, so intersections and complements (``allOf``, ``oneOf``, ``not``)
+compare like with like. Two policies (``SchemaOptions.key_order``):
 
-``order_instance`` rewrites an instance's objects into this order: how harnesses serialize instances
-that their author wrote in another order. An ordering mismatch can only make the compiled grammar
-reject a valid instance, never accept an invalid one.
+* "declared" (default): the declared order, and one alternative, ``required_first``; properties
+  no schema there names come after the named ones, in any order among themselves.
+* "any": when at most ``MAX_PERMUTED`` names are declared at the place and no schema there counts
+  members (``minProperties``/``maxProperties``), any order of them, each at most once, required
+  ones present (a permutation automaton: its state is the set of names seen, so it costs
+  ``n * 2**(n-1)`` member edges), with other properties anywhere between them. Past that bound
+  ("around"): the declared order, or the required names first (in ``required`` order) and then the
+  others in any order when at most ``MAX_PERMUTED`` remain (else in declared order); other
+  properties before or after the declared ones. Where members are counted: the "declared" policy.
+
+``order_instance`` rewrites an instance's objects into the declared order: how harnesses serialize
+instances that their author wrote in another order. An ordering mismatch can only make the compiled
+grammar reject a valid instance, never accept an invalid one.
 """
 
 from __future__ import annotations
@@ -17,12 +27,15 @@ import re
 
 from guided.schema_resolver import SchemaResolver
 
-__all__ = ["KeyOrder", "order_instance"]
+__all__ = ["KeyOrder", "order_instance", "MAX_PERMUTED"]
+
+MAX_PERMUTED = 4
+_COUNTING = ("minProperties", "maxProperties")
 
 _IN_PLACE = ("allOf", "anyOf", "oneOf")
 _ORDER_KEYS = frozenset(
     {"properties", "required", "patternProperties", "additionalProperties", "items", "prefixItems",
-     "additionalItems", "contains"}
+     "additionalItems", "contains", "minProperties", "maxProperties"}
 )  # fmt: skip
 _IN_PLACE_ONE = ("not", "if", "then", "else")
 
@@ -65,11 +78,7 @@ class KeyOrder:
     @property
     def names(self) -> list[str]:
         if self._names is None:
-            names: dict[str, None] = {}
-            for schema, _ in self.schemas:
-                props = schema.get("properties")
-                if isinstance(props, dict):
-                    names.update(dict.fromkeys(props))
+            names = dict.fromkeys(_merged_order([s.get("properties") for s, _ in self.schemas]))
             for schema, _ in self.schemas:
                 req = schema.get("required")
                 if isinstance(req, list):
@@ -85,17 +94,31 @@ class KeyOrder:
             self._names = list(names)
         return self._names
 
+    def policy(self, key_order: str) -> str:
+        """How members are ordered here: "permuted" (any order), "around" (declared order, other
+        properties before or after them) or "declared" (declared order, others last); see the module
+        docstring."""
+        if key_order != "any" or any(k in schema for schema, _ in self.schemas for k in _COUNTING):
+            return "declared"
+        return "permuted" if len(self.names) <= MAX_PERMUTED else "around"
+
     @property
-    def required_first(self) -> list[str]:
-        """The second accepted order: names some schema here requires (in ``required`` order), then
-        the others in declared order. Datasets and hand-written instances often follow ``required``
-        where ``properties`` was sorted by name."""
+    def required_names(self) -> list[str]:
+        """The names some schema here requires, in ``required`` order."""
         req: dict[str, None] = {}
         for schema, _ in self.schemas:
             r = schema.get("required")
             if isinstance(r, list):
                 req.update(dict.fromkeys(x for x in r if isinstance(x, str)))
-        return list(req) + [n for n in self.names if n not in req]
+        return list(req)
+
+    @property
+    def required_first(self) -> list[str]:
+        """The second accepted order: names some schema here requires (in ``required`` order), then
+        the others in declared order. Datasets and hand-written instances often follow ``required``
+        where ``properties`` was sorted by name."""
+        req = self.required_names
+        return req + [n for n in self.names if n not in set(req)]
 
     def child(self, name: str) -> KeyOrder:
         out = []
@@ -119,9 +142,11 @@ class KeyOrder:
         """The place of a property no schema here names."""
         out = []
         for schema, base in self.schemas:
-            for sub in (schema.get("patternProperties") or {}).values() if isinstance(
-                schema.get("patternProperties"), dict
-            ) else ():
+            for sub in (
+                (schema.get("patternProperties") or {}).values()
+                if isinstance(schema.get("patternProperties"), dict)
+                else ()
+            ):
                 out.append((sub, base))
             if isinstance(schema.get("additionalProperties"), dict):
                 out.append((schema["additionalProperties"], base))
@@ -142,6 +167,33 @@ class KeyOrder:
             if isinstance(schema.get("contains"), dict):
                 out.append((schema["contains"], base))
         return KeyOrder(self.resolver, out)
+
+
+def _merged_order(lists) -> list[str]:
+    """The names of several ``properties`` in one order that keeps each one's own order wherever
+    they agree: a name not seen yet goes right after the previous name of its own list (names
+    before the list's first known one go right before it; a list with no known name is appended).
+    Branches of ``anyOf``/``oneOf`` then each keep their declared order at the shared place."""
+    merged: list[str] = []
+    for props in lists:
+        if not isinstance(props, dict):
+            continue
+        at, pending = None, []
+        for name in props:
+            if name in merged:
+                i = merged.index(name)
+                if at is None:
+                    merged[i:i] = pending
+                    i += len(pending)
+                at = i if at is None else max(at, i)
+            elif at is None:
+                pending.append(name)
+            else:
+                at += 1
+                merged.insert(at, name)
+        if at is None:
+            merged += pending
+    return merged
 
 
 def _search(pattern: str, text: str) -> bool:

@@ -10,7 +10,6 @@ naming the keyword's JSON pointer, or with ``lenient`` is relaxed with a warning
 
 from __future__ import annotations
 
-import itertools
 import json
 import time
 import warnings
@@ -28,16 +27,18 @@ from guided.grammar.regex_ast import (
     chars,
     intersect,
     literal,
-    optional,
     repeat,
     seq,
 )
 from guided.grammar.regex_parser import parse_regex
 from guided.json_formats import format_node
-from guided.json_numbers import JSON_NUMBER, integer_node, number_node
-from guided.json_strings import hashed, json_literal_string, json_string, quoted, string_body
+from guided.json_numbers import integer_node, number_node
+from guided.json_strings import json_literal_string, json_string, quoted, string_body
 from guided.key_order import KeyOrder
+from guided.schema_any import AnyValue
+from guided.schema_cfg import Hole, has_hole, map_meets
 from guided.schema_facts import TYPES, disjoint, json_equal, within
+from guided.schema_meet import Unresolved, disjoint_upper, distributed, holes_meet, meet_one
 from guided.schema_merge import merge, split_if
 from guided.schema_options import SchemaOptions
 from guided.schema_resolver import SchemaResolver
@@ -62,9 +63,9 @@ TYPE_KEYWORDS = frozenset(
      "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
 )  # fmt: skip
 _MERGE_IGNORED = frozenset({"title", "description", "$comment", "default", "examples"})
-_DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples", "example"})
 _OLD_DRAFTS = ("draft-03", "draft-04", "draft-06", "draft-07")
 MAX_ENUM = 10_000
+_NULL, _BOOLEAN = literal("null"), alt(literal("true"), literal("false"))
 
 
 class SchemaLowering:
@@ -74,7 +75,11 @@ class SchemaLowering:
         self.root = root
         self.o = options
         self.resolver = SchemaResolver(root if isinstance(root, dict) else {}, registry)
-        ws = EPSILON if options.whitespace == "compact" else repeat(chars([(9, 10), (13, 13), (32, 32)]), 0, options.max_ws)
+        ws = (
+            EPSILON
+            if options.whitespace == "compact"
+            else repeat(chars([(9, 10), (13, 13), (32, 32)]), 0, options.max_ws)
+        )
         self.ws = ws
         self.sep = seq(ws, literal(","), ws)
         self.colon = seq(ws, literal(":"), ws)
@@ -84,7 +89,15 @@ class SchemaLowering:
         self.unrolling = 0
         self.memo: dict[tuple, Node] = {}
         self._keep: list = []
-        self._any: dict[int, Node] = {}
+        self.rules: dict[str, Node] = {}  # nonterminal -> body (a regex AST with holes)
+        self.rule_paths: dict[str, str] = {}  # nonterminal -> JSON pointer of its schema
+        self.open_refs: dict[
+            tuple, str | None
+        ] = {}  # $ref targets being lowered -> nonterminal once recursive
+        self.anys = AnyValue(self)
+        self.inlined: dict[int, int] = {}  # $ref targets merged into an allOf being lowered
+        self.probing = 0  # > 0: an intersection over holes raises Unresolved (schema_meet)
+        self.proof_time = 0.0  # seconds spent proving oneOf branches disjoint (schema_meet)
         schema_uri = root.get("$schema", "") if isinstance(root, dict) else ""
         self.old_draft = isinstance(schema_uri, str) and any(d in schema_uri for d in _OLD_DRAFTS)
         # draft-03/04 count 1.0 as a number, not an integer
@@ -92,38 +105,7 @@ class SchemaLowering:
 
     # ------------------------------------------------------------------ entry
     def lower_root(self) -> Node:
-        if self.o.max_depth is None:
-            self._check_acyclic(self.root, self.resolver.root_base, "#", {}, [])
         return self.lower(self.root, "#", self.resolver.root_base, None)
-
-    def _check_acyclic(self, schema, base: str, path: str, state: dict, stack: list) -> None:
-        """Find a $ref cycle up front (depth-first, each schema once): a clear error, fast."""
-        if isinstance(schema, list):
-            for i, item in enumerate(schema):
-                self._check_acyclic(item, base, f"{path}/{i}", state, stack)
-            return
-        if not isinstance(schema, dict) or state.get(id(schema)) == 2:
-            return
-        if state.get(id(schema)) == 1:
-            raise SchemaError(
-                "recursive schema: a $ref cycle passes through here (recursive schemas need the "
-                "context-free path; pass max_depth=N to unroll the recursion N levels deep)",
-                path,
-            )
-        state[id(schema)] = 1
-        base = self.resolver.base_of.get(id(schema), base)
-        for key, value in schema.items():
-            if key in _DATA_KEYWORDS or key in ("$defs", "definitions"):
-                continue
-            if key == "$ref" and isinstance(value, str):
-                try:
-                    target, tbase, _ = self.resolver.resolve(value, base, f"{path}/$ref")
-                except SchemaError:
-                    continue  # reported when lowered
-                self._check_acyclic(target, tbase, f"{path}/$ref", state, stack)
-            elif isinstance(value, (dict, list)):
-                self._check_acyclic(value, base, f"{path}/{key}", state, stack)
-        state[id(schema)] = 2
 
     def warn(self, message: str, path: str) -> None:
         warnings.warn(f"JSON Schema relaxed at {path}: {message}", stacklevel=3)
@@ -157,16 +139,23 @@ class SchemaLowering:
         key = (id(schema), base, place.key)
         if not self.unrolling and key in self.memo:
             return self.memo[key]
-        node = hashed(self._lower(schema, path, base, place))
+        node = self._lower(schema, path, base, place)
         if not self.unrolling:
             self.memo[key] = node
         return node
 
     def _lower(self, schema: dict, path: str, base: str, place: KeyOrder) -> Node:
-        merged = self._merged(schema, base)
+        inlined: list[int] = []
+        merged = self._merged(schema, base, inlined)
         if merged is not None:
             self._keep.append(merged)  # memo keys use id(): keep rewritten schemas alive
-            return self.lower(merged, path, base, place)
+            for t in inlined:  # a $ref cycle through allOf must close at a $ref, not inline forever
+                self.inlined[t] = self.inlined.get(t, 0) + 1
+            try:
+                return self.lower(merged, path, base, place)
+            finally:
+                for t in inlined:
+                    self.inlined[t] -= 1
         for kw in _UNSUPPORTED:
             if kw in schema:
                 raise SchemaError(f"{kw} is not supported", f"{path}/{kw}")
@@ -179,9 +168,30 @@ class SchemaLowering:
             parts = []
         parts.append(self.own(schema, path, base, place))
         parts += self.applicators(schema, path, base, place)
-        return self.conjoin(parts)
+        if self.o.max_depth is None and holes_meet(self, parts):
+            node = self._rewritten(distributed(self, schema, base), path, base, place)
+            if node is not None:
+                return node
+        return self.conjoin(parts, path, "allOf or $ref with sibling keywords")
 
-    def _merged(self, schema: dict, base: str) -> dict | None:
+    def _rewritten(self, rewritten: dict | None, path: str, base: str, place: KeyOrder) -> Node | None:
+        """The language of a schema rewritten by ``distributed``, or None when it still needs an
+        intersection over holes (then the original form is used: the smaller intersection)."""
+        if rewritten is None:
+            return None
+        self._keep.append(rewritten)
+        mark = len(self.memo)
+        self.probing += 1
+        try:
+            return self.lower(rewritten, path, base, place)
+        except Unresolved:
+            for key in list(self.memo)[mark:]:  # may name nonterminals whose bodies were never built
+                del self.memo[key]
+            return None
+        finally:
+            self.probing -= 1
+
+    def _merged(self, schema: dict, base: str, inlined: list[int]) -> dict | None:
         """``allOf`` and object-shaped ``if`` rewritten into plain keywords, when exact (schema_merge)."""
         if "if" in schema and "allOf" not in schema and "anyOf" not in schema:
             return split_if(schema)
@@ -190,41 +200,64 @@ class SchemaLowering:
             return None
         parts = [{k: v for k, v in schema.items() if k != "allOf"}]
         for sub in subs:
-            while isinstance(sub, dict) and "$ref" in sub and (self.old_draft or set(sub) - _MERGE_IGNORED <= {"$ref"}):
+            while (
+                isinstance(sub, dict)
+                and "$ref" in sub
+                and (self.old_draft or set(sub) - _MERGE_IGNORED <= {"$ref"})
+            ):
                 try:
                     sub, sub_base, _ = self.resolver.resolve(sub["$ref"], base, "#")
                 except SchemaError:
                     return None
-                if sub_base != base:
+                if sub_base != base or (self.o.max_depth is None and self.inlined.get(id(sub), 0) >= 2):
                     return None
+                inlined.append(id(sub))
             parts.append(sub)
         return merge(parts)
 
-    def conjoin(self, parts: list[Node]) -> Node:
+    def conjoin(self, parts: list[Node], path: str | None = None, keyword: str | None = None) -> Node:
         any_ = self.any_value()
         if any(p == EMPTY for p in parts):
             return EMPTY
         positive = [p for p in parts if p != any_ and not isinstance(p, Not)]
         negative = [p for p in parts if isinstance(p, Not)]
+        if not positive and negative and any_ == self.anys.hole:
+            return self.meet(self.anys.excluding([n.item for n in negative]), path, "not")
         if not positive:
             positive = [any_]
         out = positive + negative
-        return out[0] if len(out) == 1 else intersect(*out)
+        return out[0] if len(out) == 1 else self.both(*out, path=path, keyword=keyword)
 
     def lower_ref(self, ref, path: str, base: str, place: KeyOrder) -> Node:
         if not isinstance(ref, str):
             raise SchemaError("$ref must be a string", f"{path}/$ref")
         target, tbase, tpath = self.resolver.resolve(ref, base, f"{path}/$ref")
+        if self.o.max_depth is not None:
+            return self._unroll(target, tbase, tpath, place)
+        if not isinstance(target, dict):
+            return self.lower(target, tpath, tbase, place)
+        key = (id(target), self.resolver.base_of.get(id(target), tbase), place.key)
+        if key in self.open_refs:  # a cycle closes here: the target becomes a nonterminal
+            name = self.open_refs[key] or f"ref_{len(self.rule_paths)}"
+            self.open_refs[key] = name
+            self.rule_paths[name] = tpath
+            return Hole(name)
+        self.open_refs[key] = None
+        try:
+            node = self.lower(target, tpath, tbase, place)
+        finally:
+            name = self.open_refs.pop(key)
+        if name is None:
+            return node
+        self.rules[name] = node
+        self.memo[key] = Hole(name)
+        return self.memo[key]
+
+    def _unroll(self, target, tbase: str, tpath: str, place: KeyOrder) -> Node:
+        """``max_depth`` given: a cycle is unrolled that many levels, deeper levels accept nothing."""
         count = self.active.get(id(target), 0)
-        if count:
-            if self.o.max_depth is None:
-                raise SchemaError(
-                    f"recursive schema: $ref {ref!r} refers back to {tpath} (recursive schemas need the "
-                    "context-free path; pass max_depth=N to unroll the recursion N levels deep)",
-                    f"{path}/$ref",
-                )
-            if count > self.o.max_depth:
-                return EMPTY
+        if count > self.o.max_depth:
+            return EMPTY
         self.active[id(target)] = count + 1
         self.unrolling += 1 if count else 0
         try:
@@ -232,6 +265,15 @@ class SchemaLowering:
         finally:
             self.unrolling -= 1 if count else 0
             self.active[id(target)] = count
+
+    def meet(self, node: Node, path: str | None = None, keyword: str | None = None) -> Node:
+        """Intersections and complements with holes below, resolved (see ``schema_meet.meet_one``)."""
+        return map_meets(node, lambda m: meet_one(self, m, path, keyword))
+
+    def both(self, *parts: Node, path: str, keyword: str) -> Node:
+        """The intersection of parts, resolved by ``meet`` when a part has holes."""
+        node = intersect(*parts)
+        return self.meet(node, path, keyword) if any(has_hole(p) for p in parts) else node
 
     def applicators(self, schema: dict, path: str, base: str, place: KeyOrder) -> list[Node]:
         parts = []
@@ -250,19 +292,27 @@ class SchemaLowering:
             cond = self.lower(schema["if"], f"{path}/if", base, place)
             then = self.lower(schema.get("then", True), f"{path}/then", base, place)
             else_ = self.lower(schema.get("else", True), f"{path}/else", base, place)
-            parts.append(alt(intersect(cond, then) if then != self.any_value() else cond,
-                             self.conjoin([else_, Not(cond)])))
+            yes = (
+                self.both(cond, then, path=f"{path}/then", keyword="if/then")
+                if then != self.any_value()
+                else cond
+            )
+            parts.append(alt(yes, self.conjoin([else_, Not(cond)], f"{path}/if", "if/else")))
         return parts
 
     def one_of(self, subs: list, path: str, base: str, place: KeyOrder) -> Node:
         nodes = [self.lower(s, f"{path}/{i}", base, place) for i, s in enumerate(subs)]
         live = [(i, n) for i, n in enumerate(nodes) if n != EMPTY]
-        if len(live) <= 1 or disjoint([subs[i] for i, _ in live], self.resolver, base):
+        if (
+            len(live) <= 1
+            or disjoint([subs[i] for i, _ in live], self.resolver, base)
+            or disjoint_upper(self, [n for _, n in live])
+        ):
             return alt(*(n for _, n in live)) if live else EMPTY
         branches = []
         for i, n in live:
             others = [Not(m) for j, m in live if j != i]
-            branches.append(intersect(n, *others))
+            branches.append(self.both(n, *others, path=path, keyword="oneOf (exclusivity)"))
         return alt(*branches)
 
     def _list(self, schema: dict, kw: str, path: str) -> list:
@@ -299,9 +349,9 @@ class SchemaLowering:
 
     def of_type(self, t: str, schema: dict, path: str, base: str, place: KeyOrder) -> Node:
         if t == "null":
-            return literal("null")
+            return _NULL
         if t == "boolean":
-            return alt(literal("true"), literal("false"))
+            return _BOOLEAN
         if t == "integer":
             return integer_node(schema, path, self.o.lenient, self.warn, frac=not self.draft4)
         if t == "number":
@@ -347,7 +397,7 @@ class SchemaLowering:
             elif fmt in _UNSUPPORTED_FORMATS:
                 self.relax(f"format {fmt!r} has no regular grammar here", f"{path}/format")
         if (lo or hi is not None) and not (parts and within(parts, lo, hi)):
-            parts.append(repeat(any_char(), lo, hi))
+            parts.append(repeat(any_char(), lo, hi) if hi is None or hi >= lo else EMPTY)
         if not parts:
             return None
         return intersect(*parts) if len(parts) > 1 else parts[0]
@@ -364,7 +414,9 @@ class SchemaLowering:
             sibling = {k: v for k, v in schema.items() if k not in ("enum", "const", "nullable")}
             if schema.get("nullable") is True and "type" in sibling:
                 sibling["type"] = types
-            checker = jsonschema.Draft202012Validator(sibling, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+            checker = jsonschema.Draft202012Validator(
+                sibling, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+            )
             kept = [v for v in values if _checked(checker, v, self, sibling, path)]
             return alt(*(self.value_literal(v) for v in kept))
         rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
@@ -389,30 +441,18 @@ class SchemaLowering:
             return seq(literal("["), self.ws, body, self.ws, literal("]"))
         if isinstance(v, dict):
             members = [seq(json_literal_string(k), self.colon, self.value_literal(x)) for k, x in v.items()]
-            # key order is free in a value the schema spells out: any order of up to 4 members
-            orders = itertools.permutations(members) if len(members) <= 4 else [members]
-            bodies = [seq(*[x for i, m in enumerate(o) for x in ((self.sep, m) if i else (m,))]) for o in orders]
-            return seq(literal("{"), self.ws, alt(*bodies), self.ws, literal("}"))
+            # key order is free in a value the schema spells out: any order of up to MAX_PERMUTED members
+            from guided.json_objects import any_order
+
+            return seq(literal("{"), self.ws, any_order(self, members), self.ws, literal("}"))
         raise SchemaError(f"not a JSON value: {v!r}")
 
     # ------------------------------------------------------------------ schema-free values
     def any_value(self, depth: int | None = None) -> Node:
-        """Every JSON value nesting at most ``depth`` (default ``any_depth``) arrays/objects deep."""
+        """Every JSON value: nesting without bound (a nonterminal), or at most ``depth`` (default
+        ``any_depth`` when set) arrays/objects deep."""
         d = self.o.any_depth if depth is None else depth
-        node = self._any.get(d)
-        if node is None:
-            scalars = alt(literal("null"), literal("true"), literal("false"), JSON_NUMBER, json_string())
-            if d == 0:
-                node = scalars
-            else:
-                inner = self.any_value(d - 1)
-                arr = seq(literal("["), self.ws, optional(seq(inner, repeat(seq(self.sep, inner)))), self.ws, literal("]"))
-                member = seq(json_string(), self.colon, inner)
-                obj = seq(literal("{"), self.ws, optional(seq(member, repeat(seq(self.sep, member)))), self.ws, literal("}"))
-                node = alt(scalars, arr, obj)
-            node = hashed(node)
-            self._any[d] = node
-        return node
+        return self.anys.hole if d is None else self.anys.bounded(d)
 
 
 def _checked(checker, value, lowering: SchemaLowering, sibling: dict, path: str) -> bool:

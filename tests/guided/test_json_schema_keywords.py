@@ -25,38 +25,63 @@ CASES = {
     "type-list": ({"type": ["string", "null"]}, ["x", None, 1, True, [], {}]),
     "null-bool": ({"type": ["boolean"]}, [True, False, None, 0]),
     "integer": ({"type": "integer"}, [0, -1, 12, 1.5, 1.0, "1", -0.0]),
-    "int-range": ({"type": "integer", "minimum": -12, "maximum": 107}, [-13, -12, -1, 0, 9, 99, 107, 108, 1000]),
+    "int-range": (
+        {"type": "integer", "minimum": -12, "maximum": 107},
+        [-13, -12, -1, 0, 9, 99, 107, 108, 1000],
+    ),
     "int-exclusive": ({"type": "integer", "exclusiveMinimum": 3, "exclusiveMaximum": 10}, [3, 4, 9, 10, -4]),
     "int-multiple": ({"type": "integer", "multipleOf": 5}, [0, 5, -10, 7, 12345, 12340]),
     "int-multiple-7": ({"type": "integer", "multipleOf": 7}, [0, 7, -14, 8, 700000000007, 700000000008]),
-    "int-multiple-range": ({"type": "integer", "multipleOf": 7, "minimum": 0, "maximum": 50}, [0, 7, 49, 50, 56, 8]),
+    "int-multiple-range": (
+        {"type": "integer", "multipleOf": 7, "minimum": 0, "maximum": 50},
+        [0, 7, 49, 50, 56, 8],
+    ),
     "number": ({"type": "number"}, [0, -1.5, 3.25, 1e-7, "2"]),
     "number-range": (
         {"type": "number", "minimum": -1.5, "exclusiveMaximum": 2.25},
         [-1.5, -1.51, -1, 0, 0.5, 2.2, 2.25, 2.249, 3, -0.0],
     ),
-    "number-frac-range": ({"type": "number", "minimum": 0.125, "maximum": 0.5}, [0.1, 0.125, 0.13, 0.5, 0.51, 0]),
+    "number-frac-range": (
+        {"type": "number", "minimum": 0.125, "maximum": 0.5},
+        [0.1, 0.125, 0.13, 0.5, 0.51, 0],
+    ),
     # (values whose float division is inexact, like 0.07 / 0.01, are left out: the validator's float
     # arithmetic calls them invalid, the compiler's decimal arithmetic valid)
     "number-multiple": ({"type": "number", "multipleOf": 0.01}, [1, 1.5, 1.25, 1.255, -0.5, 0.001]),
-    "string-length": ({"type": "string", "minLength": 2, "maxLength": 3}, ["", "a", "ab", "abc", "abcd", "é\n", "\"\\"]),
+    "string-length": (
+        {"type": "string", "minLength": 2, "maxLength": 3},
+        ["", "a", "ab", "abc", "abcd", "é\n", '"\\'],
+    ),
     "string-pattern": ({"type": "string", "pattern": "b+c"}, ["abbcd", "ac", "bc", "", "a\nbc"]),
-    "string-anchored": ({"type": "string", "pattern": "^[a-z]{2}\\d$", "maxLength": 5}, ["ab1", "ab12", "Ab1", ""]),
-    "pattern-decoded": ({"type": "string", "pattern": "^a\"b$"}, ['a"b', "ab", 'a\\"b']),
+    "string-anchored": (
+        {"type": "string", "pattern": "^[a-z]{2}\\d$", "maxLength": 5},
+        ["ab1", "ab12", "Ab1", ""],
+    ),
+    "pattern-decoded": ({"type": "string", "pattern": '^a"b$'}, ['a"b', "ab", 'a\\"b']),
     "format-date": ({"type": "string", "format": "date"}, ["2024-02-29", "2023-02-29", "2024-13-01", "x"]),
     "format-ipv4": ({"format": "ipv4"}, ["1.2.3.4", "256.1.1.1", "01.2.3.4", 5]),
-    "format-uuid": ({"format": "uuid"}, ["2eb8aa08-aa98-11ea-b4aa-73b441d16380", "2eb8aa08aa9811eab4aa73b441d16380"]),
+    "format-uuid": (
+        {"format": "uuid"},
+        ["2eb8aa08-aa98-11ea-b4aa-73b441d16380", "2eb8aa08aa9811eab4aa73b441d16380"],
+    ),
     # (enum and const values are generated in their own spelling only: 1.0 for 1 is not, see below)
     "enum": ({"enum": ["a", 1, None, [1, 2], {"x": 1}]}, ["a", "b", 1, 2, None, [1, 2], [2, 1], {"x": 1}]),
     "const-with-type": ({"type": "string", "const": "hi"}, ["hi", "ho", 1]),
     "enum-and-length": ({"enum": ["a", "bb", "ccc"], "maxLength": 2}, ["a", "bb", "ccc"]),
-    "object-required": (OBJ, [{"b": "x"}, {"a": 1, "b": "x"}, {"a": 1}, {"b": "x", "c": True}, {"b": 1}, {"b": "", "z": 1}]),
+    "object-required": (
+        OBJ,
+        [{"b": "x"}, {"a": 1, "b": "x"}, {"a": 1}, {"b": "x", "c": True}, {"b": 1}, {"b": "", "z": 1}],
+    ),
     "object-closed": (
         {**OBJ, "additionalProperties": False},
         [{"b": "x"}, {"a": 1, "b": "x", "c": False}, {"b": "x", "z": 1}, {}],
     ),
     "additional-schema": (
-        {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
+        {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}},
+            "additionalProperties": {"type": "string"},
+        },
         [{"a": 1}, {"a": 1, "z": "s"}, {"z": "s", "y": "t"}, {"z": 1}, {"a": "x"}],
     ),
     "pattern-properties": (
@@ -73,24 +98,40 @@ CASES = {
         [{}, {"a": 1}, {"a": 1, "b": 2}, {"b": 2}],
     ),
     "dependent-schemas": (
-        {"properties": {"a": {}, "b": {}}, "dependentSchemas": {"a": {"properties": {"b": {"type": "integer"}}}}},
+        {
+            "properties": {"a": {}, "b": {}},
+            "dependentSchemas": {"a": {"properties": {"b": {"type": "integer"}}}},
+        },
         [{"a": 1, "b": 2}, {"a": 1, "b": "x"}, {"b": "x"}],
     ),
-    "items": ({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3}, [[], [1], [1, 2, 3], [1, 2, 3, 4], ["x"]]),
+    "items": (
+        {"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3},
+        [[], [1], [1, 2, 3], [1, 2, 3, 4], ["x"]],
+    ),
     "prefix-items": (
         {"prefixItems": [{"type": "integer"}, {"type": "string"}], "items": False},
         [[], [1], [1, "a"], [1, "a", 2], ["a"]],
     ),
     "tuple-draft7": (
-        {"$schema": "http://json-schema.org/draft-07/schema#", "items": [{"type": "integer"}], "additionalItems": {"type": "string"}},
+        {
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "items": [{"type": "integer"}],
+            "additionalItems": {"type": "string"},
+        },
         [[1], [1, "a", "b"], [1, 2], ["a"]],
     ),
     "contains": (
         {"type": "array", "contains": {"type": "integer"}, "minContains": 1, "maxContains": 2},
         [[], ["a"], [1], ["a", 1, "b", 2], [1, 2, 3]],
     ),
-    "unique-enum": ({"type": "array", "items": {"enum": ["a", "b", "c"]}, "uniqueItems": True}, [["a", "b"], ["a", "a"], ["c", "b", "a"], []]),
-    "unique-bool": ({"type": "array", "items": {"type": "boolean"}, "uniqueItems": True}, [[True, False], [True, True], []]),
+    "unique-enum": (
+        {"type": "array", "items": {"enum": ["a", "b", "c"]}, "uniqueItems": True},
+        [["a", "b"], ["a", "a"], ["c", "b", "a"], []],
+    ),
+    "unique-bool": (
+        {"type": "array", "items": {"type": "boolean"}, "uniqueItems": True},
+        [[True, False], [True, True], []],
+    ),
     "anyOf": ({"anyOf": [{"type": "integer"}, {"type": "string", "maxLength": 1}]}, [1, "a", "ab", None]),
     "oneOf-overlap": ({"oneOf": [{"type": "integer"}, {"minimum": 2}]}, [1, 2, 3.5, "x"]),
     "oneOf-objects": (
@@ -99,7 +140,12 @@ CASES = {
     ),
     "allOf": ({"allOf": [{"type": "string"}, {"minLength": 2}, {"maxLength": 3}]}, ["a", "ab", "abcd", 1]),
     "allOf-objects": (
-        {"allOf": [{"properties": {"a": {"type": "integer"}}}, {"properties": {"b": {"type": "string"}}, "required": ["b"]}]},
+        {
+            "allOf": [
+                {"properties": {"a": {"type": "integer"}}},
+                {"properties": {"b": {"type": "string"}}, "required": ["b"]},
+            ]
+        },
         [{"a": 1, "b": "x"}, {"b": "x"}, {"a": "s", "b": "x"}, {"a": 1}],
     ),
     "not": ({"not": {"type": ["string", "object"]}}, [1, None, "x", {}, [1]]),
@@ -108,13 +154,17 @@ CASES = {
         [10, 9, "x", None],
     ),
     "ref-defs": (
-        {"$defs": {"pos": {"type": "integer", "minimum": 1}}, "type": "array", "items": {"$ref": "#/$defs/pos"}},
+        {
+            "$defs": {"pos": {"type": "integer", "minimum": 1}},
+            "type": "array",
+            "items": {"$ref": "#/$defs/pos"},
+        },
         [[1, 2], [0], []],
     ),
     "ref-anchor": ({"$defs": {"s": {"$anchor": "short", "maxLength": 2}}, "$ref": "#short"}, ["ab", "abc"]),
     "ref-pointer-escape": ({"$defs": {"a/b": {"type": "null"}}, "$ref": "#/$defs/a~1b"}, [None, 1]),
     "boolean-schemas": ({"properties": {"t": True, "f": False}}, [{"t": 1}, {"f": 1}, {}]),
-    "escapes": ({"type": "string", "maxLength": 2}, ["\u00e9\n", "\t\u0001", "\ud7ff", "\U0001f600", "\"\"\""]),
+    "escapes": ({"type": "string", "maxLength": 2}, ["\u00e9\n", "\t\u0001", "\ud7ff", "\U0001f600", '"""']),
 }
 
 
@@ -167,7 +217,9 @@ def test_formats(fmt, text, expected):
     assert accepts(node, dumps(text)) == expected
 
 
-@pytest.mark.parametrize("name", ["int-range", "string-length", "object-closed", "oneOf-overlap", "not", "unique-enum"])
+@pytest.mark.parametrize(
+    "name", ["int-range", "string-length", "object-closed", "oneOf-overlap", "not", "unique-enum"]
+)
 def test_naive_oracle_agrees(name):
     schema, instances = CASES[name]
     node = json_schema_to_node(schema)
@@ -212,12 +264,21 @@ def test_schema_free_values_nest_to_any_depth():
     assert not accepts(json_schema_to_node({}, any_depth=3), dumps(deep))
 
 
-RECURSIVE = {"$defs": {"t": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/t"}}}}}, "$ref": "#/$defs/t"}
+RECURSIVE = {
+    "$defs": {
+        "t": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/t"}}}}
+    },
+    "$ref": "#/$defs/t",
+}
 
 
-def test_recursion_is_an_error_unless_unrolled():
-    with pytest.raises(SchemaError, match="recursive"):
-        json_schema_to_node(RECURSIVE)
+def test_recursion_needs_the_context_free_path_unless_unrolled():
+    from guided.grammar.cfg_ir import CfgGrammar
+    from guided.json_schema import json_schema_to_grammar
+
+    assert isinstance(json_schema_to_grammar(RECURSIVE), CfgGrammar)
+    with pytest.raises(SchemaError, match="context-free path"):
+        json_schema_to_node(RECURSIVE)  # the regex-only API
     node = json_schema_to_node(RECURSIVE, max_depth=2)
     assert accepts(node, '{"kids": [{"kids": []}]}')
 
@@ -225,7 +286,10 @@ def test_recursion_is_an_error_unless_unrolled():
 @pytest.mark.parametrize(
     "schema, where",
     [
-        ({"properties": {"a": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}}}, "#/properties/a/uniqueItems"),
+        (
+            {"properties": {"a": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}}},
+            "#/properties/a/uniqueItems",
+        ),
         ({"properties": {"a": {"type": "string", "pattern": "(?<=a)b"}}}, "#/properties/a/pattern"),
         ({"items": {"type": "integer", "multipleOf": 1009}}, "#/items/multipleOf"),
         ({"$dynamicRef": "#x"}, "#/$dynamicRef"),
