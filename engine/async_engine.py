@@ -2,7 +2,8 @@
 
 The event loop never runs model code: ``generate`` hands the request to the engine thread through a
 queue and awaits its outputs on a per-request asyncio queue. Cancelling the consumer (a client that
-disconnects) aborts the request, which frees its blocks.
+disconnects) aborts the request, which frees its blocks. ``shutdown`` lets requests in flight finish
+for a grace period, then ends the rest with an error output (never a silent hang).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import asyncio
 import logging
 import queue
 import threading
+import time
 from collections.abc import AsyncIterator
 from itertools import count
 
@@ -37,6 +39,7 @@ class AsyncEngine:
         self._wake = threading.Event()
         self._stopped = False
         self._ids = count()
+        self._ended: list[str] = []  # requests the engine thread ended at stop
         self._thread = threading.Thread(target=self._loop, name="guided-engine", daemon=True)
         self._thread.start()
 
@@ -75,11 +78,24 @@ class AsyncEngine:
         """Abort a request from any thread or coroutine."""
         self._send(("abort", str(request_id)))
 
-    def shutdown(self, timeout: float | None = 10.0) -> None:
-        """Stop the engine thread (requests in flight are dropped)."""
-        self._stopped = True
+    def shutdown(self, grace_s: float = 0.0, timeout: float | None = 10.0) -> list[str]:
+        """Stop the engine thread; returns the ids of the requests it had to end.
+
+        New requests are refused at once. Requests in flight may finish for up to ``grace_s`` seconds
+        (call this off the event loop when ``grace_s > 0``: their outputs travel through it); the rest
+        end with ``finish_reason == "error"`` (their consumers get that output) and free their blocks.
+        """
+        already, self._stopped = self._stopped and not self._thread.is_alive(), True
+        deadline = time.monotonic() + grace_s
+        while self._streams and time.monotonic() < deadline:
+            time.sleep(0.01)
         self._send(("stop",))
         self._thread.join(timeout)
+        if self._ended and not already:
+            logger.warning(
+                "engine shut down with %d request(s) unfinished: %s", len(self._ended), self._ended
+            )
+        return list(self._ended)
 
     # ------------------------------------------------------------------ engine thread
     def _send(self, command: tuple) -> None:
@@ -103,11 +119,19 @@ class AsyncEngine:
             except queue.Empty:
                 return True
             if command[0] == "stop":
+                self._end_all()
                 return False
             if command[0] == "abort":
                 self.engine.abort(command[1])
             else:
                 self._add(*command[1:])
+
+    def _end_all(self) -> None:
+        for request_id in list(self.engine.requests):
+            out = self.engine.fail_request(request_id, "the engine shut down before this request finished")
+            self._ended.append(request_id)
+            if out is not None:
+                self._deliver(request_id, out)
 
     def _add(self, request_id: str, prompt, params, grammar) -> None:
         try:

@@ -58,13 +58,17 @@ class LLMEngine:
         self.tokenizer = tokenizer if tokenizer is not None else load_hf_tokenizer(config.tokenizer)
         self.eos_token_ids = eos_token_ids(config, self.tokenizer)
         self.runner = ModelRunner(config, self.eos_token_ids, len(self.tokenizer))
-        self.block_manager = BlockManager(self.runner.num_blocks, config.block_size, config.enable_prefix_caching)
+        self.block_manager = BlockManager(
+            self.runner.num_blocks, config.block_size, config.enable_prefix_caching
+        )
         self.scheduler = Scheduler(config, self.block_manager)
         self.max_seq_len = min(config.max_model_len, self.runner.num_blocks * config.block_size)
         self.requests: dict[str, Request] = {}
         self.completions: dict[int, Completion] = {}
         self.bitmask_provider: BitmaskProvider | None = None
-        self.guided_masks = GuidedMasks(self.vocab_size, config.max_num_seqs, self.runner.device, config.mask_threads)
+        self.guided_masks = GuidedMasks(
+            self.vocab_size, config.max_num_seqs, self.runner.device, config.mask_threads
+        )
         self.pending_grammars: dict[str, Request] = {}  # requests whose constraint is still compiling
         self._finished_early: list[Request] = []  # finished before any step (forced text only)
         self.num_output_tokens = 0
@@ -101,7 +105,9 @@ class LLMEngine:
         request_id = str(next(self._ids)) if request_id is None else str(request_id)
         if request_id in self.requests:
             raise ConfigError(f"request id {request_id!r} is already in use")
-        text, ids = (prompt, self.tokenizer.encode(prompt)) if isinstance(prompt, str) else (None, list(prompt))
+        text, ids = (
+            (prompt, self.tokenizer.encode(prompt)) if isinstance(prompt, str) else (None, list(prompt))
+        )
         self._check_prompt(ids)
         seqs = [Sequence(ids, params, request_id, i) for i in range(params.n)]
         for seq in seqs:
@@ -160,7 +166,9 @@ class LLMEngine:
         if not ids:
             raise ConfigError("the prompt is empty (no tokens)")
         if len(ids) >= self.max_seq_len:
-            raise ConfigError(f"the prompt has {len(ids)} tokens; at most {self.max_seq_len - 1} fit (max_model_len)")
+            raise ConfigError(
+                f"the prompt has {len(ids)} tokens; at most {self.max_seq_len - 1} fit (max_model_len)"
+            )
         if min(ids) < 0 or max(ids) >= self.vocab_size:
             raise ConfigError(f"prompt token ids must be in [0, {self.vocab_size})")
 
@@ -173,6 +181,20 @@ class LLMEngine:
         self.scheduler.abort([s for s in request.seqs if not s.is_finished])
         self._forget(request)
         return True
+
+    def fail_request(self, request_id: str, message: str) -> RequestOutput | None:
+        """End a request wherever it is with ``finish_reason == "error"`` and ``message`` (e.g. at
+        shutdown); frees its blocks and returns its final output, or None if it is unknown."""
+        request = self.requests.get(str(request_id))
+        if request is None:
+            return None
+        self.pending_grammars.pop(request.request_id, None)
+        live = [s for s in request.seqs if not s.is_finished]
+        self.scheduler.abort(live)
+        for seq in live:
+            seq.finish_reason = "error"
+        request.error = message
+        return self._output(request)
 
     def has_unfinished(self) -> bool:
         return self.scheduler.has_unfinished() or bool(self.pending_grammars) or bool(self._finished_early)
@@ -238,7 +260,9 @@ class LLMEngine:
             if seq.is_finished:  # max_tokens or a stop string, checked on forced tokens too
                 break
 
-    def _append(self, seq: Sequence, token_id: int, logprobs: dict[int, float] | None, forced: bool = False) -> None:
+    def _append(
+        self, seq: Sequence, token_id: int, logprobs: dict[int, float] | None, forced: bool = False
+    ) -> None:
         matcher = seq.constraint
         if matcher is not None:
             failure = self.guided_masks.failures.pop(seq.seq_id, None)
@@ -251,7 +275,9 @@ class LLMEngine:
                 self._fail(seq, str(e) or type(e).__name__)
                 return
             if not accepted:  # the mask makes this impossible: say so loudly
-                self._fail(seq, f"sampled token {token_id} is outside the request's constraint (this is a bug)")
+                self._fail(
+                    seq, f"sampled token {token_id} is outside the request's constraint (this is a bug)"
+                )
                 return
         seq.append_token(token_id)
         seq.forced.append(forced)

@@ -156,27 +156,37 @@ class _Parser:
         return seq(*items) if items else EPSILON
 
     def quantified(self, atom: Node) -> Node:
-        while True:
-            c = self.peek()
-            if c == "*":
-                lo, hi = 0, None
-            elif c == "+":
-                lo, hi = 1, None
-            elif c == "?":
-                lo, hi = 0, 1
-            elif c == "{" and self._bounds() is not None:
-                lo, hi, end = self._bounds()
-                self.i = end - 1
-            else:
-                return atom
-            if isinstance(atom, _Anchor):
-                raise self.error("quantified anchor")
+        """An atom and at most one quantifier (ECMA-262: ``a**`` is "nothing to repeat")."""
+        bounds = self._quantifier()
+        if bounds is None:
+            return atom
+        if isinstance(atom, _Anchor):
+            raise self.error("quantified anchor")
+        self.i += 1
+        if self.peek() == "?":  # lazy quantifier: same language
             self.i += 1
-            if self.peek() == "?":  # lazy quantifier: same language
-                self.i += 1
-            elif self.peek() == "+":
-                raise self.error("possessive quantifier")
-            atom = repeat(atom, lo, hi)
+        elif self.peek() == "+":
+            raise self.error("possessive quantifier")
+        at = self.i
+        if at < len(self.p) and self._quantifier() is not None:
+            self.i = at
+            raise self.error(f"nothing to repeat before {self.peek()!r}")
+        return repeat(atom, *bounds)
+
+    def _quantifier(self) -> tuple[int, int | None] | None:
+        """(min, max) of the quantifier here, leaving ``i`` on its last character; None if none."""
+        c = self.peek()
+        if c == "*":
+            return 0, None
+        if c == "+":
+            return 1, None
+        if c == "?":
+            return 0, 1
+        if c == "{" and self._bounds() is not None:
+            lo, hi, end = self._bounds()
+            self.i = end - 1
+            return lo, hi
+        return None
 
     def _bounds(self):
         """(min, max, index after '}') when a valid {n}, {n,}, {n,m} starts here, else None."""

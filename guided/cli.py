@@ -9,6 +9,7 @@ benchmark).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -48,7 +49,9 @@ def _engine_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", default="auto", help="auto, float32, bfloat16 or float16 (default: auto)")
     p.add_argument("--max-num-seqs", type=int, default=256, help="most sequences in one step (default: 256)")
     p.add_argument("--max-model-len", type=int, help="longest prompt + output (default: the model's)")
-    p.add_argument("--compile-timeout", type=float, default=10.0, help="seconds per constraint compile (default: 10)")
+    p.add_argument(
+        "--compile-timeout", type=float, default=10.0, help="seconds per constraint compile (default: 10)"
+    )
 
 
 def _add_serve(sub) -> None:
@@ -56,12 +59,39 @@ def _add_serve(sub) -> None:
     _engine_options(p)
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
-    p.add_argument("--served-model-name", help="the model id clients send (default: the model directory's name)")
-    p.add_argument("--api-key", help="require 'Authorization: Bearer KEY' on /v1 requests")
-    p.add_argument("--max-queue-len", type=int, default=256,
-                   help="requests that may wait beyond --max-num-seqs before the server answers 503 (default: 256)")
-    p.add_argument("--tool-call-format", choices=["auto", "hermes", "llama3-json"], default="auto",
-                   help="how the model writes tool calls (default: detected from its chat template)")
+    p.add_argument(
+        "--served-model-name", help="the model id clients send (default: the model directory's name)"
+    )
+    p.add_argument(
+        "--api-key",
+        default=os.environ.get("GUIDED_API_KEY") or None,
+        help="require 'Authorization: Bearer KEY' on every route but /health (default: $GUIDED_API_KEY)",
+    )
+    p.add_argument(
+        "--max-queue-len",
+        type=int,
+        default=256,
+        help="requests that may wait beyond --max-num-seqs before the server answers 503 (default: 256)",
+    )
+    p.add_argument(
+        "--limit",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set a request/constraint limit, e.g. body_bytes=1048576 (see guided.limits.Limits); repeatable",
+    )
+    p.add_argument(
+        "--shutdown-timeout",
+        type=float,
+        default=30.0,
+        help="seconds in-flight requests may finish after SIGTERM/Ctrl-C before they are aborted (default: 30)",
+    )
+    p.add_argument(
+        "--tool-call-format",
+        choices=["auto", "hermes", "llama3-json"],
+        default="auto",
+        help="how the model writes tool calls (default: detected from its chat template)",
+    )
     p.add_argument("--log-level", default="info", help="uvicorn log level (default: info)")
 
 
@@ -70,7 +100,9 @@ def _add_generate(sub) -> None:
     _engine_options(p)
     p.add_argument("prompt", help="the prompt text")
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--schema", metavar="FILE", help="a JSON Schema file the output must be an instance of")
+    group.add_argument(
+        "--schema", metavar="FILE", help="a JSON Schema file the output must be an instance of"
+    )
     group.add_argument("--regex", help="a regex the output must match fully")
     group.add_argument("--grammar", metavar="FILE", help="a Lark or GBNF grammar file")
     group.add_argument("--choice", nargs="+", metavar="OPTION", help="the output is one of these strings")
@@ -121,15 +153,45 @@ def _serve(args) -> int:
     import uvicorn
 
     from guided.server import create_app
+    from guided.server_guards import GracefulServer
 
     fmt = None if args.tool_call_format == "auto" else args.tool_call_format
-    app = create_app(_llm(args), model_name=args.served_model_name, api_key=args.api_key,
-                     max_queue_len=args.max_queue_len, tool_format=fmt)  # fmt: skip
+    llm = _llm(args)
+    limits = _limits(
+        args.limit, compile_timeout_s=float(args.compile_timeout), queue_len=max(args.max_queue_len, 1)
+    )
+    app = create_app(llm, model_name=args.served_model_name, api_key=args.api_key,
+                     max_queue_len=args.max_queue_len, tool_format=fmt, limits=limits)  # fmt: skip
     served = app.state.served
+    auth = "API key required" if args.api_key else "no API key"
     print(f"guided: serving {served.name!r} on http://{args.host}:{args.port}/v1 "
-          f"(tool-call format {served.tool_format.name})", file=sys.stderr)  # fmt: skip
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+          f"(tool-call format {served.tool_format.name}; {auth})", file=sys.stderr)  # fmt: skip
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level)
+    GracefulServer(config, served, args.shutdown_timeout).run()
+    report = served.shutdown_report or {"finished": [], "aborted": []}
+    print(f"guided: shut down; in-flight requests finished: {len(report['finished'])}, "
+          f"aborted: {len(report['aborted'])} {report['aborted']}", file=sys.stderr)  # fmt: skip
     return 0
+
+
+def _limits(items: list[str], **defaults):
+    """``Limits`` from ``NAME=VALUE`` strings over ``defaults``; a ConfigError names a bad one."""
+    from dataclasses import fields
+
+    from guided.errors import ConfigError
+    from guided.limits import Limits
+
+    types = {f.name: f.type for f in fields(Limits)}
+    values = dict(defaults)
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or name not in types:
+            raise ConfigError(f"--limit {item!r}: expected NAME=VALUE with NAME one of {sorted(types)}")
+        try:
+            values[name] = float(value) if types[name] == "float" else int(value)
+        except ValueError:
+            raise ConfigError(f"--limit {item!r}: {value!r} is not a number") from None
+    return Limits(**values)
 
 
 def _generate(args) -> int:

@@ -15,9 +15,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from guided.constraints import Choice, Constraint, Grammar, JsonSchema, Regex
-from guided.errors import CompileTimeoutError, ConfigError
+from guided.errors import CompileTimeoutError, ConfigError, LimitError
 from guided.grammar.compiler import GrammarCompiler
 from guided.grammar.vocab import Vocabulary
+from guided.limits import Limits, check_text
 
 __all__ = ["CompileService", "PendingGrammar"]
 
@@ -59,14 +60,17 @@ class CompileService:
         Compile threads.
     timeout_s : float
         Time bound of one compile, as seen by the request that waits for it.
+    limits : Limits, optional
+        Size bounds checked before compiling (text sizes, schema pre-pass, automaton states, mask
+        cache); its ``compile_timeout_s`` replaces ``timeout_s`` when given.
     """
 
     def __init__(self, vocabulary: Vocabulary, encode=None, workers: int = 2, timeout_s: float = 10.0,
-                 cache_size: int = 256):  # fmt: skip
+                 cache_size: int = 256, limits: Limits | None = None):  # fmt: skip
         if timeout_s <= 0:
             raise ConfigError(f"compile timeout must be positive, got {timeout_s}")
         self.compiler = GrammarCompiler(vocabulary, cache_size=cache_size, encode=encode)
-        self.timeout_s = timeout_s
+        self.set_limits(limits or Limits(compile_timeout_s=float(timeout_s)))
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="guided-compile")
         self._inflight: dict[tuple, tuple[Future, list]] = {}
         self._lock = threading.Lock()
@@ -91,6 +95,13 @@ class CompileService:
             future.add_done_callback(lambda f, k=key: self._done(k, f))
         return PendingGrammar(future, started, self.timeout_s)
 
+    def set_limits(self, limits: Limits) -> None:
+        """Apply ``limits`` to compiles submitted from now on."""
+        self.limits = limits
+        self.timeout_s = limits.compile_timeout_s
+        self.compiler.max_states = limits.automaton_states
+        self.compiler.mask_cache_bytes = limits.mask_cache_bytes
+
     def compile(self, constraint: Constraint):
         """Compile synchronously (for tools and tests), with the same bound and errors."""
         pending = self.submit(constraint)
@@ -112,7 +123,23 @@ class CompileService:
 
     def _timed_compile(self, constraint: Constraint, started: list):
         started[0] = time.monotonic()
-        return self._compile(constraint)
+        self._check(constraint)
+        try:
+            return self._compile(constraint)
+        except RecursionError:  # a safety net: nesting the depth pre-checks did not catch
+            raise LimitError("the constraint nests too deeply to compile (recursion limit)") from None
+
+    def _check(self, constraint: Constraint) -> None:
+        """Text and count limits, before any parsing work."""
+        limits = self.limits
+        if isinstance(constraint, Regex):
+            check_text(limits, "regex_bytes", constraint.pattern, "the regex")
+        elif isinstance(constraint, Grammar):
+            check_text(limits, "grammar_bytes", constraint.text, "the grammar")
+        elif isinstance(constraint, Choice):
+            if len(constraint.options) > limits.choice_options:
+                raise limits.exceeded("choice_options", len(constraint.options), "the choice")
+            check_text(limits, "grammar_bytes", "".join(constraint.options), "the choice options")
 
     def _compile(self, constraint: Constraint):
         compiler = self.compiler
@@ -130,7 +157,7 @@ class CompileService:
 
             return compile_json_schema(
                 compiler, constraint.schema, strict=constraint.strict, lenient=constraint.lenient,
-                whitespace=constraint.whitespace,
+                whitespace=constraint.whitespace, limits=self.limits,
             )  # fmt: skip
         if isinstance(constraint, Grammar):
             return compiler.compile_grammar(constraint.text, syntax=constraint.syntax)

@@ -4,6 +4,13 @@ Endpoints: ``POST /v1/chat/completions``, ``POST /v1/completions``, ``GET /v1/mo
 ``GET /health``, ``GET /metrics`` (Prometheus text). Errors are OpenAI error objects. Streaming is
 server-sent events ending with ``data: [DONE]``. A client that disconnects aborts its request: a
 stream is cancelled, a plain request is polled for disconnection while it runs.
+
+Security and limits: bodies over ``Limits.body_bytes`` are a 413 before they are parsed; with an API
+key every route but ``/health`` answers 401 to a request without ``Authorization: Bearer <key>``;
+request counts (``max_tokens``, ``n``, ``tools``, stop strings) and constraint sizes are 400s naming
+the limit. On shutdown (``GracefulServer``) the server refuses new requests, lets those in flight
+finish for a grace period, ends the rest with a 503 or an error event, and logs which finished and
+which were aborted.
 """
 
 from __future__ import annotations
@@ -15,14 +22,17 @@ import secrets
 import time
 from collections.abc import AsyncIterator
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from guided.errors import ConfigError
+from guided.limits import Limits
 from guided.openai_protocol import ChatCompletionRequest, CompletionRequest
 from guided.server_errors import ApiError, api_error
+from guided.server_guards import ApiKeyCheck, BodyLimit, GracefulServer
 from guided.server_model import ServedModel
 from guided.server_responses import (
     ChatChoiceState,
@@ -39,8 +49,8 @@ DISCONNECT_POLL_S = 0.25
 ROUTES = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics"})
 
 
-def create_app(llm=None, *, model_name: str | None = None, api_key: str | None = None, max_queue_len: int = 256,
-               tool_format: str | None = None):  # fmt: skip
+def create_app(llm=None, *, model_name: str | None = None, api_key: str | None = None,
+               max_queue_len: int | None = None, tool_format: str | None = None, limits: Limits | None = None):  # fmt: skip
     """The FastAPI app serving ``llm``.
 
     Parameters
@@ -51,16 +61,25 @@ def create_app(llm=None, *, model_name: str | None = None, api_key: str | None =
         The model id clients send (default: the model directory's name).
     api_key : str, optional
         When set, requests must send ``Authorization: Bearer <api_key>``.
-    max_queue_len : int
-        Requests that may wait beyond the engine's batch; more are answered 503 with Retry-After.
+    max_queue_len : int, optional
+        Requests that may wait beyond the engine's batch; more are answered 503 with Retry-After
+        (default: ``limits.queue_len``).
     tool_format : str, optional
         "hermes" or "llama3-json" (default: detected from the chat template).
+    limits : Limits, optional
+        Request and constraint limits (default: ``Limits()`` with the LLM's compile timeout).
     """
+    if api_key is not None and not api_key:
+        raise ConfigError("the API key must not be empty")
     if llm is None:
         from guided.llm import LLM
 
         llm = LLM()
-    served = llm if isinstance(llm, ServedModel) else ServedModel(llm, model_name, max_queue_len, tool_format)
+    if not isinstance(llm, ServedModel):
+        queue = max_queue_len if max_queue_len is not None else (limits or Limits()).queue_len
+        llm = ServedModel(llm, model_name, queue, tool_format, limits)
+    served = llm
+
     @contextlib.asynccontextmanager
     async def lifespan(app):
         yield
@@ -89,32 +108,38 @@ def create_app(llm=None, *, model_name: str | None = None, api_key: str | None =
         err = api_error(exc)
         return JSONResponse(err.body(), status_code=err.status)
 
-    app.add_middleware(_StatusCounter, metrics=served.metrics)
+    @app.exception_handler(RecursionError)
+    async def _too_deep(request, exc: RecursionError):
+        body = ApiError(400, "the request body nests too deeply to parse", code="limit_exceeded").body()
+        return JSONResponse(body, status_code=400)
 
-    async def _auth(request: Request) -> None:
-        if api_key is not None and request.headers.get("authorization") != f"Bearer {api_key}":
-            raise ApiError(401, "invalid or missing API key (Authorization: Bearer ...)", type_="authentication_error",
-                           code="invalid_api_key")  # fmt: skip
+    app.add_middleware(BodyLimit, limit=served.limits.body_bytes)
+    if api_key is not None:
+        app.add_middleware(ApiKeyCheck, api_key=api_key)
+    app.add_middleware(_StatusCounter, metrics=served.metrics)  # outermost: counts 401 and 413 too
 
     @app.get("/health")
     async def health():
         alive = served.front._thread.is_alive()
-        return JSONResponse({"status": "ok" if alive else "engine stopped"}, status_code=200 if alive else 503)
+        return JSONResponse(
+            {"status": "ok" if alive else "engine stopped"}, status_code=200 if alive else 503
+        )
 
     @app.get("/metrics", response_class=PlainTextResponse)
     async def metrics():
         text = served.metrics.render(served.llm.engine.stats(), served.compiler, served.in_flight)
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
-    @app.get("/v1/models", dependencies=[Depends(_auth)])
+    @app.get("/v1/models")
     async def models():
         card = {"id": served.name, "object": "model", "created": served.created, "owned_by": "guided",
                 "max_model_len": served.max_model_len}  # fmt: skip
         return {"object": "list", "data": [card]}
 
-    @app.post("/v1/chat/completions", dependencies=[Depends(_auth)])
+    @app.post("/v1/chat/completions")
     async def chat_completions(body: ChatCompletionRequest, request: Request):
         served.check_model(body.model)
+        served.check_limits(body)
         plan = served.tool_plan(body)
         constraint, param = served.constraint(body)
         if plan.active:  # the tool-call language (it includes free text under "auto")
@@ -132,17 +157,22 @@ def create_app(llm=None, *, model_name: str | None = None, api_key: str | None =
             raise
         rid = f"chatcmpl-{secrets.token_hex(12)}"
         states = [ChatChoiceState(i, plan.format if plan.active else None) for i in range(body.n)]
-        gen = _guarded(served, slot, served.generate(prompt, params, grammar, rid))
+        gen = _guarded(served, slot, served.generate(prompt, params, grammar, rid), rid)
         if body.stream:
             include_usage = bool(body.stream_options and body.stream_options.include_usage)
             chunks = _chat_stream(served, gen, rid, states, body.top_logprobs or 0, include_usage)
-            return StreamingResponse(_sse(chunks), media_type="text/event-stream", background=BackgroundTask(_release, [slot]))
-        final = await _until_done(gen, request)
+            return StreamingResponse(
+                _sse(chunks),
+                media_type="text/event-stream",
+                background=BackgroundTask(_release, [slot]),
+            )
+        final = await _until_done(gen, request, served)
         return _chat_response(served, final, rid, states, body)
 
-    @app.post("/v1/completions", dependencies=[Depends(_auth)])
+    @app.post("/v1/completions")
     async def completions(body: CompletionRequest, request: Request):
         served.check_model(body.model)
+        served.check_limits(body)
         constraint, param = served.constraint(body)
         prompts = [served.prompt_ids(p) for p in served.completion_prompts(body)]
         max_tokens = body.max_tokens or served.default_max_tokens(max(len(p) for p in prompts))
@@ -155,13 +185,17 @@ def create_app(llm=None, *, model_name: str | None = None, api_key: str | None =
                 slot.release()
             raise
         rid = f"cmpl-{secrets.token_hex(12)}"
-        gens = [_guarded(served, slot, served.generate(p, params, grammar, f"{rid}-{i}"))
+        gens = [_guarded(served, slot, served.generate(p, params, grammar, f"{rid}-{i}"), f"{rid}-{i}")
                 for i, (p, slot) in enumerate(zip(prompts, slots, strict=True))]  # fmt: skip
         if body.stream:
             include_usage = bool(body.stream_options and body.stream_options.include_usage)
             chunks = _completion_stream(served, gens, rid, body, include_usage)
-            return StreamingResponse(_sse(chunks), media_type="text/event-stream", background=BackgroundTask(_release, slots))
-        finals = await asyncio.gather(*(_until_done(g, request) for g in gens))
+            return StreamingResponse(
+                _sse(chunks),
+                media_type="text/event-stream",
+                background=BackgroundTask(_release, slots),
+            )
+        finals = await asyncio.gather(*(_until_done(g, request, served) for g in gens))
         return _completion_response(served, finals, rid, body)
 
     return app
@@ -192,7 +226,7 @@ async def _release(slots) -> None:
 
 
 # ---------------------------------------------------------------------- generation plumbing
-async def _guarded(served: ServedModel, slot, gen: AsyncIterator) -> AsyncIterator:
+async def _guarded(served: ServedModel, slot, gen: AsyncIterator, request_id: str) -> AsyncIterator:
     """The engine's outputs; releases the admission slot and records metrics when done."""
     final = None
     try:
@@ -201,12 +235,19 @@ async def _guarded(served: ServedModel, slot, gen: AsyncIterator) -> AsyncIterat
             yield out
     finally:
         slot.release()
+        served.request_done(request_id, final is not None and final.finished and final.error is None)
         if final is not None and final.finished:
             served.metrics.finished(final, sum(len(c.token_ids) for c in final.outputs))
 
 
-async def _until_done(gen: AsyncIterator, request):
-    """The final output; the generation is cancelled (and aborted) if the client disconnects."""
+SHUTDOWN = ApiError(
+    503, "the server shut down before this request finished", type_="server_error", code="shutdown"
+)
+
+
+async def _until_done(gen: AsyncIterator, request, served: ServedModel):
+    """The final output; the generation is cancelled (and aborted) if the client disconnects, and
+    answers 503 if the server's graceful shutdown period ended it first."""
 
     async def drain():
         final = None
@@ -219,7 +260,10 @@ async def _until_done(gen: AsyncIterator, request):
         while True:
             done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
             if done:
-                return task.result()
+                final = task.result()
+                if final is not None and final.error and served.draining is not None:
+                    raise SHUTDOWN  # ended by the shutdown, not by its own fault
+                return final
             if await request.is_disconnected():
                 raise ApiError(499, "the client disconnected", code="client_disconnected")
     finally:
@@ -275,13 +319,17 @@ async def _sse(chunks: AsyncIterator[dict]) -> AsyncIterator[str]:
 
 
 # ---------------------------------------------------------------------- chat
-def _chat_response(served, final, rid: str, states: list[ChatChoiceState], body: ChatCompletionRequest) -> dict:
+def _chat_response(
+    served, final, rid: str, states: list[ChatChoiceState], body: ChatCompletionRequest
+) -> dict:
     check_failed(final)
     choices = []
     for c, state in zip(final.outputs, states, strict=True):
         message, calls = state.message(c)
         lp = chat_logprobs(served, c.token_ids, c.logprobs, body.top_logprobs or 0) if body.logprobs else None
-        choices.append({"index": c.index, "message": message, "logprobs": lp, "finish_reason": finish_reason(c, calls)})
+        choices.append(
+            {"index": c.index, "message": message, "logprobs": lp, "finish_reason": finish_reason(c, calls)}
+        )
     return {"id": rid, "object": "chat.completion", "created": int(time.time()), "model": served.name,
             "choices": choices, "usage": usage([final]), "system_fingerprint": None}  # fmt: skip
 
@@ -316,7 +364,11 @@ def _completion_response(served, finals, rid: str, body: CompletionRequest) -> d
     for p, final in enumerate(finals):
         check_failed(final)
         for c in final.outputs:
-            lp = completion_logprobs(served, c.token_ids, c.logprobs, body.logprobs or 0) if body.logprobs is not None else None
+            lp = (
+                completion_logprobs(served, c.token_ids, c.logprobs, body.logprobs or 0)
+                if body.logprobs is not None
+                else None
+            )
             choices.append({"index": p * body.n + c.index, "text": c.text, "logprobs": lp,
                             "finish_reason": finish_reason(c)})  # fmt: skip
     return {"id": rid, "object": "text_completion", "created": int(time.time()), "model": served.name,
@@ -341,7 +393,9 @@ async def _completion_stream(served, gens, rid: str, body: CompletionRequest, in
                 sent[index] = len(c.token_ids)
             reason = finish_reason(c) if c.finished else None
             if c.delta_text or lp or reason:
-                choices.append({"index": index, "text": c.delta_text, "logprobs": lp, "finish_reason": reason})
+                choices.append(
+                    {"index": index, "text": c.delta_text, "logprobs": lp, "finish_reason": reason}
+                )
         if choices:
             yield {**base, "choices": choices}
     if include_usage and finals:
@@ -360,20 +414,29 @@ def _validation_body(exc) -> dict:
         message = f"{param}: {message}"
     if len(errors) > 1:
         message += f" (and {len(errors) - 1} more error{'s' if len(errors) > 2 else ''})"
-    return {"error": {"message": message, "type": "invalid_request_error", "param": param, "code": "invalid_value"}}
+    return {
+        "error": {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": param,
+            "code": "invalid_value",
+        }
+    }
 
 
-def start_in_thread(app, host: str = "127.0.0.1", port: int = 0, timeout: float = 60.0):
+def start_in_thread(app, host: str = "127.0.0.1", port: int = 0, timeout: float = 60.0,
+                    graceful_s: float | None = None):  # fmt: skip
     """Run ``app`` under uvicorn in a daemon thread; returns ``(server, thread, port)`` once it listens.
 
-    ``port=0`` picks a free port. Stop it with ``server.should_exit = True; thread.join()``.
+    ``port=0`` picks a free port. Stop it with ``server.should_exit = True; thread.join()``; requests in
+    flight get ``graceful_s`` seconds to finish (None: as long as they take).
     """
     import threading
 
     import uvicorn
 
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
+    server = GracefulServer(config, app.state.served, graceful_s)
     thread = threading.Thread(target=server.run, name="guided-uvicorn", daemon=True)
     thread.start()
     deadline = time.monotonic() + timeout

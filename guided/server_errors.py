@@ -40,6 +40,8 @@ def api_error(exc: BaseException, param: str | None = None) -> ApiError:
     for cls, code in _CODES:
         if isinstance(exc, cls):
             return ApiError(400, str(exc), param=param, code=code)
+    if isinstance(exc, RecursionError):  # e.g. a JSON string nested past the parser's recursion limit
+        return ApiError(400, "the input nests too deeply to parse", param=param, code="limit_exceeded")
     if isinstance(exc, (GuidedError, ValueError)):
         return ApiError(400, str(exc) or type(exc).__name__, param=param, code="invalid_value")
     return ApiError(500, f"internal error: {type(exc).__name__}: {exc}", type_="server_error")

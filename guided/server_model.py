@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections import OrderedDict
 from pathlib import Path
@@ -18,12 +19,15 @@ from guided.constraints import Choice, Grammar, JsonSchema, Regex, to_constraint
 from guided.engine.async_engine import AsyncEngine
 from guided.engine.sampling_params import SamplingParams
 from guided.errors import ConfigError
+from guided.limits import Limits
 from guided.openai_protocol import ChatCompletionRequest, ChatMessage, CompletionRequest
 from guided.server_errors import ApiError, api_error
 from guided.server_metrics import ServerMetrics
 from guided.tool_calling import FORMATS, ToolCalls, ToolFormat, detect_format
 
 __all__ = ["ServedModel", "ToolPlan"]
+
+logger = logging.getLogger(__name__)
 
 COMPILE_POLL_S = 0.002  # how often a request waiting for its compile looks again
 
@@ -83,14 +87,20 @@ class ServedModel:
         Requests that may wait beyond the engine's ``max_num_seqs``; more get 503 with Retry-After.
     tool_format : str, optional
         "hermes" or "llama3-json"; detected from the chat template when None.
+    limits : Limits, optional
+        Request and constraint limits (default: the compile service's, i.e. ``Limits()`` with the
+        LLM's compile timeout).
     """
 
-    def __init__(self, llm, name: str | None = None, max_queue_len: int = 256, tool_format: str | None = None):
+    def __init__(self, llm, name: str | None = None, max_queue_len: int = 256, tool_format: str | None = None,
+                 limits: Limits | None = None):  # fmt: skip
         if max_queue_len < 0:
             raise ConfigError(f"max_queue_len must be >= 0, got {max_queue_len}")
         self.llm = llm
         self.name = name or Path(llm.engine.config.model).name
         self.compiler = llm.compiler  # built now, not inside the first request
+        self.limits = limits or self.compiler.limits
+        self.compiler.set_limits(self.limits)
         self.vocab = self.compiler.compiler.vocabulary
         template = getattr(llm.tokenizer, "chat_template", None)
         self.template_has_tools = bool(template) and "tools" in template
@@ -103,18 +113,60 @@ class ServedModel:
         llm.engine.stream = True
         self.front = AsyncEngine(llm.engine)
         self.created = int(time.time())
+        self.active: set[str] = set()  # engine request ids in flight
+        self.draining: set[str] | None = None  # those in flight when shutdown began
+        self.outcomes: dict[str, str] = {}  # of the draining ones: "finished" or "aborted"
+        self.shutdown_report: dict[str, list[str]] | None = None
 
-    def shutdown(self) -> None:
-        self.front.shutdown()
+    def begin_shutdown(self) -> None:
+        """Refuse new requests (503) and remember which are in flight, to report on them."""
+        if self.draining is None:
+            self.draining = set(self.active)
+
+    def shutdown(self) -> dict[str, list[str]]:
+        """Stop the engine; requests still running end with an error. Logs and returns which of the
+        requests in flight at ``begin_shutdown`` finished and which were aborted."""
+        self.begin_shutdown()
+        ended = set(self.front.shutdown())
+        finished = sorted(r for r in self.draining if self.outcomes.get(r) == "finished" and r not in ended)
+        aborted = sorted(r for r in self.draining | ended if r not in finished)
+        self.shutdown_report = {"finished": finished, "aborted": aborted}
+        logger.info("shutdown: %d in-flight request(s) finished %s, %d aborted %s", len(finished), finished,
+                    len(aborted), aborted)  # fmt: skip
+        return self.shutdown_report
+
+    def request_done(self, request_id: str, finished: bool) -> None:
+        """Called when a request's stream ends: ``finished`` unless it was aborted or failed."""
+        self.active.discard(request_id)
+        if self.draining is not None and request_id in self.draining:
+            self.outcomes[request_id] = "finished" if finished else "aborted"
 
     # ------------------------------------------------------------------ admission
     def admit(self, count: int = 1) -> Slot:
         """Count ``count`` engine requests in, or refuse with 503 when the queue is full."""
+        if self.draining is not None:
+            raise ApiError(
+                503, "the server is shutting down", type_="server_overloaded", code="shutting_down"
+            )
         if self.in_flight + count > self.max_in_flight:
             raise ApiError(503, f"the server is at capacity ({self.in_flight} requests in flight); retry later",
                            type_="server_overloaded", code="queue_full", headers={"Retry-After": "1"})  # fmt: skip
         self.in_flight += count
         return Slot(self, count)
+
+    def check_limits(self, req: ChatCompletionRequest | CompletionRequest) -> None:
+        """Request-size limits: a 400 naming the field and the limit."""
+        limits = self.limits
+        counts = {"max_tokens": req.max_tokens, "max_completion_tokens": getattr(req, "max_completion_tokens", None),
+                  "n": req.n, "tools": len(getattr(req, "tools", None) or []),
+                  "stop": len(req.stop) if isinstance(req.stop, list) else 0}  # fmt: skip
+        names = {"max_completion_tokens": "max_tokens", "stop": "stop_strings"}
+        for param, value in counts.items():
+            name = names.get(param, param)
+            if value is not None and value > getattr(limits, name):
+                raise ApiError(
+                    400, str(limits.exceeded(name, value, param)), param=param, code="limit_exceeded"
+                )
 
     def check_model(self, model: str | None) -> None:
         if model is not None and model != self.name:
@@ -153,10 +205,12 @@ class ServedModel:
         }  # fmt: skip
         given = {k: v for k, v in given.items() if v is not None}
         if len(given) > 1:
-            raise ApiError(400, f"give at most one output constraint; got {', '.join(given)}", param=list(given)[1])
+            raise ApiError(
+                400, f"give at most one output constraint; got {', '.join(given)}", param=list(given)[1]
+            )
         if not given:
             return None, None
-        (param, value), = given.items()
+        ((param, value),) = given.items()
         try:
             return self._constraint(param, value), param
         except Exception as e:
@@ -224,7 +278,9 @@ class ServedModel:
         try:
             text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False, **kwargs)
         except Exception as e:  # jinja errors in the model's template
-            raise ApiError(400, f"the chat template failed on these messages: {e}", param="messages") from None
+            raise ApiError(
+                400, f"the chat template failed on these messages: {e}", param="messages"
+            ) from None
         return tok.encode(text, add_special_tokens=False)
 
     def _message(self, m: ChatMessage) -> dict:
@@ -302,6 +358,7 @@ class ServedModel:
         return compiled
 
     def generate(self, prompt_ids: list[int], params: SamplingParams, grammar, request_id: str):
+        self.active.add(request_id)
         return self.front.generate(prompt_ids, params, request_id=request_id, grammar=grammar)
 
     def token_text(self, token_id: int) -> tuple[str, list[int]]:

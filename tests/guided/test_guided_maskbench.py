@@ -37,12 +37,6 @@ EVERY = 25  # every 25th MaskBench file, sorted by name: 302 of 7537
 SUBSET_EVERY = 4  # the extra configurations run on every 4th schema of the sample (time budget)
 MAX_TOKENS = 64
 
-# A schema whose regex emptiness check exceeds the expression pool's state limit lazily, when the
-# matcher first needs that state (forced_tokens() right after the compile with fast-forward on,
-# fill_bitmask() with it off). That request must end with "error"; the batch goes on
-# (test_lazy_limit_error_fails_only_its_request).
-LAZY_LIMIT_SCHEMA = "Github_medium---o68600.json"
-
 # Measured with this sample: 4 of 301 refused at compile time (2 recursive $ref cycles, format
 # "regex", a regex-intersection state limit). Bound with margin for compiler changes.
 MAX_COMPILE_ERRORS = 8
@@ -180,14 +174,26 @@ def test_forced_tokens_only_with_fast_forward(runs):
     assert not any(any(o.outputs[0].forced) for _, _, o in runs["greedy_no_ff"][0])
 
 
-def test_lazy_limit_error_fails_only_its_request(llm):
-    """A state-limit error raised lazily by a matcher should end its own request with "error"."""
-    path = shared_path("data", "maskbench", LAZY_LIMIT_SCHEMA)
-    schema = json.loads(path.read_text(encoding="utf-8"))["schema"]
+def test_lazy_limit_error_fails_only_its_request(llm, monkeypatch):
+    """A grammar limit raised lazily by a matcher (mid-generation) ends its own request with "error"."""
+    from guided.grammar.cfg_matcher import CfgMatcher
+
+    calls = Counter()
+    original = CfgMatcher.fill_bitmask
+
+    def fill_then_fail(self, bitmask, row=0):
+        calls["fill"] += 1
+        if calls["fill"] > 2:  # a later state's lazy work runs past a bound
+            raise LimitError("mask_timeout_s: the test's bound")
+        return original(self, bitmask, row)
+
+    monkeypatch.setattr(CfgMatcher, "fill_bitmask", fill_then_fail)
+    nested = Grammar('root ::= "(" root ")" | "x"', syntax="gbnf")  # recursive: the context-free matcher
     outs = llm.generate(["JSON:", "JSON:"], sampling(None), use_tqdm=False,
-                        response_format=[JsonSchema(schema), {"type": "integer"}])  # fmt: skip
-    assert outs[0].finish_reason == "error" and outs[0].error
-    assert outs[1].finish_reason in ("stop", "length")
+                        response_format=[nested, {"type": "integer"}])  # fmt: skip
+    assert calls["fill"] > 2
+    assert outs[0].finish_reason == "error" and "mask_timeout_s" in outs[0].error
+    assert outs[1].finish_reason in ("stop", "length") and outs[1].error is None
 
 
 # ---------------------------------------------------------------------- grammars

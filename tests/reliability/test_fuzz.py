@@ -1,0 +1,241 @@
+"""Fuzzing the compilers: generated JSON Schemas (and mutations of MaskBench's), regexes and grammars.
+
+Each case compiles or raises one of our errors within the compile bound, and whatever compiles
+accepts only what the oracle accepts (see ``fuzz_lib``). Counts grow with ``GUIDED_LONG_TESTS=1``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+
+import pytest
+from fuzz_lib import (
+    BAD_SCHEMAS,
+    LONG,
+    SOUNDNESS_BUGS,
+    Tally,
+    check_lark_samples,
+    check_regex_samples,
+    check_schema_samples,
+    compile_case,
+    json_schemas,
+    junk_regexes,
+    lark_grammars,
+    malformed_schemas,
+    regexes,
+    rss_bytes,
+    scaled,
+)
+from hypothesis import HealthCheck, given, settings
+
+from guided.compile_service import CompileService
+from guided.constraints import Grammar, JsonSchema, Regex
+from guided.errors import GuidedError
+
+BOUND_S = 5.0
+MEMORY_GROWTH = 1 << 30  # a fuzz run may not grow the process by more than this
+
+
+def fuzz_settings(ci: int, long: int):
+    return settings(max_examples=scaled(ci, long), deadline=None, database=None, derandomize=not LONG,
+                    suppress_health_check=list(HealthCheck))  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def world(tokenizer_builtin, vocab_builtin):
+    service = CompileService(vocab_builtin, timeout_s=BOUND_S, cache_size=16)
+    yield service, vocab_builtin, tokenizer_builtin
+    service.shutdown()
+
+
+def _finish(tally: Tally, before: int) -> None:
+    assert not tally.violations, tally.violations[:3]
+    assert rss_bytes() - before < MEMORY_GROWTH, f"memory grew by {(rss_bytes() - before) >> 20} MiB"
+
+
+def test_fuzz_json_schemas(world):
+    service, vocab, tokenizer = world
+    tally, before, rng = Tally(), rss_bytes(), random.Random(0)
+
+    @fuzz_settings(100, 3000)
+    @given(schema=json_schemas())
+    def case(schema):
+        compiled = compile_case(service, JsonSchema(schema), tally, BOUND_S)
+        if compiled is not None:
+            check_schema_samples(compiled, schema, vocab, tokenizer, rng, tally, count=6)
+        assert not tally.violations, tally.violations[-1]
+
+    case()
+    _finish(tally, before)
+    assert tally.outcomes.get("compiled", 0) > tally.cases // 3 and tally.samples > tally.cases, tally
+
+
+def test_fuzz_malformed_schemas(world):
+    service, vocab, tokenizer = world
+    tally, before, rng = Tally(), rss_bytes(), random.Random(1)
+
+    @fuzz_settings(60, 2000)
+    @given(schema=malformed_schemas())
+    def case(schema):
+        try:
+            constraint = JsonSchema(schema)
+        except GuidedError:  # not an object/boolean at all: refused up front
+            tally.add("refused")
+            return
+        compiled = compile_case(service, constraint, tally, BOUND_S)
+        if compiled is not None:
+            check_schema_samples(compiled, schema, vocab, tokenizer, rng, tally, count=3)
+        assert not tally.violations, tally.violations[-1]
+
+    case()
+    _finish(tally, before)
+    assert len(tally.outcomes) > 1, tally.outcomes  # both errors and successes were seen
+
+
+MUTATIONS = ("drop", "number", "type", "not", "nest", "huge")
+
+
+def mutate(schema, rng: random.Random):
+    """One random edit somewhere in a copy of ``schema``."""
+    schema = copy.deepcopy(schema)
+    spots = [schema]
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        for value in node.values() if isinstance(node, dict) else node if isinstance(node, list) else ():
+            if isinstance(value, (dict, list)):
+                spots.append(value)
+                stack.append(value)
+    dicts = [s for s in spots if isinstance(s, dict) and s] or [schema]
+    spot, how = rng.choice(dicts), rng.choice(MUTATIONS)
+    key = rng.choice(list(spot)) if spot else None
+    if how == "drop" and key is not None:
+        del spot[key]
+    elif how == "number":
+        spot[rng.choice(["minLength", "maxItems", "minimum", "maxProperties"])] = rng.choice(
+            [0, 3, -1, 10**7, 2.5]
+        )
+    elif how == "type":
+        spot["type"] = rng.choice(["string", "object", ["integer", "null"], "bogus", 7])
+    elif how == "not" and key is not None:
+        spot[key] = {"not": spot[key]} if isinstance(spot[key], dict) else spot[key]
+    elif how == "nest":
+        spot["items"] = {"type": "array", "items": {"anyOf": [{"type": "string"}, copy.deepcopy(spot)]}}
+    else:
+        spot["maxLength"] = 10**30
+    return schema
+
+
+def test_fuzz_maskbench_mutations(world):
+    from conftest import shared_path
+
+    files = sorted(shared_path("data", "maskbench").glob("*.json"))
+    service, vocab, tokenizer = world
+    tally, before, rng = Tally(), rss_bytes(), random.Random(2)
+    for path in rng.sample(files, scaled(20, 600)):
+        entry = json.loads(path.read_text())
+        schema = mutate(entry["schema"], rng)
+        if not isinstance(schema, dict):
+            continue
+        compiled = compile_case(service, JsonSchema(schema), tally, BOUND_S)
+        if compiled is None:
+            continue
+        check_schema_samples(compiled, schema, vocab, tokenizer, rng, tally, count=2)
+        for test in entry.get("tests", []):  # the file's own instances, against the mutated schema
+            text = json.dumps(test["data"], ensure_ascii=False, separators=(", ", ": "))
+            from fuzz_lib import accepts, is_valid
+
+            if accepts(compiled, tokenizer, text):
+                tally.samples += 1
+                if not is_valid(schema, test["data"]):
+                    tally.violations.append((path.name, text, "invalid instance accepted"))
+    _finish(tally, before)
+    assert tally.outcomes.get("compiled", 0) > 0, tally.outcomes
+
+
+def test_fuzz_regexes(world):
+    service, vocab, _ = world
+    tally, before, rng = Tally(), rss_bytes(), random.Random(3)
+
+    @fuzz_settings(100, 3000)
+    @given(pattern=regexes() | junk_regexes())
+    def case(pattern):
+        compiled = compile_case(service, Regex(pattern), tally, BOUND_S)
+        if compiled is not None:
+            check_regex_samples(compiled, pattern, vocab, rng, tally)
+        assert not tally.violations, tally.violations[-1]
+
+    case()
+    _finish(tally, before)
+    assert tally.outcomes.get("compiled", 0) > 0 and tally.samples > 0, tally
+
+
+def test_fuzz_lark_grammars(world):
+    service, vocab, _ = world
+    tally, before, rng = Tally(), rss_bytes(), random.Random(4)
+
+    @fuzz_settings(30, 800)
+    @given(text=lark_grammars())
+    def case(text):
+        compiled = compile_case(service, Grammar(text, syntax="lark"), tally, BOUND_S)
+        if compiled is not None:
+            check_lark_samples(compiled, text, vocab, rng, tally)
+        assert not tally.violations, tally.violations[-1]
+
+    case()
+    _finish(tally, before)
+    assert tally.outcomes.get("compiled", 0) > 0 and tally.samples > 0, tally
+
+
+@pytest.mark.parametrize("schema", BAD_SCHEMAS, ids=[json.dumps(s) for s in BAD_SCHEMAS])
+def test_bad_schema_is_a_schema_error(world, schema):
+    from guided.errors import SchemaError
+
+    with pytest.raises(SchemaError):
+        world[0].compile(JsonSchema(schema))
+
+
+# Known soundness holes the fuzzers found (strict xfails, so a fix shows up as an unexpected pass); the
+# generators stay clear of `not` over numbers and const/enum, also as an `if` (SOUNDNESS_BUGS).
+@pytest.mark.xfail(
+    strict=True, reason="the first mask of not(array containing a string) outruns its 5 s bound"
+)
+def test_mask_of_negated_contains_within_bound(world):
+    import time
+
+    import numpy as np
+
+    service, vocab, _ = world
+    compiled = service.compile(
+        JsonSchema({"not": {"type": "array", "items": {}, "contains": {"type": "string"}}})
+    )
+    bitmask = np.zeros((1, (vocab.size + 31) // 32), dtype=np.int32)
+    t0 = time.perf_counter()
+    compiled.matcher().fill_bitmask(bitmask, 0)
+    assert time.perf_counter() - t0 < BOUND_S
+
+
+@pytest.mark.parametrize(
+    "schema, text",
+    [
+        pytest.param(*bug, marks=pytest.mark.xfail(strict=True, reason=f"accepts {bug[1]}"))
+        for bug in SOUNDNESS_BUGS
+    ],
+    ids=[json.dumps(schema) for schema, _ in SOUNDNESS_BUGS],
+)
+def test_negated_numbers_refuse_equal_values(world, schema, text):
+    from fuzz_lib import accepts, is_valid
+
+    service, _, tokenizer = world
+    assert not is_valid(schema, json.loads(text))
+    assert not accepts(service.compile(JsonSchema(schema)), tokenizer, text)
+
+
+@pytest.mark.parametrize("pattern", ["a**", "a{2}*", "a??*", "a{2}{3}"])
+def test_stacked_quantifiers_are_a_grammar_error(world, pattern):
+    from guided.errors import GrammarError
+
+    with pytest.raises(GrammarError):
+        world[0].compile(Regex(pattern))
