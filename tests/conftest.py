@@ -28,6 +28,12 @@ def shared_path(*parts: str) -> Path:
     return path
 
 
+@pytest.fixture
+def shared():
+    """``shared_path`` as a fixture, for test folders whose own ``conftest`` shadows this module's name."""
+    return shared_path
+
+
 def pytest_addoption(parser):
     parser.addoption("--run-slow", action="store_true", help="also run tests marked slow")
 

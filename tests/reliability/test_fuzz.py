@@ -128,10 +128,8 @@ def mutate(schema, rng: random.Random):
     return schema
 
 
-def test_fuzz_maskbench_mutations(world):
-    from conftest import shared_path
-
-    files = sorted(shared_path("data", "maskbench").glob("*.json"))
+def test_fuzz_maskbench_mutations(world, shared):
+    files = sorted(shared("data", "maskbench").glob("*.json"))
     service, vocab, tokenizer = world
     tally, before, rng = Tally(), rss_bytes(), random.Random(2)
     for path in rng.sample(files, scaled(20, 600)):
