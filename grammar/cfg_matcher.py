@@ -22,6 +22,7 @@ import numpy as np
 from .cfg_ir import CfgGrammar
 from .compiled import AutomatonQueries, CompiledGrammar
 from .earley import LEX, UNKNOWN, CfgAutomaton
+from .expr_pool import ExprPool
 from .forced import ForcedTokenizer
 from .gbnf_frontend import parse_gbnf
 from .lark_frontend import parse_lark
@@ -47,6 +48,7 @@ class CompiledCfg(AutomatonQueries):
     """A context-free grammar's automaton over a vocabulary; create with ``compile_cfg``, use via ``matcher()``."""
 
     _SOURCE = "grammar"
+    _OPTIONS = ("mask_timeout_s",)
 
     def __init__(
         self,
@@ -56,6 +58,7 @@ class CompiledCfg(AutomatonQueries):
         encode: Encode | None = None,
         max_states: int = 500_000,
         mask_cache_bytes: int = 256 << 20,
+        mask_timeout_s: float | None = 5.0,
     ):
         self.vocabulary = vocabulary
         self.grammar = grammar
@@ -63,11 +66,16 @@ class CompiledCfg(AutomatonQueries):
         self.encode = encode
         self.max_states = max_states
         self.mask_cache_bytes = mask_cache_bytes
+        self.mask_timeout_s = mask_timeout_s  # bounds one mask / transition / forced query (LimitError)
         self._build()
 
     def _build(self) -> None:
         vocab = self.vocabulary
-        self.dfa = CfgAutomaton(self.grammar, max_states=self.max_states)
+        pool = ExprPool()
+        # the terminals' emptiness checks run here, eagerly: bounded like the lazy work they replace
+        with pool.bound.limit(self.mask_timeout_s, "compiling the grammar's terminals"):
+            self.dfa = CfgAutomaton(self.grammar, pool=pool, max_states=self.max_states)
+        self.dfa.timeout_s = self.mask_timeout_s  # forced-token queries read it
         self.pool = self.dfa.pool
         self.trie = trie_for(vocab)
         self.eos_ids = tuple(vocab.eos_ids)
@@ -91,6 +99,10 @@ class CompiledCfg(AutomatonQueries):
     def matcher(self) -> CfgMatcher:
         return CfgMatcher(self)
 
+    def next_state(self, state: int, token_id: int) -> int:
+        with self.pool.bound.limit(self.mask_timeout_s, "accepting a token"):
+            return super().next_state(state, token_id)
+
     def mask(self, state: int) -> np.ndarray:
         """The allowed-token bitmask of a configuration: uint32 [words]. Do not modify."""
         with self._lock:
@@ -98,7 +110,8 @@ class CompiledCfg(AutomatonQueries):
             if m is not None:
                 self._masks.move_to_end(state)
                 return m
-        m = self._compute_mask(state)
+        with self.pool.bound.limit(self.mask_timeout_s, "computing a token mask"):
+            m = self._compute_mask(state)
         with self._lock:
             self._masks[state] = m
             while len(self._masks) > self._max_masks:
@@ -129,6 +142,7 @@ class CompiledCfg(AutomatonQueries):
         jobs[0] = (0, state, 0, lex >= 0)  # the whole trie from state
         k, whole = 1, True
         while k:
+            self.pool.bound.check()  # one clock read per round: a slow first visit fails its request
             k = _walk(
                 trie.node_byte, trie.node_depth, trie.node_end, trie.tok_start, trie.tok_end, trie.token_ids,
                 dfa.class_map, dfa.trans, dfa.internal, dfa.exit_bytes, self._desc, known is not None, skipcap, hi,

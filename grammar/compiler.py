@@ -99,7 +99,8 @@ class GrammarCompiler:
         return dict(encode=self.encode, max_states=self.max_states, mask_cache_bytes=self.mask_cache_bytes)
 
     def _cached_grammar(self, key: tuple, build: Callable[[], CfgGrammar]):
-        return self._lookup(key, lambda: compile_cfg(self.vocabulary, build(), key=key, **self._options()))
+        opts = dict(self._options(), mask_timeout_s=self.mask_timeout_s)
+        return self._lookup(key, lambda: compile_cfg(self.vocabulary, build(), key=key, **opts))
 
     def _cached(self, key: tuple, build: Callable[[], Node]) -> CompiledGrammar:
         opts = dict(self._options(), mask_timeout_s=self.mask_timeout_s)

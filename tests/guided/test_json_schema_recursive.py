@@ -306,3 +306,28 @@ def test_masks_match_brute_force(schema):
             pick = int(rng.choice(choices))
             assert m.accept_token(pick)
             text += TOKENS[pick].decode()
+
+
+def test_context_free_work_is_bounded_by_mask_timeout(vocab_builtin):
+    """The eager terminal checks and the lazy masks of a context-free grammar honour ``mask_timeout_s``."""
+    from guided.errors import LimitError
+    from guided.grammar.cfg_matcher import CompiledCfg
+    from guided.grammar.compiler import GrammarCompiler
+    from guided.json_schema import compile_json_schema
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "allOf": [{"pattern": "^[a-c]+$"}, {"pattern": "c$"}]},
+            "kids": {"type": "array", "items": {"$ref": "#"}},
+        },
+    }
+    bitmask = np.zeros((1, vocab_builtin.bitmask_words), dtype=np.int32)
+    with pytest.raises(LimitError, match="mask_timeout_s"):  # at compile (terminals) or at the first mask
+        compile_json_schema(GrammarCompiler(vocab_builtin, mask_timeout_s=1e-9), schema).matcher().fill_bitmask(
+            bitmask, 0
+        )
+    compiled = compile_json_schema(GrammarCompiler(vocab_builtin, mask_timeout_s=None), schema)
+    assert isinstance(compiled, CompiledCfg) and compiled.mask_timeout_s is None
+    compiled.matcher().fill_bitmask(bitmask, 0)
+    assert bitmask.any()
