@@ -13,7 +13,6 @@ cares which kind a constraint is. ``compile_cfg`` sends grammars without recursi
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 
 import numba
@@ -23,11 +22,9 @@ from .cfg_ir import CfgGrammar
 from .compiled import AutomatonQueries, CompiledGrammar
 from .earley import LEX, UNKNOWN, CfgAutomaton
 from .expr_pool import ExprPool
-from .forced import ForcedTokenizer
 from .gbnf_frontend import parse_gbnf
 from .lark_frontend import parse_lark
 from .matcher import Matcher
-from .token_trie import trie_for
 from .vocab import Vocabulary
 
 __all__ = ["CompiledCfg", "CfgMatcher", "compile_cfg", "compile_lark", "compile_gbnf"]
@@ -48,49 +45,14 @@ class CompiledCfg(AutomatonQueries):
     """A context-free grammar's automaton over a vocabulary; create with ``compile_cfg``, use via ``matcher()``."""
 
     _SOURCE = "grammar"
-    _OPTIONS = ("mask_timeout_s",)
-
-    def __init__(
-        self,
-        vocabulary: Vocabulary,
-        grammar: CfgGrammar,
-        key: object = None,
-        encode: Encode | None = None,
-        max_states: int = 500_000,
-        mask_cache_bytes: int = 256 << 20,
-        mask_timeout_s: float | None = 5.0,
-    ):
-        self.vocabulary = vocabulary
-        self.grammar = grammar
-        self.key = key
-        self.encode = encode
-        self.max_states = max_states
-        self.mask_cache_bytes = mask_cache_bytes
-        self.mask_timeout_s = mask_timeout_s  # bounds one mask / transition / forced query (LimitError)
-        self._build()
-
     def _build(self) -> None:
-        vocab = self.vocabulary
         pool = ExprPool()
         # the terminals' emptiness checks run here, eagerly: bounded like the lazy work they replace
         with pool.bound.limit(self.mask_timeout_s, "compiling the grammar's terminals"):
             self.dfa = CfgAutomaton(self.grammar, pool=pool, max_states=self.max_states)
         self.dfa.timeout_s = self.mask_timeout_s  # forced-token queries read it
-        self.pool = self.dfa.pool
-        self.trie = trie_for(vocab)
-        self.eos_ids = tuple(vocab.eos_ids)
-        self._eos_set = frozenset(vocab.eos_ids)
-        self._special = vocab.special
-        self._tokens = vocab.tokens
-        self._words = vocab.bitmask_words
-        self._eos_mask = np.zeros(self._words, dtype=np.uint32)
-        for i in self.eos_ids:
-            self._eos_mask[i >> 5] |= np.uint32(1 << (i & 31))
-        self._masks: OrderedDict[int, np.ndarray] = OrderedDict()  # configuration -> uint32 [words]
-        self._max_masks = max(4, self.mask_cache_bytes // (4 * self._words))
-        self._lock = threading.Lock()
-        self.forced = ForcedTokenizer(self, self.encode)
-        self._stack_len = self.trie.max_token_len + 2
+        self.pool = pool
+        self._build_vocabulary_side()
         self._desc = _desc_for(self.trie)
         self._inside: dict[int, np.ndarray] = {}  # lexer state -> tokens that stay inside its lexeme
         self._slice_keys: dict[int, tuple | None] = {}  # configuration -> slice_of

@@ -20,7 +20,6 @@ import numpy as np
 from .expr_pool import ExprPool
 from .forced import ForcedTokenizer
 from .lazy_dfa import LazyDFA
-from .regex_ast import Node
 from .token_trie import trie_for
 
 if TYPE_CHECKING:
@@ -38,18 +37,47 @@ class AutomatonQueries:
     attribute holding the constraint's source) and define ``_build``."""
 
     _SOURCE = "node"
-    _OPTIONS: tuple[str, ...] = ()  # further constructor options a subclass pickles
+
+    def __init__(
+        self,
+        vocabulary: Vocabulary,
+        source,
+        key: object = None,
+        encode: Encode | None = None,
+        max_states: int = 500_000,
+        mask_cache_bytes: int = 256 << 20,
+        mask_timeout_s: float | None = 5.0,
+    ):
+        self.vocabulary = vocabulary
+        setattr(self, self._SOURCE, source)
+        self.key = key
+        self.encode = encode
+        self.max_states = max_states
+        self.mask_cache_bytes = mask_cache_bytes
+        self.mask_timeout_s = mask_timeout_s  # bounds one mask / transition / forced query (LimitError)
+        self._build()
 
     def __getstate__(self):
-        fields = (
-            "vocabulary",
-            self._SOURCE,
-            "key",
-            "encode",
-            "max_states",
-            "mask_cache_bytes",
-        ) + self._OPTIONS
+        fields = ("vocabulary", self._SOURCE, "key", "encode", "max_states", "mask_cache_bytes", "mask_timeout_s")
         return {k: getattr(self, k) for k in fields}
+
+    def _build_vocabulary_side(self) -> None:
+        """What depends on the vocabulary alone: trie, EOS mask, token bytes, the mask LRU, forced tokens."""
+        vocab = self.vocabulary
+        self.trie = trie_for(vocab)
+        self.eos_ids = tuple(vocab.eos_ids)
+        self._eos_set = frozenset(vocab.eos_ids)
+        self._special = vocab.special
+        self._tokens = vocab.tokens
+        self._words = vocab.bitmask_words
+        self._eos_mask = np.zeros(self._words, dtype=np.uint32)
+        for i in self.eos_ids:
+            self._eos_mask[i >> 5] |= np.uint32(1 << (i & 31))
+        self._masks: OrderedDict[int, np.ndarray] = OrderedDict()  # mask key -> uint32 [words]
+        self._max_masks = max(4, self.mask_cache_bytes // (4 * self._words))
+        self._lock = threading.Lock()
+        self.forced = ForcedTokenizer(self, self.encode)
+        self._stack_len = self.trie.max_token_len + 2
 
     def __setstate__(self, state):
         self.__dict__.update(state)
@@ -78,50 +106,12 @@ class CompiledGrammar(AutomatonQueries):
     instead of stalling the batch). None: unbounded.
     """
 
-    _OPTIONS = ("mask_timeout_s",)
-    mask_timeout_s: float | None = 5.0
-
-    def __init__(
-        self,
-        vocabulary: Vocabulary,
-        node: Node,
-        key: object = None,
-        encode: Encode | None = None,
-        max_states: int = 500_000,
-        mask_cache_bytes: int = 256 << 20,
-        mask_timeout_s: float | None = 5.0,
-    ):
-        self.vocabulary = vocabulary
-        self.node = node
-        self.key = key
-        self.encode = encode
-        self.max_states = max_states
-        self.mask_cache_bytes = mask_cache_bytes
-        self.mask_timeout_s = mask_timeout_s
-        self._build()
-
     def _build(self) -> None:
-        vocab = self.vocabulary
         self.pool = ExprPool()
         root = self.pool.intern(self.node)
         self.dfa = LazyDFA(self.pool, root, self.max_states, self.mask_timeout_s)
-        self.trie = trie_for(vocab)
-        self.eos_ids = tuple(vocab.eos_ids)
-        self._eos_set = frozenset(vocab.eos_ids)
-        self._special = vocab.special
-        self._tokens = vocab.tokens
-        self._words = vocab.bitmask_words
-        self._eos_mask = np.zeros(self._words, dtype=np.uint32)
-        for i in self.eos_ids:
-            self._eos_mask[i >> 5] |= np.uint32(1 << (i & 31))
-        self._masks: OrderedDict[int, np.ndarray] = OrderedDict()  # mask-key state -> uint32 [words]
-        self._max_masks = max(4, self.mask_cache_bytes // (4 * self._words))
+        self._build_vocabulary_side()
         self._mask_key: dict[int, int] = {}  # state -> state of its clamped expression
-        self._lock = threading.Lock()
-        self.forced = ForcedTokenizer(self, self.encode)
-        self._stack_len = self.trie.max_token_len + 2
-
-    # ------------------------------------------------------------------ pickling
 
     # ------------------------------------------------------------------ queries
     def matcher(self) -> Matcher:
