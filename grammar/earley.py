@@ -32,6 +32,7 @@ from guided.errors import GrammarError, LimitError
 from .cfg_ir import CfgGrammar
 from .expr_pool import EMPTY_ID, EPS_ID, ExprPool, byte_classes
 from .regex_ends import ALL_BYTES, last_bytes
+from .state_table import StateTable
 
 __all__ = ["CfgAutomaton", "CfgState", "DEAD", "UNKNOWN"]
 
@@ -60,7 +61,7 @@ class _Set:
         self.lex_start = lex_start  # lexer state over the terminals this set expects (+ ignored), or -1
 
 
-class CfgAutomaton:
+class CfgAutomaton(StateTable):
     """Lazily built DFA over Earley configurations; state 0 is the start, DEAD (-1) a dead end."""
 
     def __init__(self, grammar: CfgGrammar, pool: ExprPool | None = None, max_states: int = 500_000):
@@ -446,25 +447,6 @@ class CfgAutomaton:
             if s < 0:
                 return DEAD
         return int(s)
-
-    def is_accepting(self, s: int) -> bool:
-        return bool(self.accepting[s])
-
-    def is_final(self, s: int) -> bool:
-        """Accepting with no way to continue: only EOS may follow."""
-        self.materialize(s)
-        return bool(self.accepting[s]) and bool((self.trans[s] < 0).all())
-
-    def single_byte(self, s: int) -> int:
-        """The only byte that can follow s (s not accepting), or -1 when there are none or several."""
-        if self.accepting[s]:
-            return -1
-        self.materialize(s)
-        live = np.flatnonzero(self.trans[s] >= 0)
-        if len(live) != 1:
-            return -1
-        members = np.flatnonzero(self.class_map == live[0])
-        return int(members[0]) if len(members) == 1 else -1
 
     def allowed_bytes(self, s: int) -> np.ndarray:
         """bool [256]: the bytes that may follow configuration s."""

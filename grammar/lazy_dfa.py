@@ -17,6 +17,7 @@ from guided.errors import GrammarError, LimitError
 
 from .deriv_classes import DerivClasses
 from .expr_pool import EMPTY_ID, ExprPool, byte_classes
+from .state_table import StateTable
 
 __all__ = ["LazyDFA", "DEAD"]
 
@@ -24,7 +25,7 @@ DEAD = -1
 UNKNOWN = -2  # a transition not computed yet (rows may be partly filled by single steps)
 
 
-class LazyDFA:
+class LazyDFA(StateTable):
     """Byte DFA over byte equivalence classes; state 0 is the start."""
 
     def __init__(self, pool: ExprPool, root: int, max_states: int = 500_000, timeout_s: float | None = None):
@@ -146,21 +147,3 @@ class LazyDFA:
                 return DEAD
         return s
 
-    def is_accepting(self, s: int) -> bool:
-        return bool(self.accepting[s])
-
-    def is_final(self, s: int) -> bool:
-        """Accepting with no way to continue: only EOS may follow."""
-        self.materialize(s)
-        return bool(self.accepting[s]) and bool((self.trans[s] < 0).all())
-
-    def single_byte(self, s: int) -> int:
-        """The only byte that can follow s (s not accepting), or -1 when there are none or several."""
-        if self.accepting[s]:
-            return -1
-        self.materialize(s)
-        live = np.flatnonzero(self.trans[s] >= 0)
-        if len(live) != 1:
-            return -1
-        members = np.flatnonzero(self.class_map == live[0])
-        return int(members[0]) if len(members) == 1 else -1

@@ -1,0 +1,33 @@
+"""StateTable: queries shared by the lazily built byte automata (``LazyDFA``, ``CfgAutomaton``).
+
+Both keep ``trans`` (int32 [states, byte classes], negative = dead or not computed yet),
+``class_map`` (uint8 [256]: byte -> class), ``accepting`` (bool [states]) and ``materialize(s)``,
+which computes every transition of state s.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["StateTable"]
+
+
+class StateTable:
+    def is_accepting(self, s: int) -> bool:
+        return bool(self.accepting[s])
+
+    def is_final(self, s: int) -> bool:
+        """Accepting with no way to continue: only EOS may follow."""
+        self.materialize(s)
+        return bool(self.accepting[s]) and bool((self.trans[s] < 0).all())
+
+    def single_byte(self, s: int) -> int:
+        """The only byte that can follow s (s not accepting), or -1 when there are none or several."""
+        if self.accepting[s]:
+            return -1
+        self.materialize(s)
+        live = np.flatnonzero(self.trans[s] >= 0)
+        if len(live) != 1:
+            return -1
+        members = np.flatnonzero(self.class_map == live[0])
+        return int(members[0]) if len(members) == 1 else -1
