@@ -19,6 +19,8 @@ import heapq
 
 from guided.errors import LimitError
 
+from .deriv_classes import DerivClasses
+
 __all__ = ["Emptiness", "min_length"]
 
 # the ExprPool kinds (kept equal to expr_pool's numbering; imported lazily there to avoid a cycle)
@@ -53,6 +55,8 @@ class Emptiness:
         self.budget = budget
         self.memo: dict[int, bool] = {}
         self._searching: set[int] = set()  # intersections/complements being searched right now
+        self._classes = DerivClasses(pool)
+        self._reps: tuple = (None, 0)  # (the pool's reps list, its bytes as a 256-bit set)
 
     def is_live(self, e: int, budget: int | None = None) -> bool:
         if budget is not None and budget != self.budget:
@@ -81,7 +85,7 @@ class Emptiness:
             return r
         k, a = pool.kind[e], pool.args[e]
         if k == K_CAT:
-            r = self._all(self._chain(e))
+            r = self._cat_live(e)
         elif k == K_OR:  # a branch without intersection/complement is live: no search needed
             r = True if not all(pool.has_bool[x] for x in a) else self._any(a)
         elif k == K_REP:
@@ -96,25 +100,46 @@ class Emptiness:
             self.memo[e] = r
         return r
 
-    def _chain(self, e: int) -> list[int]:
-        """The parts of a right-nested concatenation that contain intersections/complements."""
-        pool, parts = self.pool, []
-        while pool.kind[e] == K_CAT:
+    def _cat_live(self, e: int) -> bool | None:
+        """live(e) for a right-nested concatenation: every part with intersections/complements live.
+
+        The walk down the chain stops at a tail whose answer is known (memoised, or without
+        intersection/complement), and the answer is memoised for every concatenation walked: the
+        states of a lazy DFA are mostly ``d(x) rest`` with one long ``rest`` (the remainder of a JSON
+        document, say) shared by all of them, which is then walked once, not once per state. Parts
+        are decided in order, stopping at the first empty one.
+        """
+        pool, memo = self.pool, self.memo
+        cats: list[int] = []  # the concatenations walked, outermost first
+        parts: list[tuple[int, int]] = []  # (index in cats, a part to decide)
+        end: bool | None = True
+        while True:
+            cats.append(e)
             x, e = pool.args[e]
             if pool.has_bool[x]:
-                parts.append(x)
-        if pool.has_bool[e]:
-            parts.append(e)
-        return parts
-
-    def _all(self, items) -> bool | None:
+                parts.append((len(cats) - 1, x))
+            if not pool.has_bool[e] or pool.nullable[e]:
+                break
+            if e in memo:
+                end = memo[e]
+                break
+            if pool.kind[e] != K_CAT:
+                parts.append((len(cats) - 1, e))
+                break
+        if end is False:
+            return self._memo_all(cats, False)
         unknown = False
-        for x in items:
+        for i, x in parts:
             r = self.live(x)
             if r is False:
-                return False
+                return self._memo_all(cats[: i + 1], False)  # the concatenations that contain x
             unknown |= r is None
-        return None if unknown else True
+        return None if unknown else self._memo_all(cats, True)
+
+    def _memo_all(self, cats: list[int], r: bool) -> bool:
+        for c in cats:
+            self.memo[c] = r
+        return r
 
     def _any(self, items) -> bool | None:
         unknown = False
@@ -139,8 +164,7 @@ class Emptiness:
             while heap:
                 h, _, x, todo, i = heapq.heappop(heap)
                 if todo is None:
-                    first = pool.first[x]
-                    todo = [b for b in pool.first_bytes(x) if (first >> b) & 1]
+                    todo = self._bytes_to_try(x)
                 for k in range(i, len(todo)):
                     y = pool.deriv(x, todo[k])
                     if y == 0 or y in parent:
@@ -161,6 +185,22 @@ class Emptiness:
         for x in parent:
             self.memo[x] = False
         return False
+
+    def _bytes_to_try(self, x: int) -> list[int]:
+        """One byte per class of bytes that give x distinct derivatives, among the bytes x can start
+        with: each class of ``DerivClasses.partition`` (bytes with the same head sets), represented
+        by its lowest byte. Deriving one byte per global byte class instead would compute the same
+        derivative many times over (a string body's dozens of classes, say, share one)."""
+        pool = self.pool
+        reps = pool.first_bytes(x)
+        if self._reps[0] is not reps:
+            self._reps = (reps, sum(1 << b for b in reps))
+        within = pool.first[x] & self._reps[1]
+        try:
+            groups = self._classes.partition(x, within)
+        except RecursionError:  # very deep nesting: every byte on its own
+            return [b for b in reps if (within >> b) & 1]
+        return sorted((g & -g).bit_length() - 1 for g in groups)
 
     def _check(self, n: int) -> None:
         if n > self.budget:

@@ -5,11 +5,20 @@ derivatives become the transition -1, so walking the DFA never enters a dead end
 transitions, one per byte class, is computed the first time anything asks for it; the numba trie
 walk reads ``trans``/``computed`` directly and returns to Python when it meets an unmaterialised
 row. Growth reallocates the arrays, so readers must re-fetch them after ``materialize``.
+
+Lazy work is bounded twice when ``timeout_s`` is set: each step (a row, a token's walk, the start
+state's emptiness check) by ``timeout_s``, and all of an automaton's lazy work together by
+``WORK_FACTOR * timeout_s``. A constraint whose product of counters and patterns yields a new state
+at every step (``pattern`` with ``maxLength`` 5000, say) would otherwise keep every mask under the
+step bound and still never finish a long output; past the total bound every further lazy step
+raises ``LimitError`` naming the bound.
 """
 
 from __future__ import annotations
 
 import threading
+import time
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -23,6 +32,7 @@ __all__ = ["LazyDFA", "DEAD"]
 
 DEAD = -1
 UNKNOWN = -2  # a transition not computed yet (rows may be partly filled by single steps)
+WORK_FACTOR = 4  # all lazy work of one automaton: at most this many step bounds (timeout_s)
 
 
 class LazyDFA(StateTable):
@@ -32,6 +42,7 @@ class LazyDFA(StateTable):
         self.pool = pool
         self.max_states = max_states
         self.timeout_s = timeout_s  # bound of one lazy step (a row, a token's walk): LimitError past it
+        self.work_s = 0.0  # seconds of lazy work done so far
         cls, reps = byte_classes(pool.byte_masks(root))
         self.class_map = np.asarray(cls, dtype=np.int32)  # [256] byte -> class
         self.reps = reps  # one byte per class
@@ -40,6 +51,7 @@ class LazyDFA(StateTable):
         self._rep_bits = sum(1 << b for b in reps)
         self._class_of_rep = {b: c for c, b in enumerate(reps)}
         self._classes = DerivClasses(pool)
+        self._classes_of_group: dict[int, list[int]] = {}
         self.lock = threading.RLock()
         self.exprs: list[int] = []
         self._state_of: dict[int, int] = {}
@@ -47,13 +59,20 @@ class LazyDFA(StateTable):
         self.trans = np.full((cap, self.n_classes), UNKNOWN, dtype=np.int32)  # [states, classes]
         self.computed = np.zeros(cap, dtype=np.uint8)
         self.accepting = np.zeros(cap, dtype=np.uint8)
-        if not pool.is_live(root):
+        with pool.bound.limit(timeout_s, "deciding whether the constraint matches any string"):
+            live = pool.is_live(root)
+        if not live:
             raise GrammarError("the constraint matches no string at all (its language is empty)")
         self.state_of(root)
 
     @property
     def n_states(self) -> int:
         return len(self.exprs)
+
+    @property
+    def max_work_s(self) -> float | None:
+        """The bound of all lazy work together (None: unbounded), from the step bound."""
+        return None if self.timeout_s is None else WORK_FACTOR * self.timeout_s
 
     def state_of(self, e: int) -> int:
         """The state id of a live expression, or DEAD."""
@@ -90,35 +109,66 @@ class LazyDFA(StateTable):
         with self.lock, self.pool.bound.limit(self.timeout_s, "computing an automaton state"):
             if self.computed[s]:
                 return
-            e = self.exprs[s]
-            row = self.trans[s].copy()
-            first = self.pool.first[e] & self._rep_bits  # only classes the expression can start with
-            try:
-                groups = self._classes.partition(e, first)
-            except RecursionError:  # very deep nesting: one derivative per class
-                groups = [1 << b for b in self.reps if (first >> b) & 1]
-            for group in groups:  # bytes of one group share their derivative: derive once
-                cs = []
-                while group:
-                    low = group & -group
-                    group ^= low
-                    cs.append(self._class_of_rep[low.bit_length() - 1])
-                known = row[cs]
-                t = int(known.max())  # a transition a single step computed already, else UNKNOWN
-                if t == UNKNOWN:
-                    self.pool.bound.check()
-                    t = self.state_of(self.pool.deriv(e, self.reps[cs[0]]))
-                row[cs] = t
-            row[row == UNKNOWN] = DEAD
-            self.trans[s] = row  # self.trans may have been regrown by state_of: index the new one
-            self.computed[s] = 1
+            with self._timed():
+                self._materialize(s)
+
+    def _materialize(self, s: int) -> None:
+        e = self.exprs[s]
+        row = self.trans[s].tolist()  # a Python list: rows are short, numpy per group costs more
+        fresh = all(t == UNKNOWN for t in row)  # no single step filled part of it
+        first = self.pool.first[e] & self._rep_bits  # only classes the expression can start with
+        try:
+            groups = self._classes.partition(e, first)
+        except RecursionError:  # very deep nesting: one derivative per class
+            groups = [1 << b for b in self.reps if (first >> b) & 1]
+        for group in groups:  # bytes of one group share their derivative: derive once
+            cs = self._class_list(group)
+            # a transition a single step computed already, else UNKNOWN
+            t = UNKNOWN if fresh else max(row[c] for c in cs)
+            if t == UNKNOWN:
+                self.pool.bound.check()
+                t = self.state_of(self.pool.deriv(e, self.reps[cs[0]]))
+            for c in cs:
+                row[c] = t
+        self.trans[s] = [DEAD if t == UNKNOWN else t for t in row]  # trans may have been regrown
+        self.computed[s] = 1
+
+    def _class_list(self, group: int) -> list[int]:
+        """The byte classes of a group of representative bytes (a 256-bit set), memoised: the same
+        groups recur across states."""
+        cs = self._classes_of_group.get(group)
+        if cs is None:
+            cs, rest = [], group
+            while rest:
+                low = rest & -rest
+                rest ^= low
+                cs.append(self._class_of_rep[low.bit_length() - 1])
+            self._classes_of_group[group] = cs
+        return cs
+
+    @contextmanager
+    def _timed(self):
+        """Count the block's time against the automaton's total work bound (LimitError past it)."""
+        bound = self.max_work_s
+        if bound is not None and self.work_s > bound:
+            raise LimitError(
+                f"regex automaton: its lazy construction took over {bound:g} s in total "
+                f"({self.n_states} states; bound: {WORK_FACTOR} x mask_timeout_s); the constraint "
+                "is too large to enforce (e.g. a pattern combined with a large maxLength)"
+            )
+        t0 = time.monotonic()
+        try:
+            yield
+        finally:
+            self.work_s += time.monotonic() - t0
 
     def _single(self, s: int, c: int) -> int:
         """Compute one transition (for walks along one string, e.g. committing a token)."""
         with self.lock, self.pool.bound.limit(self.timeout_s, "computing an automaton transition"):
             t = int(self.trans[s, c])
             if t == UNKNOWN:
-                t = self.state_of(self.pool.deriv(self.exprs[s], self.reps[c]))
+                with self._timed():
+                    t = self.state_of(self.pool.deriv(self.exprs[s], self.reps[c]))
                 self.trans[s, c] = t
             return t
 
@@ -146,4 +196,3 @@ class LazyDFA(StateTable):
             if s < 0:
                 return DEAD
         return s
-

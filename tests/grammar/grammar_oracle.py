@@ -97,3 +97,33 @@ def byte_splits(text: str) -> list[bytes]:
         for k in range(1, len(b)):
             out.extend([b[:k], b[k:]])
     return out
+
+
+def boolean_regexes(extra_leaves=(), max_leaves: int = 7, wide_alts: bool = False):
+    """Hypothesis strategy: small regex ASTs over a few leaves with concatenation, union,
+    intersection, complement and bounded/unbounded repetition (``wide_alts``: also unions of 4-6
+    items, which the pool factors)."""
+    from hypothesis import strategies as st
+
+    from guided.grammar.regex_ast import alt, any_char, chars, complement, intersect, literal, repeat, seq
+
+    leaves = st.sampled_from(
+        [literal("a"), literal("b"), literal("ab"), chars([(0x61, 0x63)]), *extra_leaves, any_char(),
+         literal("é"), repeat(literal("a"))]
+    )  # fmt: skip
+
+    def node(inner):
+        pair = st.tuples(inner, inner)
+        wide = [st.lists(inner, min_size=4, max_size=6).map(lambda xs: alt(*xs))] if wide_alts else []
+        return st.one_of(
+            pair.map(lambda t: seq(*t)),
+            pair.map(lambda t: alt(*t)),
+            *wide,
+            pair.map(lambda t: intersect(*t)),
+            inner.map(complement),
+            st.tuples(inner, st.sampled_from([(0, None), (1, None), (0, 1), (2, 3), (3, 3)])).map(
+                lambda t: repeat(t[0], *t[1])
+            ),
+        )
+
+    return st.recursive(leaves, node, max_leaves=max_leaves)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from grammar_oracle import tiny_vocab
+from grammar_oracle import boolean_regexes, tiny_vocab
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,7 +16,6 @@ from guided.grammar.deriv_classes import DerivClasses
 from guided.grammar.expr_pool import EMPTY_ID, ExprPool
 from guided.grammar.regex_ast import (
     alt,
-    any_char,
     chars,
     complement,
     intersect,
@@ -45,33 +44,7 @@ def live_by_whole_search(pool: ExprPool, e: int) -> bool:
     return False
 
 
-LEAVES = st.sampled_from(
-    [
-        literal("a"),
-        literal("b"),
-        literal("ab"),
-        chars([(0x61, 0x63)]),
-        any_char(),
-        literal("é"),
-        repeat(literal("a")),
-    ]
-)
-
-
-def _node(inner):
-    pair = st.tuples(inner, inner)
-    return st.one_of(
-        pair.map(lambda t: seq(*t)),
-        pair.map(lambda t: alt(*t)),
-        pair.map(lambda t: intersect(*t)),
-        inner.map(complement),
-        st.tuples(inner, st.sampled_from([(0, None), (1, None), (0, 1), (2, 3), (3, 3)])).map(
-            lambda t: repeat(t[0], *t[1])
-        ),
-    )
-
-
-BOOL_REGEX = st.recursive(LEAVES, _node, max_leaves=7)
+BOOL_REGEX = boolean_regexes()
 
 
 @settings(max_examples=300, deadline=None)
