@@ -213,6 +213,11 @@ class GrammarBuilder:
         self.regular: dict[str, Node] = {}
         self._term_of_node: dict[Node, str] = {}
         self._n = 0
+        # to_regex answers by expression identity, each with its expression (kept alive, so its id
+        # stays its own); "not regular" answers only while ``regular`` has not grown since
+        self._regex: dict[int, tuple[Expr, Node]] = {}
+        self._not_regex: dict[int, Expr] = {}
+        self._n_regular = 0
 
     def build(self, ignore: tuple[str, ...] = ()) -> CfgGrammar:
         return CfgGrammar(
@@ -229,15 +234,38 @@ class GrammarBuilder:
 
     # ------------------------------------------------------------------ lowering
     def to_regex(self, e: Expr) -> Node | None:
-        """The regex of a terminal-only expression, or None when it references a non-regular rule."""
+        """The regex of a terminal-only expression, or None when it references a non-regular rule.
+
+        Memoized: ``alternatives`` and ``sequence`` ask again about the items of what they asked
+        about, which without a memo is quadratic in the nesting depth (and rebuilds the regexes).
+        """
         if isinstance(e, Lex):
             return e.node
         if isinstance(e, Ref):
             return self.regular.get(e.name)
+        if len(self.regular) != self._n_regular:  # a rule became regular: "not regular" may be stale
+            self._not_regex.clear()
+            self._n_regular = len(self.regular)
+        hit = self._regex.get(id(e))
+        if hit is not None:
+            return hit[1]
+        if id(e) in self._not_regex:
+            return None
+        node = self._to_regex(e)
+        if node is None:
+            self._not_regex[id(e)] = e
+        else:
+            self._regex[id(e)] = (e, node)
+        return node
+
+    def _to_regex(self, e: Expr) -> Node | None:
         if isinstance(e, (ESeq, EAlt)):
-            parts = [self.to_regex(x) for x in e.items]
-            if any(p is None for p in parts):
-                return None
+            parts = []
+            for x in e.items:
+                part = self.to_regex(x)
+                if part is None:
+                    return None
+                parts.append(part)
             return seq(*parts) if isinstance(e, ESeq) else alt(*parts)
         if isinstance(e, ERepeat):
             inner = self.to_regex(e.item)

@@ -45,8 +45,9 @@ class CompiledCfg(AutomatonQueries):
     """A context-free grammar's automaton over a vocabulary; create with ``compile_cfg``, use via ``matcher()``."""
 
     _SOURCE = "grammar"
+
     def _build(self) -> None:
-        pool = ExprPool()
+        pool = ExprPool.with_common()
         # the terminals' emptiness checks run here, eagerly: bounded like the lazy work they replace
         with pool.bound.limit(self.mask_timeout_s, "compiling the grammar's terminals"):
             self.dfa = CfgAutomaton(self.grammar, pool=pool, max_states=self.max_states)

@@ -58,7 +58,15 @@ class AutomatonQueries:
         self._build()
 
     def __getstate__(self):
-        fields = ("vocabulary", self._SOURCE, "key", "encode", "max_states", "mask_cache_bytes", "mask_timeout_s")
+        fields = (
+            "vocabulary",
+            self._SOURCE,
+            "key",
+            "encode",
+            "max_states",
+            "mask_cache_bytes",
+            "mask_timeout_s",
+        )
         return {k: getattr(self, k) for k in fields}
 
     def _build_vocabulary_side(self) -> None:
@@ -107,7 +115,7 @@ class CompiledGrammar(AutomatonQueries):
     """
 
     def _build(self) -> None:
-        self.pool = ExprPool()
+        self.pool = ExprPool.with_common()
         root = self.pool.intern(self.node)
         self.dfa = LazyDFA(self.pool, root, self.max_states, self.mask_timeout_s)
         self._build_vocabulary_side()

@@ -108,10 +108,7 @@ class CfgAutomaton(StateTable):
         for n, e in zip(self.term_names, self.term_expr, strict=True):
             if not pool.is_live(e) if pool.has_bool[e] else e == EMPTY_ID:
                 raise GrammarError(f"terminal {n!r} matches no string")
-        masks: set[int] = set()
-        for e in self.term_expr:
-            masks |= pool.byte_masks(e)
-        cls, reps = byte_classes(masks)
+        cls, reps = byte_classes(pool.byte_masks(*self.term_expr))
         self.class_map = np.asarray(cls, dtype=np.int32)  # [256] byte -> class
         self.reps = reps
         pool.reps = reps

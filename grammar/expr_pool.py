@@ -14,6 +14,11 @@ UTF-8, see ``intern``), REP (item, min, max or -1 for unbounded).
 
 from __future__ import annotations
 
+import threading
+from functools import lru_cache
+
+import numpy as np
+
 from guided.errors import GrammarError, LimitError
 
 from .emptiness import Emptiness, min_length
@@ -21,12 +26,32 @@ from .regex_ast import Alt, And, ByteSet, Chars, Node, Not, Repeat, Seq, any_str
 from .utf8 import utf8_sequences
 from .work_bound import WorkBound
 
-__all__ = ["ExprPool", "EMPTY_ID", "EPS_ID"]
+__all__ = ["ExprPool", "EMPTY_ID", "EPS_ID", "intern_common"]
 
 EMPTY_ID, EPS_ID = 0, 1
 K_EMPTY, K_EPS, K_BYTES, K_CAT, K_OR, K_AND, K_NOT, K_REP = range(8)
 INF = -1
 ALL_BYTES = (1 << 256) - 1
+
+
+_common: ExprPool | None = None  # what ExprPool.with_common copies; replaced, never modified
+_common_lock = threading.Lock()
+
+
+def intern_common(nodes) -> None:
+    """Add AST nodes to the expressions every ``ExprPool.with_common()`` pool starts with.
+
+    For languages nearly every grammar of a front end contains (JSON strings, numbers, whitespace
+    around punctuation): a compile then copies their expressions (same ids, found by structural
+    equality in ``intern``) instead of building them again. The languages are unchanged; only which
+    ids the expressions get. Thread-safe: the shared pool is replaced by an extended copy.
+    """
+    global _common
+    with _common_lock:
+        pool = ExprPool() if _common is None else _common.fork()
+        for node in nodes:
+            pool.intern(node)
+        _common = pool
 
 
 class ExprPool:
@@ -44,6 +69,8 @@ class ExprPool:
         self.char_class: dict[int, tuple] = {}  # ids that match exactly one character -> class key
         self._or_index: dict[int, list] = {}  # big unions: byte -> children that can start with it
         self._ids: dict = {}
+        self._interned: dict[Node, int] = {}  # AST node (structural equality) -> its expression
+        self._wide: dict[tuple, int] = {}  # codepoint ranges >= 0x80 -> their UTF-8 expression
         self._deriv: dict[tuple[int, int], int] = {}
         self.emptiness = Emptiness(self)
         self.bound = WorkBound()  # deadline of the lazy work in progress (masks, accepts)
@@ -54,6 +81,24 @@ class ExprPool:
 
     def __len__(self) -> int:
         return len(self.kind)
+
+    @classmethod
+    def with_common(cls) -> ExprPool:
+        """A new pool that starts with the process's common expressions (see ``intern_common``)."""
+        common = _common
+        return cls() if common is None else common.fork()
+
+    def fork(self) -> ExprPool:
+        """A new pool holding this pool's expressions under the same ids, with its interning memos
+        but none of the caches of lazy work (derivatives, emptiness, classes)."""
+        new = ExprPool(self.max_exprs)
+        for name in ("kind", "args", "nullable", "has_bool", "first", "counter", "min_len"):
+            setattr(new, name, list(getattr(self, name)))
+        new.char_class = dict(self.char_class)
+        new._ids = dict(self._ids)
+        new._interned = dict(self._interned)
+        new._wide = dict(self._wide)
+        return new
 
     def _make(self, kind: int, args, nullable: bool, has_bool: bool) -> int:
         key = (kind, args)
@@ -384,11 +429,11 @@ class ExprPool:
             cache[e] = r
         return r
 
-    def byte_masks(self, e: int) -> set[int]:
-        """All byte sets occurring in e."""
+    def byte_masks(self, *roots: int) -> set[int]:
+        """All byte sets occurring in the expressions (one walk: shared sub-expressions once)."""
         out: set[int] = set()
         seen: set[int] = set()
-        stack = [e]
+        stack = list(roots)
         while stack:
             x = stack.pop()
             if x in seen:
@@ -407,69 +452,98 @@ class ExprPool:
 
     # ------------------------------------------------------------------ from the AST
     def intern(self, node: Node) -> int:
-        """The expression of an AST node, over bytes (UTF-8 for Chars; Not within valid UTF-8)."""
-        memo: dict[int, tuple[Node, int]] = {}  # by identity; the node is kept in the value so its
-        # id cannot be reused meanwhile
-        utf8_any = None
+        """The expression of an AST node, over bytes (UTF-8 for Chars; Not within valid UTF-8).
 
-        def val(n: Node) -> int:
-            return memo[id(n)][1]
-
-        # Post-order with an explicit stack: children left to right, each shared subtree once; the
-        # AST's nesting depth costs no Python stack.
+        Memoized for the pool's lifetime by structural equality (nodes are hashable with a cached
+        hash): the terminals of a grammar share most of their subtrees (JSON strings, numbers, the
+        schema-free value), often as equal copies rather than the same objects, and each is
+        interned once.
+        """
+        memo = self._interned
+        r = memo.get(node)
+        if r is not None:
+            return r
+        # This call's nodes by identity (the tree keeps them alive), so a node equal to one interned
+        # before is compared structurally once, not at every use. Post-order with an explicit
+        # stack: children left to right, each shared subtree once; the AST's nesting depth costs no
+        # Python stack.
+        done: dict[int, int] = {}
         stack: list[tuple[Node, bool]] = [(node, False)]
         while stack:
             n, expanded = stack.pop()
-            if id(n) in memo:
+            if id(n) in done:
                 continue
-            if not expanded:
-                if isinstance(n, (Seq, Alt, And)):
-                    kids = n.items
-                elif isinstance(n, (Repeat, Not)):
-                    kids = (n.item,)
-                    if isinstance(n, Not) and utf8_any is None:
-                        utf8_any = self.intern(any_string())
-                else:
-                    kids = ()
-                stack.append((n, True))
-                stack.extend((x, False) for x in reversed(kids) if id(x) not in memo)
+            if expanded:
+                r = done[id(n)] = self._intern_one(n, done)
+                memo[n] = r
                 continue
-            if isinstance(n, Chars):
-                r = self._chars(n.ranges)
-            elif isinstance(n, ByteSet):
-                r = self.bytes_(_mask(n.ranges))
-                if r != EMPTY_ID:
-                    self.char_class.setdefault(r, ("bytes", tuple(n.ranges)))
-            elif isinstance(n, Seq):
-                r = self.cat_all([val(x) for x in n.items])
-            elif isinstance(n, Alt):
-                items = [val(x) for x in n.items]
-                r = self.or_factored(items) if len(items) >= 4 else self.or_(items)
-            elif isinstance(n, Repeat):
-                r = self.rep(val(n.item), n.min, INF if n.max is None else n.max)
-            elif isinstance(n, And):
-                r = self.and_([val(x) for x in n.items])
-            elif isinstance(n, Not):
-                r = self.and_([utf8_any, self.not_(val(n.item))])
-            else:
-                raise GrammarError(f"not a regex AST node: {n!r}")
-            memo[id(n)] = (n, r)
-        return val(node)
+            r = memo.get(n)
+            if r is not None:
+                done[id(n)] = r
+                continue
+            stack.append((n, True))
+            if isinstance(n, (Seq, Alt, And)):
+                stack.extend((x, False) for x in reversed(n.items) if id(x) not in done)
+            elif isinstance(n, (Repeat, Not)):
+                stack.append((n.item, False))
+        return done[id(node)]
+
+    def _intern_one(self, n: Node, done: dict[int, int]) -> int:
+        """The expression of one node whose children are interned already (``done``, by id)."""
+        if isinstance(n, Chars):
+            return self._chars(n.ranges)
+        if isinstance(n, ByteSet):
+            r = self.bytes_(_mask(n.ranges))
+            if r != EMPTY_ID:
+                self.char_class.setdefault(r, ("bytes", tuple(n.ranges)))
+            return r
+        if isinstance(n, Seq):
+            return self.cat_all([done[id(x)] for x in n.items])
+        if isinstance(n, Alt):
+            items = [done[id(x)] for x in n.items]
+            return self.or_factored(items) if len(items) >= 4 else self.or_(items)
+        if isinstance(n, Repeat):
+            return self.rep(done[id(n.item)], n.min, INF if n.max is None else n.max)
+        if isinstance(n, And):
+            return self.and_([done[id(x)] for x in n.items])
+        if isinstance(n, Not):
+            return self.and_([self.intern(any_string()), self.not_(done[id(n.item)])])
+        raise GrammarError(f"not a regex AST node: {n!r}")
 
     def _chars(self, ranges) -> int:
-        if len(ranges) == 1 and ranges[0][1] < 0x80:
-            lo, hi = ranges[0]
-            r = self.bytes_(((1 << (hi - lo + 1)) - 1) << lo)
-            self.char_class.setdefault(r, ("chars", tuple(ranges)))
-            return r
-        alts = []
-        for lo, hi in ranges:
-            for seq_ in utf8_sequences(lo, hi):
-                alts.append(self.cat_all([self.bytes_(_mask(((a, b),))) for a, b in seq_]))
-        r = self.or_(alts)
+        """One character of the codepoint ranges: a byte set for the ASCII part, or'ed with the
+        UTF-8 sequences of the rest. The rest is memoized per pool (classes like ``[^"\\]`` or a
+        negated key character differ in ASCII only) and its byte sequences per process."""
+        narrow, wide = _split_ascii(ranges)
+        parts = [self.bytes_(narrow)] if narrow else []
+        if wide:
+            w = self._wide.get(wide)
+            if w is None:
+                seqs = _wide_sequences(wide)
+                w = self._wide[wide] = self.or_([self.cat_all([self.bytes_(m) for m in q]) for q in seqs])
+            parts.append(w)
+        r = self.or_(parts) if len(parts) != 1 else parts[0]
         if r != EMPTY_ID:
             self.char_class.setdefault(r, ("chars", tuple(ranges)))
         return r
+
+
+def _split_ascii(ranges) -> tuple[int, tuple]:
+    """(mask of the ASCII codepoints in ranges, the ranges at or above 0x80)."""
+    narrow, wide = 0, []
+    for lo, hi in ranges:
+        if lo < 0x80:
+            top = min(hi, 0x7F)
+            narrow |= ((1 << (top - lo + 1)) - 1) << lo
+        if hi >= 0x80:
+            wide.append((max(lo, 0x80), hi))
+    return narrow, tuple(wide)
+
+
+@lru_cache(maxsize=4096)
+def _wide_sequences(wide: tuple) -> tuple[tuple[int, ...], ...]:
+    """The UTF-8 byte-set sequences (each byte range as a 256-bit mask) of codepoint ranges >= 0x80."""
+    return tuple(tuple(_mask(((a, b),)) for a, b in q) for lo, hi in wide for q in utf8_sequences(lo, hi))
 
 
 def _mask(ranges) -> int:
@@ -481,15 +555,24 @@ def _mask(ranges) -> int:
 
 def byte_classes(masks) -> tuple[list[int], list[int]]:
     """Partition bytes 0..255 by membership in the given sets: (class of each byte, one byte per class)."""
-    sig: dict[tuple, int] = {}
+    sig: dict[bytes, int] = {}
     cls = [0] * 256
     reps: list[int] = []
-    mlist = sorted(masks)
-    for b in range(256):
-        key = tuple((m >> b) & 1 for m in mlist)
+    for b, key in enumerate(_membership_rows(masks)):
         c = sig.get(key)
         if c is None:
             c = sig[key] = len(reps)
             reps.append(b)
         cls[b] = c
     return cls, reps
+
+
+def _membership_rows(masks) -> list[bytes]:
+    """Per byte 0..255, its membership in each set as packed bits (equal rows: equal membership)."""
+    mlist = list(masks)
+    if not mlist:
+        return [b""] * 256
+    raw = np.frombuffer(b"".join(m.to_bytes(32, "little") for m in mlist), dtype=np.uint8)
+    bits = np.unpackbits(raw.reshape(len(mlist), 32), axis=1, bitorder="little")  # [sets, 256]
+    rows = np.packbits(bits.T, axis=1)  # [256, ceil(sets / 8)]
+    return [row.tobytes() for row in rows]

@@ -19,7 +19,7 @@ Output policy
   merged in document order over the schemas that apply at the same place, then names only
   ``required`` lists) or the required-first order, other properties (``patternProperties``,
   ``additionalProperties``) after them, so keys the order fixes are forced. "any" accepts any order
-  of at most ``MAX_PERMUTED`` (4) declared properties at a place (each at most once, required ones
+  of at most ``MAX_PERMUTED`` (6) declared properties at a place (each at most once, required ones
   present; the automaton's state is the set of names seen, ``n * 2**(n-1)`` member edges), other
   properties anywhere; past that bound, the declared order or the required names first and then
   the rest in any order (in declared order past the bound), other properties before or after them;
@@ -55,16 +55,19 @@ Output policy
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import replace
 from typing import Any
 
 from guided.errors import LimitError, SchemaError
 from guided.grammar.cfg_ir import CfgGrammar
+from guided.grammar.expr_pool import intern_common
 from guided.grammar.regex_ast import EMPTY, Node
+from guided.json_strings import ANY_STRING_BODY, json_string
 from guided.limits import check_schema
 from guided.schema_any import ANY
-from guided.schema_cfg import SchemaCfg, has_hole
+from guided.schema_cfg import SchemaCfg, has_hole, hole_memo
 from guided.schema_lowering import SchemaLowering
 from guided.schema_meet import meet_one
 from guided.schema_options import SchemaOptions
@@ -126,17 +129,22 @@ def json_schema_to_grammar(schema: Any, *, registry: dict | None = None, **optio
     check_shapes(schema)  # malformed keywords: SchemaError naming the keyword and JSON pointer
     lowering = SchemaLowering(schema, opts, registry)
     try:
-        node = lowering.lower_root()
-        if node == EMPTY:
-            raise SchemaError("the schema accepts no instance")
-        if not has_hole(node):
-            return node
-        if ANY not in lowering.rules:
-            lowering.rules[ANY] = lowering.anys.body()
-        seconds = lowering.deadline - time.monotonic()
-        return SchemaCfg(lowering.rules, lambda m: meet_one(lowering, m, None, None), seconds).grammar(node)
+        with hole_memo():  # one has_hole memo for the whole lowering (see has_hole)
+            return _lower(lowering)
     except RecursionError:
         raise LimitError("the schema nests too deeply to compile (recursion limit)") from None
+
+
+def _lower(lowering: SchemaLowering) -> Node | CfgGrammar:
+    node = lowering.lower_root()
+    if node == EMPTY:
+        raise SchemaError("the schema accepts no instance")
+    if not has_hole(node):
+        return node
+    if ANY not in lowering.rules:
+        lowering.rules[ANY] = lowering.anys.body()
+    seconds = lowering.deadline - time.monotonic()
+    return SchemaCfg(lowering.rules, lambda m: meet_one(lowering, m, None, None), seconds).grammar(node)
 
 
 def json_schema_to_node(schema: Any, *, registry: dict | None = None, **options) -> Node:
@@ -171,9 +179,25 @@ def cache_key(schema: Any, options: SchemaOptions, registry: dict | None = None)
 def compile_json_schema(compiler, schema: Any, *, registry: dict | None = None, **options):
     """Compile a JSON Schema with a ``GrammarCompiler``, cached per (schema, options, registry): a
     regular engine ``CompiledGrammar`` or a context-free ``CompiledCfg`` (same Matcher API)."""
+    _intern_common_lexemes()
     opts = SchemaOptions(**options)
     lang = json_schema_to_grammar(schema, registry=registry, options=opts)
     key = ("json-schema", cache_key(schema, opts, registry))
     if isinstance(lang, CfgGrammar):
         return compiler.compile_cfg(lang, key=key)
     return compiler.compile_ast(lang, key=key)
+
+
+_common_done = threading.Event()
+
+
+def _intern_common_lexemes() -> None:
+    """Once per process: intern the lexemes of a schema-free value (strings, numbers, literals,
+    punctuation with the default whitespace) as common expressions (``intern_common``). Nearly every
+    schema's grammar contains them, so each compile copies them instead of building them again."""
+    if _common_done.is_set():
+        return
+    free = json_schema_to_grammar({})
+    nodes = [t.node for t in free.terminals.values()] if isinstance(free, CfgGrammar) else [free]
+    intern_common([ANY_STRING_BODY, json_string(), *nodes])
+    _common_done.set()

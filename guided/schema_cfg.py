@@ -13,19 +13,23 @@ lowering) before conversion.
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from guided.errors import CompileTimeoutError, GrammarError, LimitError, SchemaError
 from guided.grammar.cfg_ir import CfgGrammar, EAlt, ERepeat, ESeq, Expr, GrammarBuilder, Lex, Ref, Rule
 from guided.grammar.expr_pool import ExprPool
-from guided.grammar.regex_ast import EMPTY, Alt, And, Node, Not, Repeat, Seq, alt, repeat, seq
+from guided.grammar.regex_ast import EMPTY, Alt, And, ByteSet, Chars, Node, Not, Repeat, Seq, alt, repeat, seq
 
-__all__ = ["Hole", "SchemaCfg", "has_hole", "fill_holes", "map_meets", "START"]
+__all__ = ["Hole", "SchemaCfg", "has_hole", "hole_memo", "hole_names", "fill_holes", "map_meets", "START"]
 
 START = "root"
 _EMPTINESS_BUDGET = 20_000
+_scope = threading.local()  # the has_hole memo of the hole_memo() scope in progress, per thread
+_LEAVES = frozenset((Chars, ByteSet))  # hole-free by construction
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -44,34 +48,101 @@ class Hole(Node):
 
 
 def has_hole(node: Node, memo: dict[int, bool] | None = None) -> bool:
-    """Whether a hole occurs in the node (memoized per node object: ASTs are DAGs)."""
-    memo = {} if memo is None else memo
-    key = id(node)
-    hit = memo.get(key)
-    if hit is not None:
-        return hit
-    if isinstance(node, Hole):
+    """Whether a hole occurs in the node (memoized per node object: ASTs are DAGs).
+
+    Without ``memo``, inside ``hole_memo()`` the answers are shared by every call of the scope: the
+    lowering asks about each new parent, whose children were asked about before, and a memo per call
+    made that quadratic in the depth of the schema.
+    """
+    if memo is None:
+        memo = _memo_for(node)
+    hit = memo.get(id(node))
+    return hit if hit is not None else _has_hole(node, memo)
+
+
+def _has_hole(node: Node, memo: dict[int, bool]) -> bool:
+    """has_hole for a node not in memo: children looked up in memo inline (most are there, or are
+    character leaves), so a call costs about one per new node."""
+    if node.__class__ is Hole:
         out = True
     elif isinstance(node, (Seq, Alt, And)):
-        out = any(has_hole(x, memo) for x in node.items)
+        out = False
+        for x in node.items:
+            if x.__class__ in _LEAVES:
+                continue
+            h = memo.get(id(x))
+            if h if h is not None else _has_hole(x, memo):
+                out = True
+                break
     elif isinstance(node, (Repeat, Not)):
-        out = has_hole(node.item, memo)
+        x = node.item
+        h = memo.get(id(x))
+        out = h if h is not None else _has_hole(x, memo)
     else:
         out = False
-    memo[key] = out
+    memo[id(node)] = out
     return out
 
 
+@contextmanager
+def hole_memo() -> Iterator[None]:
+    """Share ``has_hole`` answers among all calls in this thread until the scope ends (nested scopes
+    join the outer one). Nodes asked about stay alive until then, so their ids stay theirs."""
+    if getattr(_scope, "memo", None) is not None:
+        yield
+        return
+    _scope.memo, _scope.keep = {}, []
+    try:
+        yield
+    finally:
+        _scope.memo = _scope.keep = None
+
+
+def _memo_for(node: Node) -> dict[int, bool]:
+    """The ``has_hole`` memo for a walk from node: the scope's (node kept alive), else a fresh one."""
+    memo = getattr(_scope, "memo", None)
+    if memo is None:
+        return {}
+    _scope.keep.append(node)
+    return memo
+
+
+def hole_names(node: Node) -> set[str]:
+    """The names of the holes in the node (each shared subtree visited once)."""
+    holes = _memo_for(node)
+    names: set[str] = set()
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        x = stack.pop()
+        if id(x) in seen or not has_hole(x, holes):
+            continue
+        seen.add(id(x))
+        if isinstance(x, Hole):
+            names.add(x.name)
+        elif isinstance(x, (Seq, Alt, And)):
+            stack.extend(x.items)
+        else:
+            stack.append(x.item)
+    return names
+
+
 def fill_holes(node: Node, fill: Callable[[Hole], Node], memo: dict[int, Node] | None = None) -> Node:
-    """The node with every hole replaced by ``fill(hole)`` (a hole-free node)."""
-    memo = {} if memo is None else memo
+    """The node with every hole replaced by ``fill(hole)`` (a hole-free node); hole-free subtrees are
+    kept as they are (same objects), so only the paths down to the holes are rebuilt."""
+    return _fill(node, fill, {} if memo is None else memo, _memo_for(node))
+
+
+def _fill(node: Node, fill: Callable[[Hole], Node], memo: dict[int, Node], holes: dict[int, bool]) -> Node:
     hit = memo.get(id(node))
     if hit is not None:
         return hit
-    if isinstance(node, Hole):
+    if not has_hole(node, holes):
+        out = node
+    elif isinstance(node, Hole):
         out = fill(node)
     elif isinstance(node, (Seq, Alt, And)):
-        items = [fill_holes(x, fill, memo) for x in node.items]
+        items = [_fill(x, fill, memo, holes) for x in node.items]
         out = (
             seq(*items)
             if isinstance(node, Seq)
@@ -80,19 +151,22 @@ def fill_holes(node: Node, fill: Callable[[Hole], Node], memo: dict[int, Node] |
             else And(tuple(items))
         )
     elif isinstance(node, Not):
-        out = Not(fill_holes(node.item, fill, memo))
-    elif isinstance(node, Repeat):
-        out = repeat(fill_holes(node.item, fill, memo), node.min, node.max)
+        out = Not(_fill(node.item, fill, memo, holes))
     else:
-        out = node
+        out = repeat(_fill(node.item, fill, memo, holes), node.min, node.max)
     memo[id(node)] = out
     return out
 
 
 def map_meets(node: Node, fix: Callable[[Node], Node], memo: dict[int, Node] | None = None) -> Node:
     """The node with every intersection or complement that has a hole below replaced by ``fix(it)``."""
-    memo = {} if memo is None else memo
-    if not has_hole(node) or isinstance(node, Hole):
+    return _map_meets(node, fix, {} if memo is None else memo, _memo_for(node))
+
+
+def _map_meets(
+    node: Node, fix: Callable[[Node], Node], memo: dict[int, Node], holes: dict[int, bool]
+) -> Node:
+    if not has_hole(node, holes) or isinstance(node, Hole):
         return node
     hit = memo.get(id(node))
     if hit is not None:
@@ -100,10 +174,10 @@ def map_meets(node: Node, fix: Callable[[Node], Node], memo: dict[int, Node] | N
     if isinstance(node, (And, Not)):
         out = fix(node)
     elif isinstance(node, (Seq, Alt)):
-        items = [map_meets(x, fix, memo) for x in node.items]
+        items = [_map_meets(x, fix, memo, holes) for x in node.items]
         out = seq(*items) if isinstance(node, Seq) else alt(*items)
     else:
-        out = repeat(map_meets(node.item, fix, memo), node.min, node.max)
+        out = repeat(_map_meets(node.item, fix, memo, holes), node.min, node.max)
     memo[id(node)] = out
     return out
 
@@ -129,6 +203,8 @@ class SchemaCfg:
 
     def grammar(self, root: Node) -> CfgGrammar:
         names = list(self.bodies)
+        for node in (root, *self.bodies.values()):  # the scope's has_hole memo, each root kept alive
+            self._holes = _memo_for(node)
         for node in (root, *(self.bodies[n] for n in names)):
             self._count(node)
         self.builder.add_rule(START, self.expr(root))
@@ -162,6 +238,7 @@ class SchemaCfg:
         if isinstance(node, (And, Not)):
             fixed = self.on_meet(node)
             self._keep.append(fixed)
+            _memo_for(fixed)  # its has_hole answers may go to the scope's memo: keep it alive there too
             return self.expr(fixed, top)
         if not top and self._parents.get(id(node), 0) > 1:
             return Ref(self._share(node))
@@ -186,9 +263,12 @@ class SchemaCfg:
         b = self.builder
         pool = ExprPool()
         left = max(self.deadline - time.monotonic(), 0.05)
+        meets: dict[int, bool] = {}  # _has_meet memo shared by the terminals (they share subtrees)
         with pool.bound.limit(left, "checking the terminals of a JSON Schema grammar"):
             live = {
-                n: t for n, t in b.terminals.items() if t.node != EMPTY and not _surely_empty(pool, t.node)
+                n: t
+                for n, t in b.terminals.items()
+                if t.node != EMPTY and not _surely_empty(pool, t.node, meets)
             }
         draft = CfgGrammar(dict(b.rules), live, START)
         good = draft._productive()
@@ -202,10 +282,10 @@ class SchemaCfg:
         return CfgGrammar(rules, live, START).validate()
 
 
-def _surely_empty(pool: ExprPool, node: Node) -> bool:
+def _surely_empty(pool: ExprPool, node: Node, meets: dict[int, bool]) -> bool:
     """Whether a terminal with an intersection or complement inside matches nothing (the plain
     constructors already reduce an empty language without them to EMPTY)."""
-    if not _has_meet(node, {}):
+    if not _has_meet(node, meets):
         return False
     try:
         return not pool.is_live(pool.intern(node), _EMPTINESS_BUDGET)
@@ -219,7 +299,7 @@ def _has_meet(node: Node, memo: dict[int, bool]) -> bool:
         if isinstance(node, (And, Not)):
             hit = True
         elif isinstance(node, (Seq, Alt)):
-            hit = any(_has_meet(x, memo) for x in node.items)
+            hit = any(x.__class__ not in _LEAVES and _has_meet(x, memo) for x in node.items)
         elif isinstance(node, Repeat):
             hit = _has_meet(node.item, memo)
         else:
