@@ -11,10 +11,15 @@ compare like with like. Two policies (``SchemaOptions.key_order``):
 * "any": when at most ``MAX_PERMUTED`` names are declared at the place and no schema there counts
   members (``minProperties``/``maxProperties``), any order of them, each at most once, required
   ones present (a permutation automaton: its state is the set of names seen, so it costs
-  ``n * 2**(n-1)`` member edges), with other properties anywhere between them. Past that bound
-  ("around"): the declared order, or the required names first (in ``required`` order) and then the
-  others in any order when at most ``MAX_PERMUTED`` remain (else in declared order); other
-  properties before or after the declared ones. Where members are counted: the "declared" policy.
+  ``n * 2**(n-1)`` member edges: 192 for 6 names), with other properties anywhere between them.
+  Past that bound ("around"): the declared order, or the required names first (in ``required``
+  order) and then the others in any order when at most ``MAX_PERMUTED`` remain (else in declared
+  order); other properties before or after the declared ones. Where members are counted: the
+  "declared" policy. The bound trades orders for compile time (each name more doubles the
+  automaton, and a schema-free or recursive value below puts it into the context-free grammar as
+  one rule per set of names seen). Every order in linear size (one small permutation automaton per
+  group of names, intersected) needs an intersection: none in a context-free grammar, and for
+  regular objects its emptiness checks cost more than the automaton saves.
 
 ``order_instance`` rewrites an instance's objects into the declared order: how harnesses serialize
 instances that their author wrote in another order. An ordering mismatch can only make the compiled
@@ -29,7 +34,7 @@ from guided.schema_resolver import SchemaResolver
 
 __all__ = ["KeyOrder", "order_instance", "MAX_PERMUTED"]
 
-MAX_PERMUTED = 4
+MAX_PERMUTED = 6
 _COUNTING = ("minProperties", "maxProperties")
 
 _IN_PLACE = ("allOf", "anyOf", "oneOf")

@@ -16,7 +16,7 @@ import random
 import pytest
 from json_schema_oracle import accepts, fullmatch, is_valid
 
-from guided.errors import ConfigError
+from guided.errors import ConfigError, SchemaError
 from guided.json_schema import json_schema_to_node
 from guided.key_order import MAX_PERMUTED
 from guided.schema_options import SchemaOptions
@@ -44,7 +44,12 @@ def _instances(names: str, max_members: int = 4) -> list[dict]:
 
 
 def _check_exact(schema: dict, instances: list) -> None:
-    node = json_schema_to_node(schema, key_order="any")
+    try:
+        node = json_schema_to_node(schema, key_order="any")
+    except SchemaError as e:  # an empty language may be refused up front: then nothing is valid
+        assert "accepts no instance" in str(e), e
+        assert not any(is_valid(schema, inst) for inst in instances), schema
+        return
     for inst in instances:
         text = json.dumps(inst)
         assert accepts(node, text) == is_valid(schema, inst), (schema, text)
@@ -123,11 +128,14 @@ def test_counted_members_keep_the_declared_policy():
 
 
 def test_const_objects_in_any_order():
-    value = dict(zip("abcde"[:MAX_PERMUTED], [1, "x", True, None, 2], strict=False))
+    value = dict(zip("abcdefgh"[:MAX_PERMUTED], [1, "x", True, None, 2, [3], {}, 0.5], strict=False))
     node = json_schema_to_node({"const": value})
-    for inst in _orders(value):
+    orders = _orders(value)
+    for inst in orders[:: max(len(orders) // 200, 1)]:  # every order's prefix is shared: a sample
         assert accepts(node, json.dumps(inst))
+    assert accepts(node, json.dumps(dict(reversed(value.items()))))
     assert not accepts(node, json.dumps({**value, "a": 2}))
+    assert not accepts(node, json.dumps(value)[:-1] + ', "a": 1}')  # a member twice
     big = {**value, "z": 0}  # past the bound: the value's own order only (a restriction)
     node = json_schema_to_node({"const": big})
     assert accepts(node, json.dumps(big)) and not accepts(node, json.dumps(dict(reversed(big.items()))))
@@ -207,3 +215,48 @@ def test_branches_keep_their_own_declared_order(key_order):
     b = {"cidr": "0/0", "icmpcode": 0, "icmptype": 8, "protocol": "icmp", "ruleid": "r"}
     assert accepts(node, json.dumps(a)) and accepts(node, json.dumps(b))
     assert not accepts(node, json.dumps({**b, "protocol": "tcp"}))
+
+
+def test_any_order_at_the_bound_is_exact():
+    """``MAX_PERMUTED`` declared names at one place: every order of every subset is accepted exactly
+    when valid (required ones present, values right, each declared name at most once)."""
+    names = [f"k{i}" for i in range(MAX_PERMUTED)]
+    kinds = ["integer", "string", "boolean"]
+    props = {n: {"type": kinds[i % 3]} for i, n in enumerate(names)}
+    good = {"integer": 1, "string": "s", "boolean": True}
+    rng = random.Random(11)
+    for closed in (False, True):
+        schema = {"type": "object", "properties": props, "required": [names[1], names[4]]}
+        if closed:
+            schema["additionalProperties"] = False
+        node = json_schema_to_node(schema, key_order="any")
+        for _ in range(300):
+            keys = rng.sample([*names, "x"], rng.randint(0, len(names) + 1))
+            inst = {}
+            for k in keys:
+                kind = props[k]["type"] if k in props else "integer"
+                inst[k] = good[kind] if rng.random() < 0.9 else good[rng.choice(kinds)]
+            text = json.dumps(inst)
+            assert accepts(node, text) == is_valid(schema, inst), (schema, text)
+        full = {n: good[props[n]["type"]] for n in reversed(names)}
+        assert accepts(node, json.dumps(full))
+        assert not accepts(node, json.dumps(full)[:-1] + f', "{names[0]}": 1}}')  # a name twice
+        missing = {k: v for k, v in full.items() if k != names[4]}
+        assert not accepts(node, json.dumps(missing))
+
+
+def test_bound_is_the_place_not_the_schema():
+    """A place with one name more than ``MAX_PERMUTED`` keeps the "around" orders, even where the
+    schema lowered there lists fewer (another ``oneOf`` branch declares the rest): oneOf stays exact."""
+    names = [f"k{i}" for i in range(MAX_PERMUTED + 1)]
+    small = {"properties": {n: {"type": "integer"} for n in names[:3]}, "required": names[:3]}
+    rest = {"properties": {n: {"type": "integer"} for n in names[3:]}, "required": [names[3]]}
+    schema = {"type": "object", "oneOf": [small, rest]}
+    node = json_schema_to_node(schema, key_order="any")
+    rng = random.Random(5)
+    for _ in range(300):
+        keys = rng.sample(names, rng.randint(0, len(names)))
+        inst = {k: 1 for k in keys}
+        assert not accepts(node, json.dumps(inst)) or is_valid(schema, inst), inst
+    ordered = {n: 1 for n in names[:3]}
+    assert accepts(node, json.dumps(ordered)) == is_valid(schema, ordered)
