@@ -258,6 +258,10 @@ def optional(item: Node) -> Node:
 
 
 def intersect(*items: Node) -> Node:
+    """The intersection of one or more languages (none would mean "every string": refused, since a
+    caller that built an empty list meant something else)."""
+    if not items:
+        raise ValueError("intersect() needs at least one language")
     return items[0] if len(items) == 1 else And(tuple(items))
 
 

@@ -11,7 +11,9 @@ or with ``lenient`` a warning.
 from __future__ import annotations
 
 from guided.errors import SchemaError
-from guided.grammar.regex_ast import EMPTY, EPSILON, Node, Not, alt, intersect, literal, optional, repeat, seq
+from guided.grammar.regex_ast import EMPTY, EPSILON, Node, alt, intersect, literal, optional, repeat, seq
+from guided.schema_complement import complement
+from guided.schema_facts import json_equal
 
 __all__ = ["array_node", "MAX_UNIQUE_VALUES"]
 
@@ -85,7 +87,10 @@ def _contains(lw, schema: dict, heads, item: Node, path: str, base: str, place) 
     if b is not None and b < a:
         return EMPTY
     x = lw.conjoin([item, cond])
-    y = lw.conjoin([item, Not(cond)]) if cond != lw.any_value() else EMPTY
+    # the items not counted: refused by `contains` (lower() put this schema in PLAIN mode: `item` is
+    # PLAIN, as a complement needs beside it)
+    refused = complement(lw, schema["contains"], f"{path}/contains", base, place.item(None))
+    y = lw.conjoin([item, refused]) if cond != lw.any_value() else EMPTY
     ys = repeat(seq(lw.sep, y))
     xs = seq(lw.sep, x, ys)
     body = alt(
@@ -131,7 +136,7 @@ def _finite_values(lw, schema, base: str) -> list | None:
     if isinstance(schema.get("enum"), list):
         out = []
         for v in schema["enum"]:
-            if v not in out or type(v) is not type(out[out.index(v)]):
+            if not any(json_equal(v, w) for w in out):  # 1 and 1.0 are one value; True and 1 are not
                 out.append(v)
         return out
     t = schema.get("type")

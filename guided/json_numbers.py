@@ -30,7 +30,17 @@ from guided.grammar.regex_ast import (
     seq,
 )
 
-__all__ = ["integer_node", "number_node", "JSON_NUMBER", "JSON_INTEGER", "MAX_ENUMERATED_MULTIPLES"]
+__all__ = [
+    "integer_node",
+    "number_node",
+    "JSON_NUMBER",
+    "JSON_INTEGER",
+    "PLAIN_NUMBER",
+    "canonical_number",
+    "plain_number",
+    "saturated_number",
+    "MAX_ENUMERATED_MULTIPLES",
+]
 
 DIGIT = chars([(0x30, 0x39)])
 NONZERO = chars([(0x31, 0x39)])
@@ -47,9 +57,46 @@ EXP = optional(
 )
 JSON_INTEGER = seq(optional(literal("-")), UINT, INT_FRAC)
 JSON_NUMBER = seq(optional(literal("-")), UINT, FRAC, EXP)
+# Numbers without an exponent. Where a complement is taken (``not``, ``if``/``else``, ``oneOf``,
+# ``contains``) values are compared among these spellings, because the set of all spellings of a
+# value is not regular once exponents are allowed (1, 1.0, 10e-1, 100e-2, ...); without exponents
+# the spellings of a value are its canonical one with trailing fraction zeros (and ``-0`` for 0),
+# which ``saturated_number`` and ``integer_node(zeros=True)`` spell out.
+PLAIN_NUMBER = seq(optional(literal("-")), UINT, FRAC)
 MAX_ENUMERATED_MULTIPLES = 2000
 MAX_DIVISOR = 100  # multipleOf k (not 2^a 5^b) on unbounded integers: k * MAX_DIGITS * 10 nodes
 MAX_DIGITS = 18
+
+
+def canonical_number(v: int | float) -> str:
+    """The shortest spelling of a finite number without exponent (``1.0`` -> ``1``, ``1e-07`` ->
+    ``0.0000001``, ``-0.0`` -> ``0``)."""
+    if isinstance(v, int):
+        return str(v)
+    d = Decimal(repr(float(v)))
+    if d == 0:
+        return "0"
+    text = format(d, "f")  # no exponent, exact (format does not round)
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def plain_number(v: int | float) -> str:
+    """The value's JSON spelling if it has no exponent, else ``canonical_number``."""
+    import json
+
+    text = json.dumps(v)
+    return canonical_number(v) if "e" in text or "E" in text else text
+
+
+def saturated_number(v: int | float) -> Node:
+    """Every spelling of the value without an exponent: the canonical one, trailing fraction zeros,
+    and ``-0`` for zero (``1`` -> ``1(.0+)?``, ``1.5`` -> ``1.50*``)."""
+    c = canonical_number(v)
+    zeros = repeat(literal("0"), 1, None)
+    if "." in c:
+        return seq(literal(c), repeat(literal("0"), 0, None))
+    node = seq(literal(c), optional(seq(literal("."), zeros)))
+    return seq(optional(literal("-")), node) if c == "0" else node
 
 
 def _digit(lo: int, hi: int) -> Node:
@@ -223,15 +270,18 @@ def _int_range(lo: int | None, hi: int | None) -> Node:
     return alt(*parts)
 
 
-def integer_node(schema: dict, path: str, lenient: bool, warn, frac: bool = True) -> Node:
+def integer_node(schema: dict, path: str, lenient: bool, warn, frac: bool = True, zeros: bool = False) -> Node:
     """The integer language of a schema's numeric keywords (minimum.., multipleOf); ``frac``
-    allows the ``1.0`` spelling (draft-06 on)."""
+    allows the ``1.0`` spelling (draft-06 on), ``zeros`` any number of zeros there (``1.000``:
+    every spelling without exponent, for a language that gets complemented)."""
     lo, hi = _int_bounds(schema)
     body = _int_range(lo, hi)
     mult = schema.get("multipleOf")
     if mult is not None:
         body = _int_multiple(body, _dec(mult), lo, hi, path, lenient, warn)
-    return seq(body, INT_FRAC) if frac else body
+    if not frac:
+        return body
+    return seq(body, optional(seq(literal("."), repeat(literal("0"), 1, None)))) if zeros else seq(body, INT_FRAC)
 
 
 def _int_multiple(body: Node, m: Decimal, lo, hi, path, lenient, warn) -> Node:
@@ -318,8 +368,8 @@ def _num_bounds(schema: dict):
     return lo, bool(lo_s), hi, bool(hi_s)
 
 
-def number_node(schema: dict, path: str, lenient: bool, warn) -> Node:
-    """The number language of a schema's numeric keywords."""
+def number_node(schema: dict, path: str, lenient: bool, warn, zeros: bool = False) -> Node:
+    """The number language of a schema's numeric keywords (``zeros``: see ``integer_node``)."""
     lo, lo_s, hi, hi_s = _num_bounds(schema)
     mult = schema.get("multipleOf")
     if mult is not None:
@@ -327,7 +377,7 @@ def number_node(schema: dict, path: str, lenient: bool, warn) -> Node:
         if m <= 0:
             raise SchemaError("multipleOf must be > 0", path + "/multipleOf")
         if m == m.to_integral_value():  # a multiple of an integer is an integer
-            return integer_node(schema, path, lenient, warn)
+            return integer_node(schema, path, lenient, warn, zeros=zeros)
         exp = m.normalize().as_tuple()
         if exp.digits == (1,):  # 10^-n: at most n significant fraction digits
             n = -exp.exponent

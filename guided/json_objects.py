@@ -130,6 +130,10 @@ def _object(
     other = _other_members(lw, names, pats, pattern_nodes, addl, key_filter, name_lang, path, base, place)
     lo = lw.count(schema, "minProperties", 0, path)
     hi = lw.count(schema, "maxProperties", None, path)
+    if lw.mode == lw.NEG and (slots or lo or hi is not None):  # to be complemented: every order
+        from guided.object_bags import bag
+
+        return _wrap(lw, bag(lw, slots, other, lo, hi), extra, base, place)
     policy = place.policy(lw.o.key_order)
     if policy == "permuted":
         return _wrap(lw, _permuted(lw, slots, other), extra, base, place)

@@ -8,6 +8,12 @@ deep: the explicit ``any_depth`` option, and the fallback where a schema-free va
 intersection or complement, which a context-free grammar cannot express. ``excluding`` computes
 ``not`` of schema-free values exactly where the excluded language leaves whole kinds (arrays,
 objects) alone or removes them entirely.
+
+Two such languages per lowering run: ``any`` (every spelling: exponents, ``1.0``, ``-0``) and
+``any_p``, the same values with numbers spelled without exponent only (``PLAIN_NUMBER``).
+A complement is taken within ``any_p``: the language being excluded then only needs every
+exponent-free spelling of its values for the complement to be exact on values (see
+``schema_lowering``, "Complements").
 """
 
 from __future__ import annotations
@@ -26,14 +32,16 @@ from guided.grammar.regex_ast import (
     repeat,
     seq,
 )
-from guided.json_numbers import JSON_NUMBER
+from guided.json_numbers import JSON_NUMBER, PLAIN_NUMBER
 from guided.json_strings import json_string
 from guided.key_order import KeyOrder
 from guided.schema_cfg import Hole, has_hole
 
-__all__ = ["AnyValue", "ANY", "FALLBACK_ANY_DEPTH"]
+__all__ = ["AnyValue", "ANY", "ANY_PLAIN", "ANY_NAMES", "FALLBACK_ANY_DEPTH"]
 
 ANY = "any"
+ANY_PLAIN = "any_p"
+ANY_NAMES = frozenset({ANY, ANY_PLAIN})
 FALLBACK_ANY_DEPTH = 10
 _PROBE_BUDGET = 20_000
 
@@ -41,9 +49,11 @@ _PROBE_BUDGET = 20_000
 class AnyValue:
     """The schema-free value languages of one lowering run (``lw``: its ``SchemaLowering``)."""
 
-    def __init__(self, lw):
+    def __init__(self, lw, plain: bool = False):
         self.lw = lw
-        self.hole = Hole(ANY)
+        self.plain = plain
+        self.hole = Hole(ANY_PLAIN if plain else ANY)
+        self.sibling: AnyValue | None = None  # the other one of the run (kinds that mean the same)
         self._bounded: dict[int, Node] = {}
         self._kinds: tuple[Node, Node, Node] | None = None
         depth = lw.o.any_depth
@@ -57,11 +67,15 @@ class AnyValue:
 
             lw = self.lw
             place, base = KeyOrder(lw.resolver, []), lw.resolver.root_base
-            scalars = alt(literal("null"), literal("true"), literal("false"), JSON_NUMBER, json_string())
-            arr = array_node(lw, {}, "#", base, place)
-            obj = object_node(lw, {"additionalProperties": True}, "#", base, place)
-            self._kinds = (scalars, arr, obj)
+            with lw.in_mode(lw.PLAIN if self.plain else lw.FREE):
+                arr = array_node(lw, {}, "#", base, place)
+                obj = object_node(lw, {"additionalProperties": True}, "#", base, place)
+            self._kinds = (self.scalars(), arr, obj)
         return self._kinds
+
+    def scalars(self) -> Node:
+        number = PLAIN_NUMBER if self.plain else JSON_NUMBER
+        return alt(literal("null"), literal("true"), literal("false"), number, json_string())
 
     def body(self) -> Node:
         """The body of the ``any`` nonterminal."""
@@ -72,7 +86,7 @@ class AnyValue:
         node = self._bounded.get(d)
         if node is None:
             lw = self.lw
-            scalars = alt(literal("null"), literal("true"), literal("false"), JSON_NUMBER, json_string())
+            scalars = self.scalars()
             if d == 0:
                 node = scalars
             else:
@@ -97,6 +111,9 @@ class AnyValue:
         part is regular or a whole kind; other parts stay intersections for ``meet`` to resolve."""
         scalars, arr, obj = self.kinds()
         whole = {k: k for k in (arr, obj, self.hole)}
+        if self.sibling is not None:  # the other run's whole kinds are the same values
+            _, s_arr, s_obj = self.sibling.kinds()
+            whole.update({s_arr: arr, s_obj: obj, self.sibling.hole: self.hole})
         regular: list[Node] = []
         gone: list[Node] = []
         for x in excluded:

@@ -22,9 +22,9 @@ import time
 
 from guided.errors import LimitError, SchemaError
 from guided.grammar.expr_pool import ExprPool
-from guided.grammar.regex_ast import EMPTY, Node, alt, any_string, intersect, literal, seq
-from guided.schema_any import ANY
-from guided.schema_cfg import Hole, fill_holes, has_hole
+from guided.grammar.regex_ast import Node, alt, any_string, intersect, literal, seq
+from guided.schema_any import ANY_NAMES
+from guided.schema_cfg import Hole, fill_holes, has_hole, hole_names
 from guided.schema_merge import merge
 
 __all__ = ["Unresolved", "meet_one", "holes_meet", "distributed", "disjoint_upper", "upper"]
@@ -46,17 +46,16 @@ def meet_one(lw, node: Node, path: str | None, keyword: str | None) -> Node:
     """A hole-free replacement for one intersection/complement with holes below."""
     if lw.probing:
         raise Unresolved
-    names: set[str] = set()
-    fill_holes(node, lambda h: names.add(h.name) or EMPTY)
+    names = hole_names(node)
     depth = lw.anys.fallback_depth
     kw = keyword or _INTERSECTION
-    for name in sorted(names - {ANY}):
+    for name in sorted(names - ANY_NAMES):
         lw.relax(
             f"a recursive reference to {lw.rule_paths[name]} sits under {kw}, which a context-free grammar "
             f"cannot express exactly (relaxed: any JSON value nesting <= {depth} deep there)",
             path or lw.rule_paths[name],
         )
-    if ANY in names:
+    if names & ANY_NAMES:
         lw.warn(f"a schema-free value under {kw} nests at most {depth} arrays/objects deep", path or "#")
     return fill_holes(node, lambda h: lw.any_value(depth))
 
@@ -107,8 +106,10 @@ def upper(lw, node: Node) -> Node:
     level of a defined nonterminal and the kinds of a schema-free value."""
 
     def top(h: Hole) -> Node:
-        if h.name == ANY:
-            return alt(lw.anys.kinds()[0], seq(literal("["), any_string()), seq(literal("{"), any_string()))
+        if h.name in ANY_NAMES:
+            return alt(
+                lw.any_kinds(h.name)[0], seq(literal("["), any_string()), seq(literal("{"), any_string())
+            )
         body = lw.rules.get(h.name)
         return any_string() if body is None else fill_holes(body, lambda _: any_string())
 

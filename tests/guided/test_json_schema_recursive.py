@@ -108,12 +108,28 @@ def test_recursion_without_a_base_case_accepts_nothing():
 
 
 def test_recursive_reference_under_not_is_an_error_or_relaxed():
-    schema = {"$defs": {"t": {"type": "array", "items": {"not": {"$ref": "#/$defs/t"}}}}, "$ref": "#/$defs/t"}
+    # the refused values have no schema of their own here (draft-07 `dependencies`): a complement of
+    # a recursive language, which a context-free grammar cannot express
+    schema = {
+        "$defs": {
+            "t": {"type": "object", "properties": {"a": {"not": {"$ref": "#/$defs/u"}}}},
+            "u": {"dependencies": {"x": ["y"]}, "properties": {"b": {"$ref": "#/$defs/t"}}},
+        },
+        "$ref": "#/$defs/t",
+    }
     with pytest.raises(SchemaError, match="not") as e:
         json_schema_to_grammar(schema)
-    assert e.value.path.startswith("#/$defs/t")
+    assert e.value.path.startswith("#/$defs/")
     with pytest.warns(UserWarning, match="recursive reference"):
         json_schema_to_grammar(schema, lenient=True)
+
+
+def test_recursion_through_not_with_a_complement_schema(compiler, tokenizer_llama3):
+    """t: arrays none of whose items is a t. Its complement is a schema (non-arrays, or arrays
+    containing a t), so the two compile to mutually recursive nonterminals, exactly."""
+    schema = {"$defs": {"t": {"type": "array", "items": {"not": {"$ref": "#/$defs/t"}}}}, "$ref": "#/$defs/t"}
+    texts = ["[]", "[1]", "[[]]", "[[1]]", "[[[]]]", "[[[[]]]]", "[1,[]]", "[1,[[]]]", "1", "[[],[[]]]"]
+    _check(compiler, tokenizer_llama3, schema, texts)
 
 
 # ---------------------------------------------------------------------- token by token

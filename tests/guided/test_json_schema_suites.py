@@ -21,7 +21,9 @@ from guided.json_schema import json_schema_to_node
 
 MASKBENCH_EVERY = 38  # every 38th file by name: 199 schemas
 MASKBENCH_PASSING = 192
-JSTS_PASS = 1522
+# 1522 before `{"not": {}}` (and `not: true`) were found to accept nothing: like `false`, such a schema
+# is now a SchemaError ("accepts no instance") up front, so its 18 tests count as not compiled.
+JSTS_PASS = 1504
 
 
 def _lower(schema, **kw):

@@ -1,0 +1,132 @@
+"""Complements (``not``, ``if``/``else``, ``oneOf`` exclusivity, ``contains``) are exact on values.
+
+A value has many spellings (``1``, ``1.0``, ``1e0``; members in any order). A complement must refuse
+every spelling of every value the complemented schema accepts; where the refused values have no
+schema of their own the compiler takes the complement among spellings without exponent, so beside
+it numbers have no exponent: a restriction of the output, never a relaxation. Oracle: ``jsonschema``.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import jsonschema
+import pytest
+
+from guided.compile_service import CompileService
+from guided.constraints import JsonSchema
+
+# (schema, accepted, refused): every text in `accepted` is valid and compiled-accepted; every text in
+# `refused` is refused (invalid per jsonschema, or a valid number with an exponent beside a complement:
+# the documented restriction).
+CASES = [
+    ({"not": {"type": "integer"}}, ["1.5", '"x"', "null", "[1]"], ["1", "1.0", "1.00", "1e0", "1e5", "-0"]),
+    ({"not": {"const": 1}}, ["2", "1.5", '"1"'], ["1", "1.0", "1.00", "1e0", "10e-1"]),
+    ({"not": {"const": 0}}, ["1", "0.5"], ["0", "-0", "0.0", "-0.0", "0e5"]),
+    ({"not": {"type": "number", "minimum": 0}}, ["-1", "-0.5", '"a"'], ["0", "-0", "-0.0", "1e0", "1.50"]),
+    ({"not": {"const": 1.5}}, ["1.25", "15"], ["1.5", "1.50", "15e-1"]),
+    ({"not": {"enum": [1, 2.5]}}, ["2", "3"], ["1", "1.0", "2.5", "2.50", "25e-1"]),
+    ({"not": {"multipleOf": 2}}, ["3", "1.5"], ["4", "4.0", "4e0"]),
+    ({"not": {"const": {"a": 1, "b": 2}}}, ['{"a":1}', '{"a":1,"b":3}'], ['{"a":1,"b":2}', '{"b":2,"a":1}', '{"a":1.0,"b":2}']),
+    ({"not": {"const": [1, 2]}}, ["[2,1]", "[1]"], ["[1,2]", "[1.0,2]", "[1e0,2]"]),
+    (
+        {"not": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}, "required": ["a"]}},
+        ['{"b":"x"}', '{"a":"s"}', '{"a":1.5}', "3"],
+        ['{"a":1}', '{"b":"x","a":1}', '{"x":1,"a":1}', '{"a":1.0}'],
+    ),
+    ({"not": {"required": ["a", "b"]}}, ['{"a":1}', '{"c":{"a":1,"b":2}}'], ['{"a":1,"b":1}', '{"b":1,"a":1}', "1", "[]"]),
+    ({"type": "number", "not": {"const": 1}}, ["2", "0.5", "2.50", "-0"], ["1", "1.0", "1.000", "1e0", "2e0"]),
+    ({"not": {"type": "number", "multipleOf": 2}}, ["3", "2.5", "4.01"], ["2", "2.0", "4.00", "-0", "-0.0", "4e0"]),
+    ({"not": {"type": "number", "multipleOf": 0.1}}, ["0.25", "1.75"], ["1.5", "1.50", "2", "2.0", "-0"]),
+    ({"not": {"type": "integer", "maximum": 0}}, ["1", "0.5", "-0.5"], ["0", "-0", "-0.0", "-3", "-3.00"]),
+    ({"type": "array", "items": {"type": "number"}, "not": {"const": [1]}}, ["[2]", "[1,1]"], ["[1]", "[1e0]", "[1.0]"]),
+    ({"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 0}]}, ["-1", "0.5"], ["1", "1.0", "1e0", "0"]),
+    ({"if": {"const": 0}, "then": False}, ["1", '"a"'], ["0", "0.0", "-0", "0e5"]),
+    ({"if": {"required": ["a"]}, "then": False}, ['{"b":1}'], ['{"a":1}', '{"b":1,"a":1}', "2"]),
+    ({"not": {"properties": {"a": {"type": "integer"}}}}, ['{"a":"x"}', '{"a":0.5}'], ['{"a":1}', '{"a":1e0}', '{"b":1}', "3"]),
+    ({"not": {"type": "array", "items": {"type": "integer"}}}, ['["x"]', "[0.5]"], ["[1.0]", "[1e0]", "[]"]),
+    ({"type": "array", "contains": {"const": 1}, "maxContains": 1}, ["[1]", "[1,2]"], ["[1,1]", "[1,1.0]", "[1e0,1]", "[2]"]),
+    ({"not": {"type": "array", "contains": {"const": 1}}}, ["[2]", "[]"], ["[1]", "[1.0]", "[2,1]"]),
+]
+
+
+@pytest.fixture(scope="module")
+def service(vocab_builtin):
+    s = CompileService(vocab_builtin, timeout_s=10.0, cache_size=4)
+    yield s
+    s.shutdown()
+
+
+def _accepts(compiled, tokenizer, text: str) -> bool:
+    matcher = compiled.matcher()
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    return all(matcher.accept_token(t) for t in ids) and matcher.is_accepting()
+
+
+@pytest.mark.parametrize("schema, accepted, refused", CASES, ids=[json.dumps(c[0]) for c in CASES])
+def test_complement_exact_on_values(service, tokenizer_builtin, schema, accepted, refused):
+    validator = jsonschema.Draft202012Validator(schema)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compiled = service.compile(JsonSchema(schema))
+    for text in accepted:
+        assert validator.is_valid(json.loads(text)), f"test data: {text} should be valid"
+        assert _accepts(compiled, tokenizer_builtin, text), f"refuses valid {text}"
+    for text in refused:
+        got = _accepts(compiled, tokenizer_builtin, text)
+        assert not got, f"accepts {text}" + ("" if validator.is_valid(json.loads(text)) else " (invalid)")
+
+
+def test_generation_beside_a_complement_has_no_exponents(service, tokenizer_builtin):
+    """Outside complements numbers keep every spelling; beside one, every spelling but exponents."""
+    free = service.compile(JsonSchema({"type": "number"}))
+    beside = service.compile(JsonSchema({"type": "number", "not": {"const": 3}}))
+    for text in ("1.0", "1e5", "-0", "2.50"):
+        assert _accepts(free, tokenizer_builtin, text)
+        assert _accepts(beside, tokenizer_builtin, text) == ("e" not in text)
+    assert not _accepts(beside, tokenizer_builtin, "3.0")
+
+
+# `not` over every keyword family the complement schemas cover (and the internal member keyword):
+# each compiled schema accepts only valid texts of this pool, and the listed ones.
+POOL = [
+    "null", "true", "0", "1", "1.0", "1e0", "-0", "2.5", "-3", "7", '""', '"a"', '"abc"', '"abcdef"',
+    "[]", "[1]", "[1,2]", '["a",1]', "[1,1]", "[[]]", "{}", '{"a":1}', '{"b":1}', '{"a":1,"b":2}',
+    '{"b":2,"a":1}', '{"a":"x"}', '{"x1":1}', '{"a":1,"c":3}', '{"c":{"a":1}}', '{"aa":1,"ab":"s"}',
+]  # fmt: skip
+FAMILIES = [
+    ({"not": {"minLength": 2}}, ['"a"', '""']),
+    ({"not": {"type": "string", "maxLength": 2}}, ['"abc"', "1", "[]"]),
+    ({"not": {"minimum": 1}}, ["0", "-3"]),
+    ({"not": {"type": "number", "exclusiveMaximum": 2}}, ["2.5", "7", "{}"]),
+    ({"not": {"items": {"type": "integer"}}}, ['["a",1]']),
+    ({"not": {"prefixItems": [{"type": "string"}]}}, ["[1]", "[1,2]"]),
+    ({"not": {"minItems": 2}}, ["[]", "[1]"]),
+    ({"not": {"contains": {"const": 1}, "maxContains": 1}}, ["[1,1]"]),
+    ({"not": {"contains": {"type": "string"}}}, ["[1]", "[]"]),
+    ({"not": {"additionalProperties": False, "properties": {"a": {}}}}, ['{"b":1}', '{"a":1,"b":2}']),
+    ({"not": {"patternProperties": {"^a": {"type": "integer"}}}}, ['{"a":"x"}', '{"aa":1,"ab":"s"}']),
+    ({"not": {"propertyNames": {"maxLength": 1}}}, ['{"x1":1}', '{"aa":1,"ab":"s"}']),
+    ({"not": {"minProperties": 2}}, ["{}", '{"a":1}']),
+    ({"not": {"dependentRequired": {"a": ["b"]}}}, ['{"a":1}', '{"a":1,"c":3}']),
+    ({"not": {"anyOf": [{"type": "string"}, {"type": "array"}]}}, ["1", "{}", "null"]),
+    ({"not": {"oneOf": [{"type": "integer"}, {"minimum": 2}]}}, ["7", "1.5"]),
+    ({"not": {"if": {"type": "integer"}, "then": {"minimum": 5}, "else": {"type": "string"}}}, ["1", "2.5"]),
+    ({"not": {"not": {"type": "string"}}}, ['"a"', '""']),
+    ({"not": {"allOf": [{"type": "object"}, {"required": ["a"]}]}}, ['{"b":1}', "1"]),
+    ({"not": {"$ref": "#/$defs/s"}, "$defs": {"s": {"type": "array", "maxItems": 1}}}, ["[1,2]", "1"]),
+]
+
+
+@pytest.mark.parametrize("schema, required", FAMILIES, ids=[json.dumps(f[0]) for f in FAMILIES])
+def test_complement_families_sound(service, tokenizer_builtin, schema, required):
+    validator = jsonschema.Draft202012Validator(schema)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compiled = service.compile(JsonSchema(schema))
+    accepted = [t for t in POOL if _accepts(compiled, tokenizer_builtin, t)]
+    assert [t for t in accepted if not validator.is_valid(json.loads(t))] == []
+    for text in required:
+        assert validator.is_valid(json.loads(text)), f"test data: {text} should be valid"
+        assert text in accepted or _accepts(compiled, tokenizer_builtin, text), f"refuses valid {text}"
