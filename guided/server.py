@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import secrets
 import time
@@ -82,6 +83,10 @@ def create_app(llm=None, *, model_name: str | None = None, api_key: str | None =
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
+        # model, vocabulary and token trie stay alive for the server's life: out of the garbage
+        # collector's full passes, which would otherwise stall a step (and its masks) now and then
+        gc.collect()
+        gc.freeze()
         yield
         served.shutdown()
 
