@@ -144,8 +144,8 @@ class CompileService:
     def _compile(self, constraint: Constraint):
         compiler = self.compiler
         hook = getattr(constraint, "compile", None)
-        if hook is not None:  # constraints defined elsewhere (e.g. tool calls) compile themselves
-            return hook(compiler)
+        if hook is not None:  # constraints defined elsewhere (tool calls) compile themselves: hook(compiler, limits)
+            return hook(compiler, self.limits)
         if isinstance(constraint, Regex):
             return compiler.compile_regex(constraint.pattern)
         if isinstance(constraint, Choice):

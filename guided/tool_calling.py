@@ -105,17 +105,18 @@ class ToolCalls(Constraint):
     def key(self) -> tuple:
         return ("tool_calls", self.format, self.mode, self.parallel, self.tools)
 
-    def compile(self, compiler):
-        """The compiled grammar of this constraint (the CompileService's generic hook)."""
-        return compiler.compile_ast(self.node(), key=self.key)
+    def compile(self, compiler, limits=None):
+        """The compiled grammar of this constraint (the CompileService's generic hook); ``limits``
+        (``Limits``) bound each tool's parameter schema like any other schema."""
+        return compiler.compile_ast(self.node(limits), key=self.key)
 
-    def node(self):
+    def node(self, limits=None):
         """The regex AST of the allowed outputs."""
         from guided.grammar.regex_ast import alt as alt_
         from guided.grammar.regex_ast import any_string, complement, literal, repeat, seq
 
         fmt = FORMATS[self.format]
-        one = alt_(*(self._call_node(fmt, name, schema, strict) for name, schema, strict in self.tools))
+        one = alt_(*(self._call_node(fmt, name, schema, strict, limits) for name, schema, strict in self.tools))
         calls = seq(one, repeat(seq(literal(fmt.separator), one), 0, None)) if self.parallel else one
         if self.mode == "required":
             return calls
@@ -125,15 +126,20 @@ class ToolCalls(Constraint):
         return alt_(free, calls)
 
     @staticmethod
-    def _call_node(fmt: ToolFormat, name: str, schema: str, strict: bool):
-        from guided.errors import SchemaError
+    def _call_node(fmt: ToolFormat, name: str, schema: str, strict: bool, limits=None):
+        from guided.errors import LimitError, SchemaError
         from guided.grammar.regex_ast import literal, seq
         from guided.json_schema import json_schema_to_node
+        from guided.limits import Limits
 
         try:
-            args = json_schema_to_node(json.loads(schema), whitespace="compact", strict=strict)
+            args = json_schema_to_node(
+                json.loads(schema), whitespace="compact", strict=strict, limits=limits or Limits()
+            )
         except SchemaError as e:
             raise SchemaError(f"tool {name!r}: parameters: {e}", e.path) from None
+        except LimitError as e:
+            raise LimitError(f"tool {name!r}: parameters: {e}") from None
         return seq(literal(fmt.head(name)), args, literal(fmt.closer))
 
 

@@ -157,7 +157,7 @@ class SlowConstraint(Constraint):
     def key(self) -> tuple:
         return ("slow", self.seconds, id(self))
 
-    def compile(self, compiler):
+    def compile(self, compiler, limits=None):
         time.sleep(self.seconds)
         return compiler.compile_regex("slow")
 

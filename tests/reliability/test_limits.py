@@ -12,6 +12,7 @@ from guided.constraints import Choice, Grammar, JsonSchema, Regex
 from guided.errors import ConfigError, LimitError, SchemaError
 from guided.json_schema import json_schema_to_node
 from guided.limits import LIMIT_DOCS, Limits, check_schema
+from guided.tool_calling import ToolCalls
 
 
 def test_every_limit_is_documented_and_checked():
@@ -93,8 +94,9 @@ def service(vocab_builtin):
         (Choice(["a", "b", "c", "d"]), "choice_options"),
         (Choice(["x" * 101]), "grammar_bytes"),
         (JsonSchema({"enum": [1, 2, 3, 4, 5]}), "enum_values"),
+        (ToolCalls((("pick", '{"type":"object","properties":{"x":{"enum":[1,2,3,4,5]}}}', False),)), "enum_values"),
     ],
-    ids=["regex", "grammar", "choice-count", "choice-size", "schema-enum"],
+    ids=["regex", "grammar", "choice-count", "choice-size", "schema-enum", "tool-parameters"],
 )
 def test_compile_service_limits(service, constraint, limit):
     assert service.timeout_s == 5.0
@@ -104,6 +106,8 @@ def test_compile_service_limits(service, constraint, limit):
 
 def test_within_limits_compiles(service):
     assert service.compile(Choice(["a", "b"])).matcher() is not None
+    tool = ToolCalls((("pick", '{"type":"object","properties":{"x":{"enum":[1,2]}}}', False),))
+    assert service.compile(tool).matcher() is not None
     assert service.compile(JsonSchema({"enum": [1, 2]})).matcher() is not None
 
 
