@@ -242,7 +242,9 @@ def _object_pieces(lw, schema: dict, keys: set, comp) -> list:
         c = comp(sub)
         if c is not False:
             out.append({"type": "object", MEMBER: _spec(lw, {"match": p, "value": c})})
-    addl = schema.get("additionalProperties", True) if "additionalProperties" in keys else True
+    if lw.o.strict and "additionalProperties" not in keys and _may_close(schema, keys):
+        raise _NoSchema  # `strict` closes the objects the lowering builds: left to the exact complement
+    addl = schema["additionalProperties"] if "additionalProperties" in keys else True
     c = comp(addl)
     if c is not False:  # a member no property or pattern names, with a value refused
         out.append({"type": "object", MEMBER: _spec(lw, {"names": list(props), "patterns": list(pats), "value": c})})
@@ -268,6 +270,14 @@ def _object_pieces(lw, schema: dict, keys: set, comp) -> list:
     if MEMBER in keys:
         raise _NoSchema
     return [p for p in out if p is not False]
+
+
+def _may_close(schema: dict, keys: set) -> bool:
+    """Whether the lowering may build this schema's objects (then ``strict`` closes them)."""
+    from guided.schema_lowering import TYPE_KEYWORDS
+
+    types = _types(schema)
+    return "object" in types if types is not None else bool(keys & (TYPE_KEYWORDS | {"enum", "const"}))
 
 
 def _array_pieces(schema: dict, keys: set, comp) -> list:

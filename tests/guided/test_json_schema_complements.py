@@ -130,3 +130,17 @@ def test_complement_families_sound(service, tokenizer_builtin, schema, required)
     for text in required:
         assert validator.is_valid(json.loads(text)), f"test data: {text} should be valid"
         assert text in accepted or _accepts(compiled, tokenizer_builtin, text), f"refuses valid {text}"
+
+
+def test_strict_complements_keep_closed_objects(service, tokenizer_builtin):
+    """`strict` closes the objects a schema describes, so an object with an extra member is one the
+    complemented schema refuses: `not` of it must accept that object."""
+    schema = {"not": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}
+    closed = {**schema["not"], "additionalProperties": False}  # what strict means for the inner schema
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compiled = service.compile(JsonSchema(schema, strict=True))
+    validator = jsonschema.Draft202012Validator({"not": closed})
+    for text, expected in (('{"a":1}', False), ('{"a":1,"b":2}', True), ('{"b":2}', True), ("3", True)):
+        assert validator.is_valid(json.loads(text)) == expected
+        assert _accepts(compiled, tokenizer_builtin, text) == expected, text
