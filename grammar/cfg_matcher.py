@@ -54,9 +54,15 @@ class CompiledCfg(AutomatonQueries):
         self.dfa.timeout_s = self.mask_timeout_s  # forced-token queries read it
         self.pool = pool
         self._build_vocabulary_side()
-        self._desc = _desc_for(self.trie)
-        self._inside: dict[int, np.ndarray] = {}  # lexer state -> tokens that stay inside its lexeme
+        self._desc, self._next_tok, self._tails = _desc_for(self.trie)
+        self._inside: dict[int, np.ndarray] = {}  # lexer state -> tokens inside its lexeme (any context)
         self._slice_keys: dict[int, tuple | None] = {}  # configuration -> slice_of
+        self._lex_slices: dict[int, tuple | None] = {}  # lexer state -> its lexemes' widest slice
+        # mid-token slices: configuration -> row of self._tails (an unbounded slice's tails) or -1
+        self._cfg_tail = np.full(64, -1, dtype=np.int32)
+        self._tail_rows: dict[tuple, int] = {}  # slice candidate -> its row or -1
+        self._tail_done = 0  # configurations below this have their _cfg_tail entry
+        self._tail_lock = threading.Lock()
 
     # ------------------------------------------------------------------ queries
     def matcher(self) -> CfgMatcher:
@@ -106,10 +112,11 @@ class CompiledCfg(AutomatonQueries):
         k, whole = 1, True
         while k:
             self.pool.bound.check()  # one clock read per round: a slow first visit fails its request
+            cfg_tail, tails = self._sync_tails()
             k = _walk(
                 trie.node_byte, trie.node_depth, trie.node_end, trie.tok_start, trie.tok_end, trie.token_ids,
                 dfa.class_map, dfa.trans, dfa.internal, dfa.exit_bytes, self._desc, known is not None, skipcap, hi,
-                jobs[:k], whole, stack, ins, mask, inmask, out,
+                jobs[:k], whole, stack, ins, mask, inmask, out, cfg_tail, tails, self._next_tok,
             )  # fmt: skip
             for c, cls in set(zip(out[:k, 1].tolist(), out[:k, 2].tolist(), strict=True)):
                 dfa.entry(c, cls)
@@ -131,12 +138,44 @@ class CompiledCfg(AutomatonQueries):
         dfa, best = self.dfa, None
         with dfa.lock:
             for x in dfa.configs[state][1]:
-                for _, e in dfa.lexstates[x & (LEX - 1)]:
-                    c = dfa.pool.slice_candidate(e)
-                    if c is not None and (best is None or best[1] >= 0 and (c[1] < 0 or c[1] > best[1])):
-                        best = c
+                best = _wider_slice(best, self._lex_slice(x & (LEX - 1)))
         self._slice_keys[state] = best
         return best
+
+    def _lex_slice(self, lex: int) -> tuple | None:
+        """``slice_of`` for one lexer state (cached: many configurations share their lexer states)."""
+        r = self._lex_slices.get(lex, False)
+        if r is False:
+            r = None
+            for _, e in self.dfa.lexstates[lex]:
+                r = _wider_slice(r, self.dfa.pool.slice_candidate(e))
+            self._lex_slices[lex] = r
+        return r
+
+    def _sync_tails(self) -> tuple[np.ndarray, np.ndarray]:
+        """(configuration -> row of ``_Tails`` or -1, the rows) with an entry for every configuration
+        made so far: the walk skips, below a node whose configuration has an unbounded slice, the
+        subtrees that spell only that slice's characters (``Slice.tails``), OR-ing in their tokens."""
+        n = self.dfa.n_states
+        if self._tail_done >= n:
+            return self._cfg_tail, self._tails.rows
+        with self._tail_lock:
+            cfg_tail = self._cfg_tail
+            if len(cfg_tail) < n:
+                cfg_tail = np.full(max(n, 2 * len(cfg_tail)), -1, dtype=np.int32)
+                cfg_tail[: self._tail_done] = self._cfg_tail[: self._tail_done]
+            rows = self._tail_rows
+            for s in range(self._tail_done, n):
+                candidate = self.slice_of(s)
+                if candidate is None:
+                    cfg_tail[s] = -1
+                    continue
+                row = rows.get(candidate)
+                if row is None:
+                    row = rows[candidate] = self._tails.row(*candidate)
+                cfg_tail[s] = row
+            self._cfg_tail, self._tail_done = cfg_tail, n
+            return cfg_tail, self._tails.rows
 
     def _slice(self, state: int):
         """(Slice, bound) of the character class some lexeme in flight loops on, or (None, -1)."""
@@ -148,9 +187,16 @@ class CompiledCfg(AutomatonQueries):
         return f"CompiledCfg({self.key!r}, configurations={self.dfa.n_states}, vocabulary={self.vocabulary.name!r})"
 
 
+def _wider_slice(best: tuple | None, c: tuple | None) -> tuple | None:
+    """The slice candidate of the two allowing more repeats (-1: unbounded), the first on a tie."""
+    if c is not None and (best is None or best[1] >= 0 and (c[1] < 0 or c[1] > best[1])):
+        return c
+    return best
+
+
 @numba.njit(cache=True, nogil=True)
 def _walk(node_byte, node_depth, node_end, tok_start, tok_end, token_ids, class_map, trans, internal, exit_bytes,
-          desc, prune, skipcap, hi, jobs, whole, stack, ins, mask, inmask, out):  # fmt: skip
+          desc, prune, skipcap, hi, jobs, whole, stack, ins, mask, inmask, out, cfg_tail, tails, next_tok):  # fmt: skip
     """Depth-first over the trie subtrees of the nodes jobs[r, 0] (the whole trie when ``whole``), the
     configuration before each being jobs[r, 1]; one configuration per depth in stack, and in ins whether
     the path so far stayed inside the starting lexeme (jobs[r, 3] at the job's node). Nodes whose
@@ -158,7 +204,13 @@ def _walk(node_byte, node_depth, node_end, tok_start, tok_end, token_ids, class_
     subtree skipped; a DEAD transition skips the subtree for good. Tokens reached inside the starting
     lexeme also go to inmask; with ``prune``, a subtree inside it whose bytes (desc) cannot end the
     lexeme (exit_bytes) is skipped: its tokens are in the caller's record. Subtrees with skipcap <= hi
-    (tokens of a slice the caller put in mask) are skipped too. Returns how many were written."""
+    (tokens of a slice the caller put in mask) are skipped too. Below a configuration s with
+    ``cfg_tail[s] >= 0``, a node whose subtree spells only that slice's characters (``tails[row]``) has
+    its subtree's tokens (token_ids[next_tok[node]:next_tok[node_end[node]]]) OR-ed in and is skipped;
+    on a path inside the starting lexeme they go to inmask too: s's lexer state follows from the
+    starting one and the path alone, and the slice from the lexer state alone, so they are allowed in
+    every parser context that the record serves.
+    Returns how many were written."""
     n_out = 0
     for r in range(len(jobs)):
         i = jobs[r, 0]
@@ -171,6 +223,17 @@ def _walk(node_byte, node_depth, node_end, tok_start, tok_end, token_ids, class_
                 continue
             d = node_depth[i]
             s = stack[d - 1]
+            row = cfg_tail[s]
+            if row >= 0 and tails[row, i] == 1:  # X-characters from here on: all allowed
+                record = ins[d - 1] == 1
+                for k in range(next_tok[i], next_tok[node_end[i]]):
+                    tid = token_ids[k]
+                    bit = np.uint32(1) << np.uint32(tid & 31)
+                    mask[tid >> 5] |= bit
+                    if record:
+                        inmask[tid >> 5] |= bit
+                i = node_end[i]
+                continue
             c = class_map[node_byte[i]]
             t = trans[s, c]
             if t == UNKNOWN:
@@ -237,18 +300,58 @@ def _buffers(n: int) -> tuple[np.ndarray, np.ndarray]:
     return bufs
 
 
+class _Tails:
+    """The ``Slice.tails`` of one trie's unbounded slices, stacked as rows for the walk (shared by
+    every grammar over the trie; rows are only appended, so an older array stays valid for its rows)."""
+
+    def __init__(self, trie):
+        self.trie = trie
+        self.rows = np.zeros((1, trie.n_nodes), dtype=np.uint8)  # one unused row until the first slice
+        self._row: dict[tuple, int] = {}  # slice key -> row, or -1 when the class gets no slice
+        self._lock = threading.Lock()
+
+    def row(self, key: tuple, hi: int) -> int:
+        """The row of the slice (key, hi) when it is unbounded within one token, else -1."""
+        sl = self.trie.slice_for(key, lazy=True)
+        if sl is None or sl.bound(hi) < sl.cap:
+            return -1
+        with self._lock:
+            r = self._row.get(key)
+            if r is None:
+                r = self._row[key] = len(self._row)
+                rows = np.zeros((max(r + 1, len(self.rows)), self.trie.n_nodes), dtype=np.uint8)
+                rows[:r] = self.rows[:r]
+                rows[r] = sl.tails
+                self.rows = rows
+            return r
+
+
 _DESC: dict[int, tuple] = {}
 _DESC_LOCK = threading.Lock()
 
 
-def _desc_for(trie) -> np.ndarray:
+@numba.njit(cache=True)
+def _next_tokens(tok_start, tok_end, n_tokens):
+    """int32 [nodes + 1]: the index (in token_ids) of the first token ending at or after each node in
+    preorder; tokens are in byte order, so a subtree i's tokens are next[i]:next[node_end[i]]."""
+    n = len(tok_start)
+    nxt = np.full(n + 1, n_tokens, np.int32)
+    for i in range(n - 1, -1, -1):
+        nxt[i] = tok_start[i] if tok_end[i] > tok_start[i] else nxt[i + 1]
+    return nxt
+
+
+def _desc_for(trie) -> tuple[np.ndarray, np.ndarray, _Tails]:
+    """(``_descendant_bytes``, ``_next_tokens``, ``_Tails``) of a trie, cached for the few tries in use."""
     with _DESC_LOCK:
         hit = _DESC.get(id(trie))
         if hit is None or hit[0] is not trie:
-            hit = _DESC[id(trie)] = (trie, _descendant_bytes(trie.node_byte, trie.node_depth))
+            desc = _descendant_bytes(trie.node_byte, trie.node_depth)
+            nxt = _next_tokens(trie.tok_start, trie.tok_end, len(trie.token_ids))
+            hit = _DESC[id(trie)] = (trie, desc, nxt, _Tails(trie))
             while len(_DESC) > 4:
                 _DESC.pop(next(iter(_DESC)))
-        return hit[1]
+        return hit[1], hit[2], hit[3]
 
 
 def compile_cfg(

@@ -242,11 +242,14 @@ class CfgAutomaton(StateTable):
         return i
 
     def _can_continue(self, e: int) -> bool:
+        """Whether e (a live expression: every lexer state holds live ones) matches a non-empty string."""
         pool = self.pool
         if e == EPS_ID:
             return False
         if not pool.has_bool[e]:
             return True  # simplified, intersection-free expressions other than EPS match a non-empty string
+        if not pool.nullable[e]:
+            return True  # live and not matching the empty string: what it matches is non-empty
         return any(pool.is_live(pool.deriv(e, b)) for b in self.reps)
 
     def _lex_step(self, lex: int, c: int) -> int:

@@ -28,7 +28,12 @@ COMMON_CLASSES = (
 
 
 class Slice:
-    """Pure-token masks and subtree skip caps of one character class over one trie."""
+    """Pure-token masks and subtree skip caps of one character class over one trie.
+
+    ``tails`` serves states reached in the middle of a token: ``tails[node]`` is 1 when every path
+    from that node down (its own byte included) spells X-characters, the last possibly cut short, so
+    in a state with an unbounded ``X* rest`` lexeme in flight the node's whole subtree is allowed.
+    """
 
     def __init__(self, trie, key: tuple):
         kind, ranges = key
@@ -44,6 +49,7 @@ class Slice:
             trie.node_byte, trie.node_depth, trie.node_end, trie.tok_start, trie.tok_end, trie.token_ids,
             dfa.class_map, dfa.trans, self.cap, (trie.vocab_size + 31) // 32,
         )  # fmt: skip
+        self.tails = _tails(trie.node_byte, trie.node_depth, dfa.class_map, dfa.trans[: dfa.n_states])
 
     def mask(self, hi: int) -> np.ndarray:
         """Pure tokens of at most hi characters (hi < 0: unbounded)."""
@@ -101,6 +107,37 @@ def _scan(node_byte, node_depth, node_end, tok_start, tok_end, token_ids, class_
     for h in range(1, cap + 1):
         masks[h] |= masks[h - 1]
     return skipcap, masks
+
+
+@numba.njit(cache=True)
+def _tails(node_byte, node_depth, class_map, trans):
+    """uint8 [nodes]: 1 where every path from the node down, from the X* start state (a character
+    boundary), stays live in X*; children before parents (reverse preorder), per DFA state."""
+    n, m = len(node_byte), trans.shape[0]
+    good = np.ones((n, m), np.bool_)  # good[j, q]: every path from j down is live from state q
+    parent = np.full(n, -1, np.int32)
+    path = np.zeros(4097, np.int32)
+    for j in range(n):
+        d = node_depth[j]
+        path[d] = j
+        if d > 1:
+            parent[j] = path[d - 1]
+    for j in range(n - 1, -1, -1):
+        c = class_map[node_byte[j]]
+        for q in range(m):
+            if trans[q, c] < 0:
+                good[j, q] = False
+        p = parent[j]
+        if p >= 0:  # j's row is final here: all of its children came before it
+            cp = class_map[node_byte[p]]
+            for q in range(m):
+                t = trans[q, cp]
+                if t >= 0 and not good[j, t]:
+                    good[p, q] = False
+    out = np.zeros(n, np.uint8)
+    for j in range(n):
+        out[j] = good[j, 0]
+    return out
 
 
 # ---------------------------------------------------------------------- which states a slice serves
