@@ -25,6 +25,7 @@ from .expr_pool import ExprPool
 from .gbnf_frontend import parse_gbnf
 from .lark_frontend import parse_lark
 from .matcher import Matcher
+from .token_trie import trie_parents
 from .vocab import Vocabulary
 
 __all__ = ["CompiledCfg", "CfgMatcher", "compile_cfg", "compile_lark", "compile_gbnf"]
@@ -272,13 +273,7 @@ def _descendant_bytes(node_byte, node_depth):
     """uint64 [nodes, 4]: the bytes of each node's strict descendants, as 256-bit masks."""
     n = len(node_byte)
     desc = np.zeros((n, 4), np.uint64)
-    parent = np.full(n, -1, np.int64)
-    path = np.zeros(4096, np.int64)
-    for j in range(n):
-        d = node_depth[j]
-        path[d] = j
-        if d > 1:
-            parent[j] = path[d - 1]
+    parent = trie_parents(node_depth)
     for j in range(n - 1, -1, -1):
         p = parent[j]
         if p >= 0:

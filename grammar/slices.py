@@ -16,6 +16,7 @@ import numpy as np
 from .expr_pool import INF, K_BYTES, K_CAT, K_OR, K_REP, ExprPool
 from .lazy_dfa import LazyDFA
 from .regex_ast import ByteSet, Chars, Repeat
+from .token_trie import trie_parents
 
 __all__ = ["Slice"]
 
@@ -115,13 +116,7 @@ def _tails(node_byte, node_depth, class_map, trans):
     boundary), stays live in X*; children before parents (reverse preorder), per DFA state."""
     n, m = len(node_byte), trans.shape[0]
     good = np.ones((n, m), np.bool_)  # good[j, q]: every path from j down is live from state q
-    parent = np.full(n, -1, np.int32)
-    path = np.zeros(4097, np.int32)
-    for j in range(n):
-        d = node_depth[j]
-        path[d] = j
-        if d > 1:
-            parent[j] = path[d - 1]
+    parent = trie_parents(node_depth)
     for j in range(n - 1, -1, -1):
         c = class_map[node_byte[j]]
         for q in range(m):

@@ -251,3 +251,17 @@ def _walk_batch(node_byte, node_depth, node_end, tok_start, tok_end, token_ids, 
                 mask[tid >> 5] |= np.uint32(1) << np.uint32(tid & 31)
             i += 1
     return n_out, len(jobs_node)
+
+
+@numba.njit(cache=True)
+def trie_parents(node_depth):
+    """int64 [nodes]: each node's parent in the preorder trie arrays (-1 for the top level)."""
+    n = len(node_depth)
+    parent = np.full(n, -1, np.int64)
+    path = np.zeros(4097, np.int64)
+    for j in range(n):
+        d = node_depth[j]
+        path[d] = j
+        if d > 1:
+            parent[j] = path[d - 1]
+    return parent

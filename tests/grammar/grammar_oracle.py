@@ -127,3 +127,31 @@ def boolean_regexes(extra_leaves=(), max_leaves: int = 7, wide_alts: bool = Fals
         )
 
     return st.recursive(leaves, node, max_leaves=max_leaves)
+
+
+def allowed_tokens(matcher, vocab) -> np.ndarray:
+    """The matcher's current mask as one bool per token id."""
+    bm = np.zeros((1, vocab.bitmask_words), dtype=np.int32)
+    matcher.fill_bitmask(bm, 0)
+    return np.unpackbits(bm[0].view(np.uint8), bitorder="little").astype(bool)[: vocab.size]
+
+
+def check_masks_on_random_paths(compiled, new_state, tokens, vocab, rng, walks: int, steps: int, seen=None):
+    """Along ``walks`` random paths of up to ``steps`` tokens through ``compiled``'s matcher, every
+    token's mask bit equals whether the oracle (``new_state()``: a byte-level recognizer with
+    ``copy``/``feed_bytes``/``is_accepting``) takes its bytes, and EOS equals acceptance;
+    ``seen(matcher)`` is called at each state before its mask."""
+    for _ in range(walks):
+        m, state = compiled.matcher(), new_state()
+        for _ in range(steps):
+            if seen is not None:
+                seen(m)
+            allowed = allowed_tokens(m, vocab)
+            for tid, tok in enumerate(tokens):
+                assert allowed[tid] == state.copy().feed_bytes(tok), (m.state, tok)
+            assert allowed[vocab.eos_ids[0]] == state.is_accepting()
+            options = np.flatnonzero(allowed[: len(tokens)])
+            if not len(options):
+                break
+            tid = int(rng.choice(options))
+            assert m.accept_token(tid) and state.feed_bytes(tokens[tid])

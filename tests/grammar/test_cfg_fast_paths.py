@@ -8,7 +8,7 @@ import random
 
 import numpy as np
 import pytest
-from grammar_oracle import byte_splits, tiny_vocab
+from grammar_oracle import byte_splits, check_masks_on_random_paths, tiny_vocab
 
 from guided.grammar.cfg_matcher import compile_cfg
 from guided.grammar.earley import CfgAutomaton, CfgState
@@ -40,34 +40,19 @@ def _grammar(name):
     return parse_lark(text) if kind == "lark" else parse_gbnf(text)
 
 
-def _allowed(m) -> np.ndarray:
-    bm = np.zeros((1, VOCAB.bitmask_words), dtype=np.int32)
-    m.fill_bitmask(bm, 0)
-    return np.unpackbits(bm[0].view(np.uint8), bitorder="little").astype(bool)[: VOCAB.size]
-
-
 @pytest.mark.parametrize("name", sorted(GRAMMARS))
 def test_sliced_masks_are_exact(name):
     g = _grammar(name)
     compiled = compile_cfg(VOCAB, g)
     oracle = CfgAutomaton(g)
-    rng = random.Random(name)
     sliced = set()
-    for _ in range(12):
-        m, state = compiled.matcher(), CfgState(oracle)
-        for _ in range(12):
-            cand = compiled.slice_of(m.state)
-            if cand is not None:
-                sliced.add(cand[1])
-            allowed = _allowed(m)
-            for tid, tok in enumerate(TOKENS):
-                assert allowed[tid] == state.copy().feed_bytes(tok), (m.state, tok)
-            assert allowed[VOCAB.eos_ids[0]] == state.is_accepting()
-            options = np.flatnonzero(allowed[: len(TOKENS)])
-            if not len(options):
-                break
-            tid = int(rng.choice(options))
-            assert m.accept_token(tid) and state.feed_bytes(TOKENS[tid])
+
+    def seen(m):
+        cand = compiled.slice_of(m.state)
+        if cand is not None:
+            sliced.add(cand[1])
+
+    check_masks_on_random_paths(compiled, lambda: CfgState(oracle), TOKENS, VOCAB, random.Random(name), 12, 12, seen)
     assert -1 in sliced  # the unbounded string body was taken through its slice
     assert any(hi > 0 for hi in sliced)  # and a bounded one ([a-z]{..3})
 

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import random
 
-import numpy as np
 import pytest
-from grammar_oracle import byte_splits, tiny_vocab
+from grammar_oracle import byte_splits, check_masks_on_random_paths, tiny_vocab
 
 from guided.grammar.cfg_matcher import compile_cfg
 from guided.grammar.earley import CfgAutomaton, CfgState
@@ -37,29 +36,11 @@ TOKENS = sorted(
 VOCAB = tiny_vocab(TOKENS)
 
 
-def _allowed(m) -> np.ndarray:
-    bm = np.zeros((1, VOCAB.bitmask_words), dtype=np.int32)
-    m.fill_bitmask(bm, 0)
-    return np.unpackbits(bm[0].view(np.uint8), bitorder="little").astype(bool)[: VOCAB.size]
-
-
 @pytest.mark.parametrize("name", sorted(GRAMMARS))
 def test_mid_token_slices_give_exact_masks(name):
     g = parse_lark(GRAMMARS[name])
     compiled = compile_cfg(VOCAB, g)
     oracle = CfgAutomaton(g)
-    rng = random.Random(name)
-    for _ in range(25):
-        m, state = compiled.matcher(), CfgState(oracle)
-        for _ in range(10):
-            allowed = _allowed(m)
-            for tid, tok in enumerate(TOKENS):
-                assert allowed[tid] == state.copy().feed_bytes(tok), (m.state, tok)
-            assert allowed[VOCAB.eos_ids[0]] == state.is_accepting()
-            options = np.flatnonzero(allowed[: len(TOKENS)])
-            if not len(options):
-                break
-            tid = int(rng.choice(options))
-            assert m.accept_token(tid) and state.feed_bytes(TOKENS[tid])
+    check_masks_on_random_paths(compiled, lambda: CfgState(oracle), TOKENS, VOCAB, random.Random(name), 25, 10)
     served = compiled._cfg_tail[: compiled._tail_done]
     assert (served >= 0).any()  # some configuration had its subtrees skipped through a mid-token slice
