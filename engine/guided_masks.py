@@ -9,6 +9,7 @@ threads: the matcher's mask walks run in numba with the GIL released.
 
 from __future__ import annotations
 
+import logging
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
@@ -18,6 +19,8 @@ from guided.errors import GuidedError
 from .sequence import Sequence
 
 __all__ = ["GuidedMasks"]
+
+logger = logging.getLogger(__name__)
 
 PARALLEL_MIN_ROWS = 8  # below this, threads cost more than they save
 
@@ -57,12 +60,18 @@ class GuidedMasks:
         list(self._pool.map(lambda rs: [self._fill_row(seqs[r], r) for r in rs], chunks))
 
     def _fill_row(self, seq: Sequence, row: int) -> None:
-        """One row; a grammar that hits a limit here fails its own sequence, never the batch."""
+        """One row; a grammar that hits a limit (or fails) here fails its own sequence, never the batch."""
         try:
             seq.constraint.fill_bitmask(self.array, row)
         except GuidedError as e:
-            self.failures[seq.seq_id] = str(e) or type(e).__name__
-            self.array[row] = -1  # sampled freely; the engine ends the sequence with the error
+            self._failed(seq, row, str(e) or type(e).__name__)
+        except Exception as e:  # a bug in one matcher: still this sequence's alone
+            logger.exception("mask fill failed for sequence %s of request %s", seq.seq_id, seq.request_id)
+            self._failed(seq, row, f"computing the token mask failed: {type(e).__name__}: {e}")
+
+    def _failed(self, seq: Sequence, row: int, message: str) -> None:
+        self.failures[seq.seq_id] = message
+        self.array[row] = -1  # sampled freely; the engine ends the sequence with the error
 
     def close(self) -> None:
         if self._pool is not None:

@@ -109,6 +109,7 @@ class LLMEngine:
             (prompt, self.tokenizer.encode(prompt)) if isinstance(prompt, str) else (None, list(prompt))
         )
         self._check_prompt(ids)
+        params.check_for_engine(self.vocab_size, self.config.max_num_seqs)
         seqs = [Sequence(ids, params, request_id, i) for i in range(params.n)]
         for seq in seqs:
             seq.seed = sequence_seed(seq, self.config.seed)
@@ -119,7 +120,8 @@ class LLMEngine:
         if grammar is None:
             self._schedule(request)
         elif hasattr(grammar, "matcher"):
-            self._attach(request, grammar)
+            if not self._attach(request, grammar):
+                self._finished_early.append(request)
         else:
             request.grammar = grammar
             self.pending_grammars[request_id] = request
@@ -129,20 +131,34 @@ class LLMEngine:
         for seq in request.seqs:
             self.scheduler.add(seq)
 
-    def _attach(self, request: Request, compiled) -> None:
-        """Give each completion its own matcher over the compiled grammar, then schedule it.
+    def _attach(self, request: Request, compiled) -> bool:
+        """Give each completion its own matcher over the compiled grammar, then schedule it; False
+        (the request ended with the error) when that fails.
 
         Text the grammar forces from its start is appended at once, to be prefilled with the prompt.
         """
         request.grammar = None
-        for seq in request.seqs:
-            seq.constraint = compiled.matcher()
-            if self.config.fast_forward:
-                self._fast_forward(seq)
-            if not seq.is_finished:
-                self.scheduler.add(seq)
+        try:
+            for seq in request.seqs:
+                seq.constraint = compiled.matcher()
+                if self.config.fast_forward:
+                    self._fast_forward(seq)
+                if not seq.is_finished:
+                    self.scheduler.add(seq)
+        except Exception as e:  # a matcher that cannot be made ends this request alone
+            logger.exception("request %s: making its matcher failed", request.request_id)
+            self._end_with_error(request, f"making the constraint's matcher failed: {type(e).__name__}: {e}")
+            return False
         if request.finished:  # e.g. max_tokens reached by forced text alone
             self._finished_early.append(request)
+        return True
+
+    def _end_with_error(self, request: Request, message: str) -> None:
+        request.error = message
+        live = [s for s in request.seqs if not s.is_finished]
+        self.scheduler.abort(live)
+        for seq in live:
+            seq.finish_reason = "error"
 
     def _admit_grammars(self) -> list[RequestOutput]:
         """Requests whose constraint finished compiling join the queue; failed ones end with the error."""
@@ -154,12 +170,11 @@ class LLMEngine:
             try:
                 compiled = request.grammar.result()
             except Exception as e:  # the compiler's error, reported on this request alone
-                request.error = str(e) or type(e).__name__
-                for seq in request.seqs:
-                    self.scheduler.finish(seq, "error")
+                self._end_with_error(request, str(e) or type(e).__name__)
                 failed.append(self._output(request))
                 continue
-            self._attach(request, compiled)
+            if not self._attach(request, compiled):
+                failed.append(self._output(request))
         return failed
 
     def _check_prompt(self, ids: list[int]) -> None:
@@ -189,11 +204,7 @@ class LLMEngine:
         if request is None:
             return None
         self.pending_grammars.pop(request.request_id, None)
-        live = [s for s in request.seqs if not s.is_finished]
-        self.scheduler.abort(live)
-        for seq in live:
-            seq.finish_reason = "error"
-        request.error = message
+        self._end_with_error(request, message)
         return self._output(request)
 
     def has_unfinished(self) -> bool:
@@ -217,35 +228,53 @@ class LLMEngine:
 
     # ------------------------------------------------------------------ one step
     def step(self) -> list[RequestOutput]:
-        """Schedule and run one batch; return the outputs of the requests that advanced."""
+        """Schedule and run one batch; return the outputs of the requests that advanced.
+
+        Whatever goes wrong for one sequence in a phase of the step (scheduling, sampling inputs, its
+        mask, sampling, accepting its token, stop checks, detokenizing, logprobs, fast-forward) ends
+        that sequence alone with ``finish_reason == "error"``; the others go on unchanged.
+        """
         outputs = self._admit_grammars() if self.pending_grammars else []
         if self._finished_early:
             outputs += [self._output(r) for r in self._finished_early if r.request_id in self.requests]
             self._finished_early.clear()
         batch = self.scheduler.schedule()
+        touched: dict[str, Request] = {}
+        self._fail_all(batch.failed, touched)
         if not batch:
-            if self.pending_grammars and not outputs:
+            if self.pending_grammars and not outputs and not touched:
                 time.sleep(GRAMMAR_POLL_S)  # only compiles are in flight: do not spin
-            return outputs
-        seqs, sampled = self.runner.execute(batch, self.bitmask_provider or self.guided_masks)
+            return outputs + [self._output(r) for r in touched.values()]
+        sampled = self.runner.execute(batch, self.bitmask_provider or self.guided_masks)
         for seq, n in zip(batch.seqs, batch.num_tokens, strict=True):
             seq.num_computed_tokens += n
             self.block_manager.cache_computed_blocks(seq)
-        if sampled is None:
-            return outputs
-        token_ids = sampled.token_ids.tolist()  # the one device-to-host copy of the step
-        logprobs = _logprob_rows(sampled) if sampled.logprobs is not None else None
-        touched: dict[str, Request] = {}
+        self._fail_all(sampled.failed, touched)
         now = time.perf_counter()
-        for i, seq in enumerate(seqs):
-            self._append(seq, token_ids[i], logprobs[i] if logprobs else None)
-            if seq.constraint is not None and self.config.fast_forward and not seq.is_finished:
-                self._fast_forward(seq)
+        for seq, token_id, logprobs in zip(sampled.seqs, sampled.token_ids, sampled.logprobs, strict=True):
+            self._advance(seq, token_id, logprobs)
             request = self.requests[seq.request_id]
             request.first_token_time = request.first_token_time or now
             if self.stream or seq.is_finished:
                 touched[seq.request_id] = request
         return outputs + [self._output(r) for r in touched.values() if self.stream or r.finished]
+
+    def _advance(self, seq: Sequence, token_id: int, logprobs: dict[int, float] | None) -> None:
+        """Append the sampled token, then what the grammar forces; an error ends this sequence alone."""
+        try:
+            self._append(seq, token_id, logprobs)
+            if seq.constraint is not None and self.config.fast_forward and not seq.is_finished:
+                self._fast_forward(seq)
+        except Exception as e:
+            logger.exception("request %s: processing its sampled token failed", seq.request_id)
+            if not seq.is_finished:
+                self._fail(seq, f"processing the sampled token failed: {type(e).__name__}: {e}")
+
+    def _fail_all(self, failed: list[tuple[Sequence, str]], touched: dict[str, Request]) -> None:
+        for seq, message in failed:
+            if not seq.is_finished:
+                self._fail(seq, message)
+            touched[seq.request_id] = self.requests[seq.request_id]
 
     def _fast_forward(self, seq: Sequence) -> None:
         """Append the tokens the grammar forces; the next step prefills them as one chunk."""
@@ -253,6 +282,10 @@ class LLMEngine:
             forced = seq.constraint.forced_tokens()
         except GuidedError as e:  # a grammar limit ends this sequence alone
             self._fail(seq, str(e) or type(e).__name__)
+            return
+        except Exception as e:  # a bug in one matcher: still this sequence's alone
+            logger.exception("request %s: forced tokens failed", seq.request_id)
+            self._fail(seq, f"computing the forced tokens failed: {type(e).__name__}: {e}")
             return
         for token_id in forced:
             self._append(seq, token_id, None, forced=True)
@@ -273,6 +306,10 @@ class LLMEngine:
                 accepted = matcher.accept_token(token_id)
             except GuidedError as e:  # a grammar limit ends this sequence alone
                 self._fail(seq, str(e) or type(e).__name__)
+                return
+            except Exception as e:  # a bug in one matcher: still this sequence's alone
+                logger.exception("request %s: accepting token %d failed", seq.request_id, token_id)
+                self._fail(seq, f"accepting token {token_id} failed: {type(e).__name__}: {e}")
                 return
             if not accepted:  # the mask makes this impossible: say so loudly
                 self._fail(
@@ -339,17 +376,6 @@ class LLMEngine:
     def _forget(self, request: Request) -> None:
         for seq in request.seqs:
             self.completions.pop(seq.seq_id, None)
-
-
-def _logprob_rows(sampled) -> list[dict[int, float]]:
-    chosen = sampled.logprobs.tolist()
-    ids = sampled.token_ids.tolist()
-    rows = [{t: lp} for t, lp in zip(ids, chosen, strict=True)]
-    if sampled.top_ids is not None:
-        for row, tops, lps in zip(rows, sampled.top_ids.tolist(), sampled.top_logprobs.tolist(), strict=True):
-            for t, lp in zip(tops, lps, strict=True):
-                row.setdefault(t, lp)
-    return rows
 
 
 def _top(row: dict[int, float], token_id: int, k: int) -> dict[int, float]:

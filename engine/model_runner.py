@@ -18,7 +18,7 @@ from .config import Config
 from .context import StepContext
 from .cuda_graphs import DecodeGraphs
 from .loader import load_model
-from .sampler import Sampler
+from .sampler import SampledTokens, Sampler
 from .scheduler import ScheduledBatch
 from .sequence import Sequence
 
@@ -128,8 +128,8 @@ class ModelRunner:
 
     # ------------------------------------------------------------------ one step
     @torch.inference_mode()
-    def execute(self, batch: ScheduledBatch, bitmask_provider: BitmaskProvider | None = None):
-        """Run ``batch``; return the sequences that sampled and the ``SampleOutput`` (None if none did)."""
+    def execute(self, batch: ScheduledBatch, bitmask_provider: BitmaskProvider | None = None) -> SampledTokens:
+        """Run ``batch``; return the tokens sampled for the sequences whose chunk reached their end."""
         ids, positions, slots, cu, seq_lens, tables, sample_rows, sample_seqs = self._prepare(batch)
         if self.graphs is not None and self.graphs.can_run(batch, len(sample_seqs)):
             hidden = self.graphs.run(ids, positions, slots, seq_lens, tables)
@@ -137,11 +137,33 @@ class ModelRunner:
             ctx = self._context(slots, cu, seq_lens, tables, max(batch.num_tokens))
             hidden = self.model(self._to_device(ids, torch.long), self._to_device(positions, torch.long), ctx)
         if not sample_seqs:
-            return sample_seqs, None
-        logits = self.model.logits(hidden[self._to_device(sample_rows, torch.long)])
-        sampling = self.sampler.prepare(sample_seqs)
-        bitmask, bitmask_rows = self._bitmask(bitmask_provider, sample_seqs)
-        return sample_seqs, self.sampler(logits, sampling, bitmask, bitmask_rows)
+            return SampledTokens()
+        return self._sample(hidden, sample_rows, sample_seqs, bitmask_provider)
+
+    def _sample(self, hidden, rows: list[int], seqs: list[Sequence], provider) -> SampledTokens:
+        """Sample the rows together; if that raises, row by row, so the rows that fail end alone."""
+        try:
+            return self._sample_rows(hidden, rows, seqs, provider)
+        except Exception:
+            if len(seqs) > 1:
+                logger.exception("sampling a batch of %d rows failed; sampling row by row", len(seqs))
+        out = SampledTokens()
+        for row, seq in zip(rows, seqs, strict=True):
+            try:
+                out.extend(self._sample_rows(hidden, [row], [seq], provider))
+            except Exception as e:  # this row alone: its request ends with the error
+                logger.exception("sampling failed for sequence %s of request %s", seq.seq_id, seq.request_id)
+                out.failed.append((seq, f"sampling failed: {type(e).__name__}: {e}"))
+        return out
+
+    def _sample_rows(self, hidden, rows: list[int], seqs: list[Sequence], provider) -> SampledTokens:
+        # hidden: [num_tokens, hidden_size]; rows index the last token of each sampled sequence
+        logits = self.model.logits(hidden[self._to_device(rows, torch.long)])
+        sampling = self.sampler.prepare(seqs)
+        bitmask, bitmask_rows = self._bitmask(provider, seqs)
+        out = SampledTokens()
+        out.add(seqs, self.sampler(logits, sampling, bitmask, bitmask_rows))
+        return out
 
     def _prepare(self, batch: ScheduledBatch):
         ids, positions, slots, cu, seq_lens, tables = [], [], [], [0], [], []

@@ -7,7 +7,7 @@ has one, is applied by the fused kernel itself.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -35,6 +35,41 @@ class SamplingBatch:
     all_greedy: bool
 
 
+@dataclass(slots=True)
+class SampledTokens:
+    """What one step sampled, on the host: per sequence its token and logprobs, and the sequences
+    whose sampling failed (with why), which the engine ends alone."""
+
+    seqs: list[Sequence] = field(default_factory=list)
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[dict[int, float] | None] = field(default_factory=list)  # sampled id first, then top ids
+    failed: list[tuple[Sequence, str]] = field(default_factory=list)
+
+    def add(self, seqs: list[Sequence], out: SampleOutput) -> None:
+        """Append the rows of ``out`` (one per sequence); the step's one device-to-host copy."""
+        self.seqs.extend(seqs)
+        self.token_ids.extend(out.token_ids.tolist())
+        self.logprobs.extend(logprob_rows(out) if out.logprobs is not None else [None] * len(seqs))
+
+    def extend(self, other: SampledTokens) -> None:
+        self.seqs += other.seqs
+        self.token_ids += other.token_ids
+        self.logprobs += other.logprobs
+        self.failed += other.failed
+
+
+def logprob_rows(sampled: SampleOutput) -> list[dict[int, float]]:
+    """Per row ``{sampled id: logprob, top ids...: logprob}`` (the sampled token first)."""
+    chosen = sampled.logprobs.tolist()
+    ids = sampled.token_ids.tolist()
+    rows = [{t: lp} for t, lp in zip(ids, chosen, strict=True)]
+    if sampled.top_ids is not None:
+        for row, tops, lps in zip(rows, sampled.top_ids.tolist(), sampled.top_logprobs.tolist(), strict=True):
+            for t, lp in zip(tops, lps, strict=True):
+                row.setdefault(t, lp)
+    return rows
+
+
 def sequence_seed(seq: Sequence, engine_seed: int) -> int:
     """Seed of a sequence's stream: the request's seed (mixed with the completion index) or a fresh one."""
     base = seq.params.seed if seq.params.seed is not None else hash((engine_seed, seq.seq_id)) & _MASK64
@@ -54,7 +89,8 @@ class Sampler:
         want = [p.logprobs for p in params if p.logprobs is not None]
         return SamplingBatch(
             temperature=self._tensor([p.temperature for p in params], torch.float32),
-            top_k=self._tensor([p.top_k for p in params], torch.int32),
+            # past the vocabulary top-k keeps everything: clamping keeps any int inside int32
+            top_k=self._tensor([min(p.top_k, self.vocab_size) for p in params], torch.int32),
             top_p=self._tensor([p.top_p for p in params], torch.float32),
             min_p=self._tensor([p.min_p for p in params], torch.float32),
             seeds=self._tensor([s.seed for s in seqs], torch.int64),

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 from guided.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+# Ranges the sampler can honour exactly in float32 (1 / temperature, logits * penalty stay finite).
+MAX_TEMPERATURE = 1e4
+MIN_TEMPERATURE = 1e-2  # smaller positive temperatures are clamped up to this, with a warning
+MIN_REPETITION_PENALTY, MAX_REPETITION_PENALTY = 1e-4, 1e4
+MAX_LOGPROBS = 20
 
 
 @dataclass(slots=True)
@@ -14,18 +23,21 @@ class SamplingParams:
     Parameters
     ----------
     temperature : float
-        0 means greedy (argmax); otherwise logits are divided by it.
+        0 means greedy (argmax); otherwise logits are divided by it. In [0, 1e4]; values in
+        (0, 0.01) are raised to 0.01 (with a warning), as vLLM does.
     top_p, top_k, min_p : float, int, float
-        Nucleus mass (1 = off), number of top tokens kept (0 or -1 = off), minimum probability
-        relative to the most likely token (0 = off).
+        Nucleus mass in (0, 1] (1 = off), number of top tokens kept (0 or -1 = off; any value past
+        the vocabulary keeps all), minimum probability relative to the most likely token (0 = off).
     repetition_penalty : float
-        CTRL-style penalty (> 1 discourages) on tokens of the prompt and the output; 1 = off.
+        CTRL-style penalty (> 1 discourages) on tokens of the prompt and the output; 1 = off; in
+        [1e-4, 1e4].
     frequency_penalty, presence_penalty : float
         OpenAI-style penalties in [-2, 2] on output tokens (per occurrence / once).
     seed : int, optional
         Seed of this request's random stream; the same seed gives the same tokens whatever the batch.
+        Any 64-bit integer, signed or not.
     n : int
-        Number of completions of the prompt.
+        Number of completions of the prompt (at most the engine's ``max_num_seqs``).
     max_tokens : int
         Most tokens generated per completion.
     min_tokens : int
@@ -33,11 +45,11 @@ class SamplingParams:
     stop : str or list of str
         Strings that end the completion (not included in the text unless ``include_stop_str_in_output``).
     stop_token_ids : list of int
-        Token ids that end the completion (kept in ``token_ids``).
+        Token ids that end the completion (kept in ``token_ids``); each inside the vocabulary.
     ignore_eos : bool
         Keep generating past EOS (until ``max_tokens`` or a stop).
     logprobs : int, optional
-        None: no logprobs; 0: the sampled token's logprob; k > 0: also the top-k alternatives.
+        None: no logprobs; 0: the sampled token's logprob; k in [1, 20]: also the top-k alternatives.
     skip_special_tokens : bool
         Leave special tokens out of the text.
     """
@@ -75,25 +87,24 @@ class SamplingParams:
         return self.repetition_penalty != 1.0 or self.frequency_penalty != 0.0 or self.presence_penalty != 0.0
 
     def _check_sampling(self) -> None:
-        _number("temperature", self.temperature, 0.0, None)
-        _number("top_p", self.top_p, 0.0, 1.0)
-        if self.top_p == 0.0:
-            raise ConfigError("top_p must be in (0, 1], got 0")
+        _number("temperature", self.temperature, 0.0, MAX_TEMPERATURE)
+        if 0.0 < self.temperature < MIN_TEMPERATURE:
+            # 1 / temperature overflows float32 logits far below this; vLLM clamps the same way
+            logger.warning("temperature %g is below %g; using %g", self.temperature, MIN_TEMPERATURE,
+                           MIN_TEMPERATURE)  # fmt: skip
+            self.temperature = MIN_TEMPERATURE
+        _number("top_p", self.top_p, 0.0, 1.0, low_open=True)
         _integer("top_k", self.top_k, -1)
         if self.top_k == -1:
             self.top_k = 0
         _number("min_p", self.min_p, 0.0, 1.0)
         if self.seed is not None:
-            _integer("seed", self.seed, 0)
+            _integer("seed", self.seed, -(2**63), 2**64 - 1)
         if self.logprobs is not None:
-            _integer("logprobs", self.logprobs, 0)
-            if self.logprobs > 20:
-                raise ConfigError(f"logprobs must be at most 20, got {self.logprobs}")
+            _integer("logprobs", self.logprobs, 0, MAX_LOGPROBS)
 
     def _check_penalties(self) -> None:
-        _number("repetition_penalty", self.repetition_penalty, 0.0, None)
-        if self.repetition_penalty == 0.0:
-            raise ConfigError("repetition_penalty must be > 0, got 0")
+        _number("repetition_penalty", self.repetition_penalty, MIN_REPETITION_PENALTY, MAX_REPETITION_PENALTY)
         _number("frequency_penalty", self.frequency_penalty, -2.0, 2.0)
         _number("presence_penalty", self.presence_penalty, -2.0, 2.0)
 
@@ -102,7 +113,8 @@ class SamplingParams:
         _integer("max_tokens", self.max_tokens, 1)
         _integer("min_tokens", self.min_tokens, 0)
         if self.min_tokens > self.max_tokens:
-            raise ConfigError(f"min_tokens ({self.min_tokens}) must not exceed max_tokens ({self.max_tokens})")
+            raise ConfigError(f"min_tokens ({self.min_tokens}) must not exceed max_tokens ({self.max_tokens})",
+                              "min_tokens")  # fmt: skip
 
     def _check_stops(self) -> None:
         if isinstance(self.stop, str):
@@ -110,22 +122,38 @@ class SamplingParams:
         self.stop = list(self.stop or [])
         for s in self.stop:
             if not isinstance(s, str) or not s:
-                raise ConfigError(f"stop must be non-empty strings, got {s!r}")
+                raise ConfigError(f"stop must be non-empty strings, got {s!r}", "stop")
         self.stop_token_ids = list(self.stop_token_ids or [])
         for t in self.stop_token_ids:
             _integer("stop_token_ids[]", t, 0)
 
+    def check_for_engine(self, vocab_size: int, max_num_seqs: int) -> None:
+        """What only the engine knows: token ids inside its vocabulary, ``n`` within one batch."""
+        for t in self.stop_token_ids:
+            _integer("stop_token_ids[]", t, 0, vocab_size - 1)
+        if self.logprobs is not None:
+            _integer("logprobs", self.logprobs, 0, vocab_size)
+        if self.n > max_num_seqs:
+            raise ConfigError(f"n must be at most max_num_seqs ({max_num_seqs}): the n completions of a "
+                              f"prompt run in one batch; got {self.n}", "n")  # fmt: skip
 
-def _number(name: str, value, low: float | None, high: float | None) -> None:
+
+def _field(name: str) -> str:
+    return name.removesuffix("[]")
+
+
+def _number(name: str, value, low: float, high: float, low_open: bool = False) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-        raise ConfigError(f"{name} must be a number, got {value!r}")
-    if (low is not None and value < low) or (high is not None and value > high):
-        bounds = f"[{low if low is not None else '-inf'}, {high if high is not None else 'inf'}]"
-        raise ConfigError(f"{name} must be in {bounds}, got {value}")
+        raise ConfigError(f"{name} must be a number, got {value!r}", _field(name))
+    if value < low or value > high or (low_open and value == low):
+        bounds = f"{'(' if low_open else '['}{low}, {high}]"
+        raise ConfigError(f"{name} must be in {bounds}, got {value}", _field(name))
 
 
-def _integer(name: str, value, low: int) -> None:
+def _integer(name: str, value, low: int, high: int | None = None) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{name} must be an integer, got {value!r}")
-    if value < low:
-        raise ConfigError(f"{name} must be >= {low}, got {value}")
+        raise ConfigError(f"{name} must be an integer, got {value!r}", _field(name))
+    if value < low or (high is not None and value > high):
+        bounds = f"[{low}, {high}]" if high is not None else f">= {low}"
+        raise ConfigError(f"{name} must be {'in ' if high is not None else ''}{bounds}, got {value}",
+                          _field(name))  # fmt: skip

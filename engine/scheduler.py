@@ -9,12 +9,15 @@ queue keeping its output, to be recomputed later. Oldest-first service means not
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from dataclasses import dataclass, field
 
 from .block_manager import BlockManager
 from .config import Config
 from .sequence import Sequence, SequenceStatus
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -24,6 +27,7 @@ class ScheduledBatch:
     seqs: list[Sequence] = field(default_factory=list)
     num_tokens: list[int] = field(default_factory=list)
     preempted: list[Sequence] = field(default_factory=list)
+    failed: list[tuple[Sequence, str]] = field(default_factory=list)  # dropped by an error, with why
 
     def __len__(self) -> int:
         return len(self.seqs)
@@ -60,17 +64,27 @@ class Scheduler:
         i = 0
         while i < len(self.running) and budget > 0:
             seq = self.running[i]
-            n = min(seq.num_uncomputed_tokens, budget)
-            if n == 0:  # nothing to compute this step (e.g. waiting on something outside the engine)
-                i += 1
+            try:
+                n = self._schedule_one_running(seq, budget, batch)
+            except Exception as e:  # this sequence alone leaves the batch; the caller ends it
+                self._drop(seq, e, batch)
                 continue
-            if not self._make_room(seq, n, batch):
+            if n is None:
                 break  # seq itself was preempted; everything after it already was
-            self.block_manager.append(seq, n)
-            batch.add(seq, n)
             budget -= n
             i += 1
         return budget
+
+    def _schedule_one_running(self, seq: Sequence, budget: int, batch: ScheduledBatch) -> int | None:
+        """Tokens of ``seq`` scheduled this step (0: none to compute), or None when it was preempted."""
+        n = min(seq.num_uncomputed_tokens, budget)
+        if n == 0:  # nothing to compute this step (e.g. waiting on something outside the engine)
+            return 0
+        if not self._make_room(seq, n, batch):
+            return None
+        self.block_manager.append(seq, n)
+        batch.add(seq, n)
+        return n
 
     def _make_room(self, seq: Sequence, n: int, batch: ScheduledBatch) -> bool:
         while not self.block_manager.can_append(seq, n):
@@ -81,21 +95,43 @@ class Scheduler:
         return True
 
     def _schedule_waiting(self, batch: ScheduledBatch, budget: int) -> None:
-        bm = self.block_manager
         while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
             seq = self.waiting[0]
-            cached = bm.num_cached_tokens(seq)
-            n = min(seq.num_tokens - cached, budget)
-            if n < seq.num_tokens - cached and not self.chunked_prefill:
+            try:
+                n = self._admit(seq, budget)
+            except Exception as e:  # this sequence alone leaves the queue; the caller ends it
+                self._drop(seq, e, batch)
+                continue
+            if n is None:
                 break
-            if not bm.can_allocate(seq, cached + n):
-                break
-            bm.allocate(seq, cached + n)
-            self.waiting.popleft()
-            seq.status = SequenceStatus.RUNNING
-            self.running.append(seq)
             batch.add(seq, n)
             budget -= n
+
+    def _admit(self, seq: Sequence, budget: int) -> int | None:
+        """Move the first waiting sequence into the running set with its first chunk; None if it cannot."""
+        bm = self.block_manager
+        cached = bm.num_cached_tokens(seq)
+        n = min(seq.num_tokens - cached, budget)
+        if n < seq.num_tokens - cached and not self.chunked_prefill:
+            return None
+        if not bm.can_allocate(seq, cached + n):
+            return None
+        bm.allocate(seq, cached + n)
+        self.waiting.popleft()
+        seq.status = SequenceStatus.RUNNING
+        self.running.append(seq)
+        return n
+
+    def _drop(self, seq: Sequence, error: Exception, batch: ScheduledBatch) -> None:
+        """Take ``seq`` out of the queues and the batch after scheduling it raised; the engine ends it."""
+        logger.exception("scheduling failed for sequence %s of request %s", seq.seq_id, seq.request_id)
+        for queue in (self.waiting, self.running):
+            if seq in queue:
+                queue.remove(seq)
+        if seq in batch.seqs:
+            i = batch.seqs.index(seq)
+            del batch.seqs[i], batch.num_tokens[i]
+        batch.failed.append((seq, f"scheduling failed: {type(error).__name__}: {error}"))
 
     def _preempt(self, seq: Sequence, batch: ScheduledBatch) -> None:
         self.block_manager.free(seq)

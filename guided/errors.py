@@ -21,7 +21,11 @@ class GuidedError(Exception):
 
 
 class ConfigError(GuidedError, ValueError):
-    """A configuration or parameter value is invalid."""
+    """A configuration or parameter value is invalid; ``param`` names the field when there is one."""
+
+    def __init__(self, message: str, param: str | None = None):
+        super().__init__(message)
+        self.param = param
 
 
 class TokenizerError(GuidedError, ValueError):

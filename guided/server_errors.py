@@ -37,6 +37,7 @@ def api_error(exc: BaseException, param: str | None = None) -> ApiError:
     """The ApiError for an exception raised while preparing or compiling a request."""
     if isinstance(exc, ApiError):
         return exc
+    param = param or getattr(exc, "param", None)
     for cls, code in _CODES:
         if isinstance(exc, cls):
             return ApiError(400, str(exc), param=param, code=code)

@@ -185,10 +185,13 @@ class ServedModel:
             skip_special_tokens=req.skip_special_tokens,
         )  # fmt: skip
         fields = {k: v for k, v in fields.items() if v is not None}
+        engine = self.llm.engine
         try:
-            return SamplingParams(n=req.n, max_tokens=max_tokens or 16, logprobs=logprobs, **fields)
-        except ConfigError as e:
+            params = SamplingParams(n=req.n, max_tokens=max_tokens or 16, logprobs=logprobs, **fields)
+            params.check_for_engine(engine.vocab_size, engine.config.max_num_seqs)
+        except ConfigError as e:  # a 400 naming the field and its range, before anything runs
             raise api_error(e) from None
+        return params
 
     def default_max_tokens(self, num_prompt_tokens: int) -> int:
         return max(self.max_model_len - num_prompt_tokens, 1)

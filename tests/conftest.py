@@ -12,6 +12,22 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+LONG_TESTS = os.environ.get("GUIDED_LONG_TESTS") == "1"
+
+
+def _hypothesis_profiles() -> None:
+    """Property-based tests draw the same examples on every run (CI cannot flip); with
+    ``GUIDED_LONG_TESTS=1`` they draw fresh random ones. A failure either finds becomes a plain test."""
+    try:
+        from hypothesis import settings
+    except ImportError:
+        return
+    settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+    settings.register_profile("long", derandomize=False, database=None, print_blob=True)
+    settings.load_profile("long" if LONG_TESTS else "ci")
+
+
+_hypothesis_profiles()
 SHARED = Path(os.environ.get("GUIDED_SHARED", REPO.parent / "shared"))
 
 TOKENIZER_FILES = {

@@ -154,12 +154,41 @@ def test_vocab_size_is_the_padded_lm_head(engine):
         (dict(stop_token_ids=[-1]), "stop_token_ids"),
         (dict(logprobs=-1), "logprobs"),
         (dict(seed="x"), "seed"),
+        (dict(seed=2**64), "seed"),
         (dict(temperature="hot"), "temperature"),
+        (dict(temperature=1e5), "temperature"),
+        (dict(temperature=math.inf), "temperature"),
+        (dict(repetition_penalty=1e308), "repetition_penalty"),
+        (dict(repetition_penalty=1e-300), "repetition_penalty"),
+        (dict(logprobs=21), "logprobs"),
     ],
 )
 def test_sampling_params_errors(kwargs, match):
-    with pytest.raises(ConfigError, match=match):
+    with pytest.raises(ConfigError, match=match) as info:
         SamplingParams(**kwargs)
+    assert info.value.param == match  # the server's 400 names the field
+
+
+def test_tiny_temperatures_are_raised_to_the_floor():
+    assert SamplingParams(temperature=1e-300).temperature == 0.01
+    assert SamplingParams(temperature=0.0).greedy
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [(dict(stop_token_ids=[10**9]), "stop_token_ids"), (dict(n=10**6), "max_num_seqs")],
+)
+def test_values_only_the_engine_can_check(engine, kwargs, match):
+    with pytest.raises(ConfigError, match=match):
+        engine.add_request("x", greedy(**kwargs))
+    assert not engine.requests
+
+
+def test_top_k_past_int32_keeps_every_token(engine):
+    """top_k beyond the vocabulary (even past int32) is 'off': the same tokens as without it."""
+    free = generate(engine, "import os", SamplingParams(temperature=0.8, seed=7, max_tokens=8), "a")
+    huge = generate(engine, "import os", SamplingParams(temperature=0.8, seed=7, max_tokens=8, top_k=2**40), "b")
+    assert huge.token_ids == free.token_ids
 
 
 @pytest.mark.parametrize(

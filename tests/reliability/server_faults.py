@@ -87,4 +87,61 @@ def graceful_shutdown(grace_s: float = 2.0) -> FaultResult:
     return result
 
 
-SERVER_SCENARIOS = [clients_leave_mid_stream, graceful_shutdown]
+# Values outside what the engine can honour, each sent while an innocent request is generating.
+BAD_VALUES = [
+    {"top_k": 2**40}, {"top_k": 6603219693803}, {"top_k": -2}, {"seed": 2**70}, {"seed": -(2**63)},
+    {"n": 10**6}, {"n": 0}, {"max_tokens": 10**12}, {"max_tokens": 0}, {"min_tokens": 10**12},
+    {"stop_token_ids": [10**9]}, {"stop_token_ids": [-1]}, {"logprobs": True, "top_logprobs": 10**6},
+    {"temperature": 1e308}, {"temperature": -1}, {"temperature": 1e-300}, {"top_p": 0}, {"top_p": 1e-300},
+    {"min_p": 2}, {"presence_penalty": 1e9}, {"frequency_penalty": -1e9}, {"repetition_penalty": 1e308},
+    {"repetition_penalty": 1e-300}, {"repetition_penalty": 0}, {"max_completion_tokens": 2**63},
+]
+COMPLETION_BAD_VALUES = [{"logprobs": 10**6}, {"prompt": [10**9]}, {"prompt": [-5]}, {"best_of": 10**6}]
+
+
+def _innocent_body() -> dict:
+    return {"model": "tiny", "messages": [{"role": "user", "content": "innocent"}], "max_tokens": 120,
+            "temperature": 0.0, "ignore_eos": True}  # fmt: skip
+
+
+def _answered_well(status: int, body: dict) -> bool:
+    """A 4xx with an OpenAI error object naming a message, or a 200 whose choices all ended normally."""
+    if 400 <= status < 500:
+        return bool(body.get("error", {}).get("message"))
+    if status == 200:
+        return all(c["finish_reason"] in ("stop", "length") for c in body["choices"])
+    return False
+
+
+def bad_sampling_values_beside_live_requests() -> FaultResult:
+    """Every out-of-range value above is answered 4xx (or well) while an innocent request generates;
+    the innocent request's text is what it is alone."""
+    bad = [("/v1/chat/completions", v) for v in BAD_VALUES] + [("/v1/completions", v) for v in COMPLETION_BAD_VALUES]
+    result = FaultResult("bad sampling values beside live requests", healthy=1, faulted=len(bad))
+
+    async def main(base):
+        async with httpx.AsyncClient(timeout=120) as client:
+            alone = (await client.post(f"{base}/v1/chat/completions", json=_innocent_body())).json()
+            innocent = asyncio.ensure_future(client.post(f"{base}/v1/chat/completions", json=_innocent_body()))
+            await asyncio.sleep(0.2)  # it is generating now
+            answers = []
+            for path, extra in bad:
+                body = {"model": "tiny", "max_tokens": 4, **extra}
+                body.setdefault("prompt" if path == "/v1/completions" else "messages",
+                                "x" if path == "/v1/completions" else [{"role": "user", "content": "x"}])
+                r = await client.post(base + path, json=body)
+                answers.append((extra, r.status_code, r.json()))
+            return alone, await innocent, answers, innocent
+
+    with serve() as (app, base):
+        alone, innocent, answers, _ = asyncio.run(main(base))
+        text = lambda r: r["choices"][0]["message"]["content"]  # noqa: E731
+        result.healthy_ok = int(innocent.status_code == 200 and text(innocent.json()) == text(alone))
+        result.faulted_ended = sum(_answered_well(status, body) for _, status, body in answers)
+        result.notes += [f"{extra} -> {status}" for extra, status, body in answers if not _answered_well(status, body)]
+        result.notes.append(f"statuses: {sorted({status for _, status, _ in answers})}")
+        result.blocks_full = drained(app)
+    return result
+
+
+SERVER_SCENARIOS = [clients_leave_mid_stream, graceful_shutdown, bad_sampling_values_beside_live_requests]

@@ -8,6 +8,7 @@ import asyncio
 
 import pytest
 from fault_lib import SCENARIOS, greedy, make_llm
+from phase_faults import PHASES, one_sequence_fails
 from server_faults import SERVER_SCENARIOS
 
 
@@ -49,4 +50,11 @@ def test_shutdown_ends_requests_in_flight_with_an_error():
 @pytest.mark.parametrize("scenario", SERVER_SCENARIOS, ids=[s.__name__ for s in SERVER_SCENARIOS])
 def test_server_fault(scenario):
     result = scenario()
+    assert result.ok, result
+
+
+# ---------------------------------------------------------------------- one sequence fails in one phase
+@pytest.mark.parametrize("phase", list(PHASES))
+def test_one_failing_sequence_ends_alone(phase):
+    result = one_sequence_fails(phase)
     assert result.ok, result
