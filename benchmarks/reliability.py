@@ -30,6 +30,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 import fuzz_lib as fz  # noqa: E402
 from fault_lib import SCENARIOS  # noqa: E402
+from phase_faults import PHASES, one_sequence_fails  # noqa: E402
 from hypothesis import HealthCheck, given, seed, settings  # noqa: E402
 from load_lib import drained, run_load, serve  # noqa: E402
 from server_faults import SERVER_SCENARIOS  # noqa: E402
@@ -139,7 +140,8 @@ def _row(name: str, tally, before: int, seconds: float) -> dict:
 
 def faults() -> list[dict]:
     rows = []
-    for scenario in SCENARIOS + SERVER_SCENARIOS:
+    phases = [lambda phase=phase: one_sequence_fails(phase) for phase in PHASES]
+    for scenario in SCENARIOS + phases + SERVER_SCENARIOS:
         t0 = time.perf_counter()
         result = scenario()
         rows.append({**asdict(result), "ok": result.ok, "seconds": round(time.perf_counter() - t0, 1)})
