@@ -30,9 +30,9 @@ sys.path.insert(0, str(REPO / "tests"))
 
 import fuzz_lib as fz  # noqa: E402
 from fault_lib import SCENARIOS  # noqa: E402
-from phase_faults import PHASES, one_sequence_fails  # noqa: E402
 from hypothesis import HealthCheck, given, seed, settings  # noqa: E402
 from load_lib import drained, run_load, serve  # noqa: E402
+from phase_faults import PHASES, one_sequence_fails  # noqa: E402
 from server_faults import SERVER_SCENARIOS  # noqa: E402
 
 from guided.compile_service import CompileService  # noqa: E402
