@@ -16,6 +16,7 @@ from fuzz_lib import (
     LONG,
     SOUNDNESS_BUGS,
     Tally,
+    accepts,
     check_lark_samples,
     check_regex_samples,
     check_schema_samples,
@@ -227,3 +228,14 @@ def test_stacked_quantifiers_are_a_grammar_error(world, pattern):
 
     with pytest.raises(GrammarError):
         world[0].compile(Regex(pattern))
+
+
+def test_one_of_decided_by_a_format(world):
+    """Found by the generated-schema fuzzer: the oracle (``jsonschema`` without its format packages)
+    took ``hostname`` as an annotation; guided asserts it, so a non-hostname matches only the second
+    branch of this ``oneOf`` and is valid, a hostname matches both and is not."""
+    service, vocab, tokenizer = world
+    branch = {"type": "string", "pattern": "x|yy", "minLength": 3, "maxLength": 4}
+    schema = {"$defs": {"d": {"oneOf": [{**branch, "format": "hostname"}, branch]}}, "$ref": "#/$defs/d"}
+    compiled = service.compile(JsonSchema(schema))
+    assert accepts(compiled, tokenizer, '"_dux"') and not accepts(compiled, tokenizer, '"xyy"')
