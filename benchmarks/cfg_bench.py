@@ -78,7 +78,7 @@ def json_docs(n: int) -> list[str]:
 
 
 def generated(grammar, n: int, max_len: int = 200) -> list[str]:
-    from guided.grammar.cfg_sample import CfgSampler
+    from guided.grammar.cfg_sampler import CfgSampler
 
     sampler = CfgSampler(grammar, seed=1)
     out = [s for s in (sampler.sentence(max_depth=8, max_len=max_len) for _ in range(4 * n)) if len(s) >= 8]
@@ -98,7 +98,7 @@ def trees(n: int, seed: int = 1) -> list[str]:
 
 def workloads(n: int):
     """(name, {kind: grammar text or schema}, strings); kinds: lark, gbnf, schema, builtin-json."""
-    from guided.grammar.gbnf_frontend import parse_gbnf
+    from guided.grammar.frontends.gbnf_grammar import parse_gbnf
 
     lark = (GRAMMARS / "lark" / "json.lark").read_text()
     yield "json.lark/maskbench", {"lark": lark, "builtin-json": None}, json_docs(n)
@@ -114,7 +114,7 @@ class Guided:
 
     def __init__(self, tokenizer):
         from guided.grammar import Vocabulary
-        from guided.grammar.token_trie import trie_for
+        from guided.grammar.tokens.token_trie import trie_for
 
         self.vocab = Vocabulary.from_tokenizer(tokenizer)
         trie_for(self.vocab)
@@ -134,12 +134,12 @@ class Guided:
 
     def _compile_schema(self, schema):
         from guided.grammar import GrammarCompiler
-        from guided.json_schema import compile_json_schema
+        from guided.schema.compiler import compile_json_schema
 
         return compile_json_schema(GrammarCompiler(self.vocab, cache_size=1), schema)
 
     def compile(self, spec: dict):
-        from guided.grammar.cfg_matcher import compile_gbnf, compile_lark
+        from guided.grammar.tokens.compiled_cfg import compile_gbnf, compile_lark
 
         if "schema" in spec and self.schema_ok:
             self.how["schema"] = "compile_json_schema"
@@ -339,7 +339,7 @@ def main() -> None:
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "cfg-cpu.json"))
     args = ap.parse_args()
     os.environ.setdefault("NUMBA_NUM_THREADS", "1")
-    from guided.tokenizer_files import load_tokenizer
+    from guided.builtin.tokenizers import load_tokenizer
 
     tokenizer = load_tokenizer(LLAMA3)
     engines = make_engines(tokenizer)

@@ -35,10 +35,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from throughput import CPU_SPEC, GPU_SPECS, RESULTS, random_prompts, sync  # noqa: E402
 
+from guided.builtin.tiny_model import tiny_model_dir  # noqa: E402
 from guided.constraints import JsonSchema  # noqa: E402
 from guided.engine.sampling_params import SamplingParams  # noqa: E402
 from guided.llm import LLM  # noqa: E402
-from guided.tiny_model import tiny_model_dir  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("GUIDED_SHARED", REPO.parent / "shared"))

@@ -27,9 +27,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from guided.kernels.attention import paged_attention
 from guided.kernels.bitmask import apply_token_bitmask_, unpack_bitmask
 from guided.kernels.kv_store import store_kv
-from guided.kernels.paged_attention import paged_attention
 from guided.kernels.sampling import fused_sample
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/maskbench.py [--every K] [--jobs N] [--engines guided,llguidance]
         [--timeout S] [--jsts] [--tag NAME]
 
-Runs ``guided bench maskbench`` (``guided.bench_maskbench``) once per engine on the same schema files
+Runs ``guided bench maskbench`` (``guided.bench.maskbench``) once per engine on the same schema files
 (every K-th of ../shared/data/maskbench, sorted by name), each engine single-threaded per schema with
 N schemas in flight, and writes every engine's per-schema lines and summary to
 ``benchmarks/results/maskbench-<tag>.json`` with guided's ratios to each peer. ``--jsts`` does the
@@ -72,7 +72,7 @@ def main() -> int:
     mb = [str(SHARED / "data" / "maskbench"), "--every", str(a.every)] + (["--limit", str(a.limit)] if a.limit else [])
     report = {"meta": {**meta, "every": a.every, "limit": a.limit}, "summaries": {}, "wall_s": {}, "lines": {}}
     for e in engines:
-        lines, summary, wall = run_engine("guided.bench_maskbench", mb + common, e)
+        lines, summary, wall = run_engine("guided.bench.maskbench", mb + common, e)
         report["summaries"][e], report["wall_s"][e], report["lines"][e] = summary, round(wall, 1), lines
         print(json.dumps(summary), flush=True)
     if "guided" in engines:
@@ -84,7 +84,7 @@ def main() -> int:
         suite = [str(SHARED / "data" / "json-schema-test-suite")]
         rep = {"meta": meta, "summaries": {}, "lines": {}}
         for e in engines:
-            lines, summary, _ = run_engine("guided.bench_jsts", suite + common, e)
+            lines, summary, _ = run_engine("guided.bench.jsts", suite + common, e)
             rep["summaries"][e], rep["lines"][e] = summary, lines
             print(json.dumps(summary), flush=True)
         (RESULTS / "jsts-llama3.json").write_text(json.dumps(rep, indent=1) + "\n")

@@ -47,7 +47,7 @@ class GuidedEngine:
 
     def __init__(self, vocab):
         from guided.grammar import GrammarCompiler
-        from guided.grammar.token_trie import trie_for
+        from guided.grammar.tokens.token_trie import trie_for
 
         self.vocab = vocab
         trie_for(self.vocab)
@@ -170,7 +170,7 @@ def worker(engine_name: str, job: str, memory_gb: float) -> None:
     warnings.simplefilter("ignore")
     corpus = json.loads(Path(job).read_text())
     if engine_name == "llguidance":
-        from guided.tokenizer_files import load_tokenizer
+        from guided.builtin.tokenizers import load_tokenizer
 
         source = load_tokenizer(str(LLAMA3))
     else:  # the exact token bytes, saved by the driver (loading the tokenizer again costs seconds)
@@ -352,7 +352,7 @@ def main() -> None:
     warnings.simplefilter("ignore")
     from regex_corpus import build_corpus
 
-    from guided.tokenizer_files import load_tokenizer
+    from guided.builtin.tokenizers import load_tokenizer
 
     tokenizer = load_tokenizer(str(LLAMA3))
     corpus = build_corpus(args.limit)

@@ -22,8 +22,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from guided.grammar.frontends.ecma_regex import parse_regex  # noqa: E402
 from guided.grammar.regex_ast import Alt, Chars, Repeat, Seq  # noqa: E402
-from guided.grammar.regex_parser import parse_regex  # noqa: E402
 
 SHARED = Path(os.environ.get("GUIDED_SHARED", REPO.parent / "shared"))
 SEED = 20240611

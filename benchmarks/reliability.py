@@ -35,11 +35,11 @@ from load_lib import drained, run_load, serve  # noqa: E402
 from phase_faults import PHASES, one_sequence_fails  # noqa: E402
 from server_faults import SERVER_SCENARIOS  # noqa: E402
 
+from guided.builtin.tokenizers import load_tokenizer  # noqa: E402
 from guided.compile_service import CompileService  # noqa: E402
 from guided.constraints import Grammar, JsonSchema, Regex  # noqa: E402
 from guided.grammar.vocab import Vocabulary  # noqa: E402
 from guided.limits import LIMIT_DOCS, Limits  # noqa: E402
-from guided.tokenizer_files import load_tokenizer  # noqa: E402
 
 BOUND_S = 5.0
 STATUS = {"body_bytes": "413", "queue_len": "503", "max_tokens": "400", "n": "400", "tools": "400",

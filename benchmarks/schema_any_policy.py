@@ -16,9 +16,9 @@ import statistics
 import sys
 import warnings
 
-from guided.bench_engines import make_engine
-from guided.bench_maskbench import run_file, schema_files
-from guided.tokenizer_files import load_tokenizer
+from guided.bench.engines import make_engine
+from guided.bench.maskbench import run_file, schema_files
+from guided.builtin.tokenizers import load_tokenizer
 
 
 def _pct(xs: list[float], q: float) -> float:

@@ -27,11 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
+from guided.builtin.tokenizers import load_tokenizer
 from guided.grammar.cfg_ir import CfgGrammar
 from guided.grammar.compiler import GrammarCompiler
 from guided.grammar.vocab import Vocabulary
-from guided.json_schema import SchemaOptions, cache_key, compile_json_schema, json_schema_to_grammar
-from guided.tokenizer_files import load_tokenizer
+from guided.schema.compiler import SchemaOptions, cache_key, compile_json_schema, json_schema_to_grammar
 
 PHASES = ("lower", "compile", "mask")
 

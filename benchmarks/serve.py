@@ -5,14 +5,14 @@ throughput on the same model, prompts and lengths (target: >= 90% of offline at 
 
 Usage: python benchmarks/serve.py [--model DIR] [--device cpu] [--concurrency 64] [--requests 256]
        [--max-tokens 64] [--out benchmarks/results/serve-cpu.json]
-(the same as ``guided bench serve ...``; the logic lives in ``guided.server_bench``).
+(the same as ``guided bench serve ...``; the logic lives in ``guided.bench.serve``).
 """
 
 from __future__ import annotations
 
 import sys
 
-from guided.server_bench import main
+from guided.bench.serve import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -29,10 +29,10 @@ from pathlib import Path
 
 import torch
 
+from guided.builtin.tiny_model import TinyModelSpec, tiny_model_dir
 from guided.engine.async_engine import AsyncEngine
 from guided.engine.llm_engine import LLMEngine
 from guided.engine.sampling_params import SamplingParams
-from guided.tiny_model import TinyModelSpec, tiny_model_dir
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

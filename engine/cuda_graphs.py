@@ -12,7 +12,7 @@ import logging
 
 import torch
 
-from .context import StepContext
+from .step_context import StepContext
 
 logger = logging.getLogger(__name__)
 

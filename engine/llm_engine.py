@@ -16,7 +16,7 @@ from guided.errors import ConfigError, GuidedError, ModelLoadError
 
 from .block_manager import BlockManager
 from .config import Config
-from .guided_masks import GuidedMasks
+from .grammar_masks import GrammarMasks
 from .model_runner import BitmaskProvider, ModelRunner
 from .request import Completion, Request, RequestOutput
 from .sampler import sequence_seed
@@ -49,7 +49,7 @@ class LLMEngine:
         Called once a step with the sequences about to sample, while the forward pass runs; returns
         None or ``(bitmask, rows)``: an int32 ``[num_rows, ceil(vocab_size / 32)]`` bitmask (bit set =
         allowed) and, per sequence, its row in it or -1 (unconstrained). None uses the built-in
-        ``GuidedMasks``, which masks the sequences of requests added with a ``grammar``.
+        ``GrammarMasks``, which masks the sequences of requests added with a ``grammar``.
     """
 
     def __init__(self, config: Config, tokenizer=None, stream: bool = True):
@@ -66,7 +66,7 @@ class LLMEngine:
         self.requests: dict[str, Request] = {}
         self.completions: dict[int, Completion] = {}
         self.bitmask_provider: BitmaskProvider | None = None
-        self.guided_masks = GuidedMasks(
+        self.grammar_masks = GrammarMasks(
             self.vocab_size, config.max_num_seqs, self.runner.device, config.mask_threads
         )
         self.pending_grammars: dict[str, Request] = {}  # requests whose constraint is still compiling
@@ -245,7 +245,7 @@ class LLMEngine:
             if self.pending_grammars and not outputs and not touched:
                 time.sleep(GRAMMAR_POLL_S)  # only compiles are in flight: do not spin
             return outputs + [self._output(r) for r in touched.values()]
-        sampled = self.runner.execute(batch, self.bitmask_provider or self.guided_masks)
+        sampled = self.runner.execute(batch, self.bitmask_provider or self.grammar_masks)
         for seq, n in zip(batch.seqs, batch.num_tokens, strict=True):
             seq.num_computed_tokens += n
             self.block_manager.cache_computed_blocks(seq)
@@ -298,7 +298,7 @@ class LLMEngine:
     ) -> None:
         matcher = seq.constraint
         if matcher is not None:
-            failure = self.guided_masks.failures.pop(seq.seq_id, None)
+            failure = self.grammar_masks.failures.pop(seq.seq_id, None)
             if failure is not None:
                 self._fail(seq, failure)
                 return

@@ -15,12 +15,12 @@ import torch
 from guided.errors import ConfigError
 
 from .config import Config
-from .context import StepContext
 from .cuda_graphs import DecodeGraphs
 from .loader import load_model
 from .sampler import SampledTokens, Sampler
 from .scheduler import ScheduledBatch
 from .sequence import Sequence
+from .step_context import StepContext
 
 logger = logging.getLogger(__name__)
 

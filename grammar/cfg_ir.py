@@ -19,8 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from guided.errors import GrammarError
-
-from .regex_ast import EMPTY, EPSILON, Node, alt, repeat, seq
+from guided.grammar.regex_ast import EMPTY, EPSILON, Node, alt, repeat, seq
 
 __all__ = [
     "Terminal",

@@ -15,15 +15,14 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from guided.errors import GrammarError
-
-from .cfg_ir import CfgGrammar
-from .cfg_matcher import CompiledCfg, compile_cfg
-from .compiled import CompiledGrammar
-from .gbnf_frontend import parse_gbnf
-from .lark_frontend import parse_lark
-from .regex_ast import Node
-from .regex_parser import parse_regex
-from .vocab import Vocabulary
+from guided.grammar.cfg_ir import CfgGrammar
+from guided.grammar.frontends.ecma_regex import parse_regex
+from guided.grammar.frontends.gbnf_grammar import parse_gbnf
+from guided.grammar.frontends.lark_grammar import parse_lark
+from guided.grammar.regex_ast import Node
+from guided.grammar.tokens.compiled import CompiledGrammar
+from guided.grammar.tokens.compiled_cfg import CompiledCfg, compile_cfg
+from guided.grammar.vocab import Vocabulary
 
 __all__ = ["GrammarCompiler"]
 

@@ -25,15 +25,15 @@ _LAZY = {
     "Choice": "guided.constraints",
     "Grammar": "guided.constraints",
     "CompileService": "guided.compile_service",
-    "json_schema_for": "guided.pydantic_support",
-    "parse_output": "guided.pydantic_support",
-    "json_schema_to_node": "guided.json_schema",
-    "compile_json_schema": "guided.json_schema",
+    "json_schema_for": "guided.schema.pydantic_models",
+    "parse_output": "guided.schema.pydantic_models",
+    "json_schema_to_node": "guided.schema.compiler",
+    "compile_json_schema": "guided.schema.compiler",
     "GrammarCompiler": "guided.grammar.compiler",
     "Vocabulary": "guided.grammar.vocab",
-    "load_tokenizer": "guided.tokenizer_files",
-    "default_model_dir": "guided.tiny_model",
-    "write_tiny_model": "guided.tiny_model",
+    "load_tokenizer": "guided.builtin.tokenizers",
+    "default_model_dir": "guided.builtin.tiny_model",
+    "write_tiny_model": "guided.builtin.tiny_model",
 }
 
 __all__ = [

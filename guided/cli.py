@@ -37,9 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 BENCHMARKS = {
-    "maskbench": "guided.bench_maskbench",
-    "json-schema-test-suite": "guided.bench_jsts",
-    "serve": "guided.server_bench",
+    "maskbench": "guided.bench.maskbench",
+    "json-schema-test-suite": "guided.bench.jsts",
+    "serve": "guided.bench.serve",
 }
 
 
@@ -152,8 +152,8 @@ def _llm(args):
 def _serve(args) -> int:
     import uvicorn
 
-    from guided.server import create_app
-    from guided.server_guards import GracefulServer
+    from guided.server.app import create_app
+    from guided.server.guards import GracefulServer
 
     fmt = None if args.tool_call_format == "auto" else args.tool_call_format
     llm = _llm(args)
@@ -223,8 +223,8 @@ def _generate(args) -> int:
 
 
 def _vocab(spec: str) -> int:
+    from guided.builtin.tokenizers import load_tokenizer
     from guided.grammar.vocab import Vocabulary
-    from guided.tokenizer_files import load_tokenizer
 
     t0 = time.perf_counter()
     tokenizer = load_tokenizer(spec)

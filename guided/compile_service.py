@@ -153,7 +153,7 @@ class CompileService:
 
             return compiler.compile_ast(alt(*(literal(o) for o in constraint.options)), key=constraint.key)
         if isinstance(constraint, JsonSchema):
-            from guided.json_schema import compile_json_schema
+            from guided.schema.compiler import compile_json_schema
 
             return compile_json_schema(
                 compiler, constraint.schema, strict=constraint.strict, lenient=constraint.lenient,

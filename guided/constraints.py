@@ -123,7 +123,7 @@ def to_constraint(value: Any, *, strict: bool = False) -> Constraint | None:
     if value is None or isinstance(value, Constraint):
         return value
     if isinstance(value, type) and hasattr(value, "model_json_schema"):
-        from guided.pydantic_support import json_schema_for
+        from guided.schema.pydantic_models import json_schema_for
 
         # A model that does not allow extra fields should not be generated with them: strict unless
         # the model says extra="allow" (OpenAI's parse() sends strict schemas for models too).

@@ -11,29 +11,31 @@ from __future__ import annotations
 import json
 import re
 import time
+from importlib.resources import files
 from pathlib import Path
 
 from guided.errors import ModelLoadError
 
 __all__ = ["run_demo", "demo_schemas"]
 
-SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas" / "demo"
+SCHEMA_DIR = files("guided.schema_files") / "demo"  # the top-level schemas/ folder, shipped as package data
 DEMO_REGEX = r"(\+1 )?\(\d{3}\) \d{3}-\d{4}"
 DEMO_CHOICES = ["positive", "negative", "neutral"]
 
 
 def demo_schemas() -> dict[str, dict]:
     """The demo schemas by file stem."""
-    return {p.stem: json.loads(p.read_text()) for p in sorted(SCHEMA_DIR.glob("*.json"))}
+    found = sorted((p for p in SCHEMA_DIR.iterdir() if p.name.endswith(".json")), key=lambda p: p.name)
+    return {p.name.removesuffix(".json"): json.loads(p.read_text()) for p in found}
 
 
 def run_demo(model: str | None = None, max_tokens: int = 256) -> int:
     import jsonschema
 
+    from guided.builtin.tiny_model import default_model_dir
     from guided.constraints import Choice, JsonSchema, Regex
     from guided.engine.sampling_params import SamplingParams
     from guided.llm import LLM
-    from guided.tiny_model import default_model_dir
 
     t0 = time.perf_counter()
     if model is None:

@@ -19,7 +19,7 @@ from guided.engine.request import CompletionOutput, RequestOutput
 from guided.engine.sampling_params import SamplingParams
 from guided.errors import ConfigError, SchemaError
 from guided.grammar.vocab import Vocabulary
-from guided.pydantic_support import parse_output
+from guided.schema.pydantic_models import parse_output
 
 __all__ = ["LLM", "SamplingParams", "RequestOutput", "CompletionOutput"]
 
@@ -51,7 +51,7 @@ class LLM:
     def __init__(self, model: str | os.PathLike | None = None, tokenizer=None, compile_timeout: float = 10.0,
                  **config):  # fmt: skip
         if model is None:
-            from guided.tiny_model import default_model_dir
+            from guided.builtin.tiny_model import default_model_dir
 
             model = default_model_dir()
             print(f"guided: no model given; using the embedded random-weight default model ({model})",

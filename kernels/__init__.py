@@ -1,10 +1,7 @@
 """GPU kernels (Triton), each beside a pure-torch reference that is the CPU fallback and test oracle.
 
 Names are re-exported lazily: importing ``guided.kernels`` imports neither torch nor triton; the
-first use of a name imports its module (which imports triton if it is installed). The function
-``paged_attention`` shares its name with its module: once ``guided.kernels.paged_attention`` has
-been imported as a module, the package attribute is that module, so import the function from it
-(``from guided.kernels.paged_attention import paged_attention``).
+first use of a name imports its module (which imports triton if it is installed).
 """
 
 from __future__ import annotations
@@ -18,8 +15,8 @@ _EXPORTS = {
     "unpack_bitmask": "bitmask",
     "store_kv": "kv_store",
     "store_kv_ref": "kv_store",
-    "paged_attention": "paged_attention",
-    "paged_attention_ref": "paged_attention",
+    "paged_attention": "attention",
+    "paged_attention_ref": "attention",
     "SampleOutput": "sampling",
     "fused_sample": "sampling",
     "fused_sample_ref": "sampling",

@@ -72,7 +72,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _load(name: str):
-    from guided.tokenizer_files import load_tokenizer
+    from guided.builtin.tokenizers import load_tokenizer
 
     if name == "builtin":
         return load_tokenizer("builtin")

@@ -3,7 +3,7 @@
 The kernels' torch reference loops over sequences, which dominates a CPU decode step; for pure-decode
 batches (one query token per sequence) this gathers every sequence's blocks at once and runs a single
 masked ``scaled_dot_product_attention``. Same arguments and semantics as
-``guided.kernels.paged_attention.paged_attention`` restricted to ``max_seqlen_q == 1``.
+``guided.kernels.attention.paged_attention`` restricted to ``max_seqlen_q == 1``.
 """
 
 from __future__ import annotations

@@ -15,10 +15,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from guided.errors import ModelLoadError
+from guided.kernels.attention import paged_attention, paged_attention_ref
 from guided.kernels.kv_store import store_kv, store_kv_ref
-from guided.kernels.paged_attention import paged_attention, paged_attention_ref
 
-from ..context import StepContext
+from ..step_context import StepContext
 from .cpu_attention import decode_attention_cpu
 
 

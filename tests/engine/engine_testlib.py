@@ -9,10 +9,10 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from guided.builtin.tiny_model import TinyModelSpec, tiny_model_dir  # noqa: E402
+from guided.builtin.tokenizers import load_tokenizer  # noqa: E402
 from guided.engine.llm_engine import LLMEngine  # noqa: E402
 from guided.engine.sampling_params import SamplingParams  # noqa: E402
-from guided.tiny_model import TinyModelSpec, tiny_model_dir  # noqa: E402
-from guided.tokenizer_files import load_tokenizer  # noqa: E402
 
 SPECS = {
     "llama": TinyModelSpec(arch="llama"),

@@ -10,7 +10,7 @@ def test_cpu_decode_attention_matches_the_reference(group):
     import torch
 
     from guided.engine.models.cpu_attention import decode_attention_cpu
-    from guided.kernels.paged_attention import paged_attention_ref
+    from guided.kernels.attention import paged_attention_ref
 
     torch.manual_seed(group)
     num_seqs, kv_heads, head_dim, block_size = 5, 2, 8, 4

@@ -11,11 +11,11 @@ import pytest
 from conftest import shared_path
 
 from guided.errors import GrammarError
+from guided.grammar.automata.earley import CfgAutomaton, CfgState
 from guided.grammar.cfg_ir import CfgGrammar
-from guided.grammar.cfg_sample import CfgSampler, to_python_regex
-from guided.grammar.earley import CfgAutomaton, CfgState
-from guided.grammar.gbnf_frontend import parse_gbnf
-from guided.grammar.lark_frontend import parse_lark
+from guided.grammar.cfg_sampler import CfgSampler, to_python_regex
+from guided.grammar.frontends.gbnf_grammar import parse_gbnf
+from guided.grammar.frontends.lark_grammar import parse_lark
 
 # grammar file -> (start rule, "ok" or a substring of the expected GrammarError)
 GRAMMARS = {

@@ -14,7 +14,7 @@ from grammar_oracle import tiny_vocab
 
 from guided.errors import GrammarError, LimitError
 from guided.grammar import GrammarCompiler
-from guided.grammar.expr_pool import EPS_ID, ExprPool
+from guided.grammar.automata.expr_pool import EPS_ID, ExprPool
 from guided.grammar.regex_ast import EMPTY, EPSILON, Alt, Chars, Repeat, Seq, alt, literal, repeat, seq
 
 TOKENS = [b"a", b"b", b"c", b"ab", b"abc", b"x", b"y"]

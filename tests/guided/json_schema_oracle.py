@@ -13,7 +13,7 @@ from functools import cache
 
 import jsonschema
 
-from guided.grammar.expr_pool import EMPTY_ID, ExprPool
+from guided.grammar.automata.expr_pool import EMPTY_ID, ExprPool
 from guided.grammar.regex_ast import Alt, And, ByteSet, Chars, Not, Repeat, Seq
 
 

@@ -13,10 +13,10 @@ import jsonschema
 import pytest
 from pydantic import BaseModel, Field
 
+from guided.builtin.tiny_model import TinyModelSpec, tiny_model_dir
 from guided.constraints import Choice, JsonSchema, Regex
 from guided.engine.sampling_params import SamplingParams
 from guided.llm import LLM
-from guided.tiny_model import TinyModelSpec, tiny_model_dir
 
 SPEC = TinyModelSpec(arch="llama", hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=16,
                      intermediate_size=128, seed=7)  # fmt: skip

@@ -24,11 +24,11 @@ import jsonschema
 import pytest
 from conftest import shared_path
 
+from guided.builtin.tiny_model import TinyModelSpec, tiny_model_dir
 from guided.constraints import Grammar, JsonSchema
 from guided.engine.sampling_params import SamplingParams
 from guided.errors import LimitError
 from guided.llm import LLM
-from guided.tiny_model import TinyModelSpec, tiny_model_dir
 
 SPEC = TinyModelSpec(arch="llama", hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=16,
                      intermediate_size=128, seed=7)  # fmt: skip
@@ -176,7 +176,7 @@ def test_forced_tokens_only_with_fast_forward(runs):
 
 def test_lazy_limit_error_fails_only_its_request(llm, monkeypatch):
     """A grammar limit raised lazily by a matcher (mid-generation) ends its own request with "error"."""
-    from guided.grammar.cfg_matcher import CfgMatcher
+    from guided.grammar.tokens.compiled_cfg import CfgMatcher
 
     calls = Counter()
     original = CfgMatcher.fill_bitmask

@@ -53,7 +53,7 @@ def test_hub_names_fail_fast():
 
 
 def test_load_tokenizer_errors(tmp_path):
-    from guided.tokenizer_files import load_tokenizer
+    from guided.builtin.tokenizers import load_tokenizer
 
     with pytest.raises(TokenizerError, match="not a local path"):
         load_tokenizer("gpt2")
@@ -62,7 +62,7 @@ def test_load_tokenizer_errors(tmp_path):
 
 
 def test_builtin_tokenizer_is_deterministic(tmp_path, monkeypatch, tokenizer_builtin):
-    from guided.tokenizer_files import builtin_tokenizer_dir, cache_dir
+    from guided.builtin.tokenizers import builtin_tokenizer_dir, cache_dir
 
     monkeypatch.setenv("GUIDED_CACHE", str(tmp_path))
     assert cache_dir() == tmp_path
@@ -74,7 +74,7 @@ def test_tiny_model_reproducible_and_loads(tmp_path):
     import torch
     import transformers
 
-    from guided.tiny_model import TinyModelSpec, write_tiny_model
+    from guided.builtin.tiny_model import TinyModelSpec, write_tiny_model
 
     spec = TinyModelSpec(arch="qwen2", hidden_size=32, num_heads=2, num_kv_heads=1, head_dim=16, intermediate_size=64)
     a = write_tiny_model(tmp_path / "a", "builtin", spec)
@@ -90,8 +90,8 @@ def test_tiny_model_reproducible_and_loads(tmp_path):
 
 
 def test_tiny_model_spec_checks():
+    from guided.builtin.tiny_model import TinyModelSpec
     from guided.errors import ConfigError
-    from guided.tiny_model import TinyModelSpec
 
     with pytest.raises(ConfigError, match="arch"):
         TinyModelSpec(arch="gpt2")

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from guided.errors import ConfigError
-from guided.kernels.paged_attention import paged_attention, paged_attention_ref
+from guided.kernels.attention import paged_attention, paged_attention_ref
 
 ATOL = {torch.float32: 1e-4, torch.float16: 4e-3, torch.bfloat16: 3e-2}
 
@@ -127,7 +127,7 @@ def test_kernel_matches_reference(kernel_device, case, dtype):
 
 
 def test_split_k_is_chosen_for_small_decode_grids():
-    from guided.kernels.paged_attention import _num_kv_splits
+    from guided.kernels.attention import _num_kv_splits
 
     assert _num_kv_splits(6, 336, 64, torch.device("cpu")) == 3
     assert _num_kv_splits(64, 336, 64, torch.device("cpu")) == 1  # the grid is already full

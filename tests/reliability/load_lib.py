@@ -31,7 +31,7 @@ REGEX = "[a-f]{2}-[0-9]{3}"
 def serve(graceful_s: float | None = None, max_model_len: int = 256, **create_kw):
     """A server on 127.0.0.1 (a free port) over a fresh tiny model: yields ``(app, base_url)``."""
     from guided.llm import LLM
-    from guided.server import create_app, start_in_thread
+    from guided.server.app import create_app, start_in_thread
 
     create_kw.setdefault("model_name", "tiny")
     app = create_app(LLM(device="cpu", max_model_len=max_model_len), **create_kw)

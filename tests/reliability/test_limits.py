@@ -10,9 +10,9 @@ import pytest
 from guided.compile_service import CompileService
 from guided.constraints import Choice, Grammar, JsonSchema, Regex
 from guided.errors import ConfigError, LimitError, SchemaError
-from guided.json_schema import json_schema_to_node
 from guided.limits import LIMIT_DOCS, Limits, check_schema
-from guided.tool_calling import ToolCalls
+from guided.schema.compiler import json_schema_to_node
+from guided.server.tool_calling import ToolCalls
 
 
 def test_every_limit_is_documented_and_checked():

@@ -1,0 +1,467 @@
+"""CfgAutomaton: an Earley parser over lexemes, determinised lazily into a byte DFA of configurations.
+
+The parser (Earley with the Aycock-Horspool fix for nullable rules, so left recursion, ambiguity and
+empty rules all work) runs over lexemes; a lexer made of regex derivatives (``ExprPool``) runs, per
+Earley set, over the terminals that set expects plus the ignorable ones, and lexemes may end wherever
+a terminal accepts (nondeterministic lexing, the exact context-free language).
+
+The trick that makes it cheap is that Earley sets are interned by content, with item origins naming
+*sets* instead of positions (``-1`` = the set itself). Two positions with equal sets behave the same
+forever after, so a parser configuration -- which lexemes are in flight (origin set, lexer state) and
+whether the text so far is a sentence -- is a small hashable value, interned as an int. The position's
+Earley set may be a union of interned sets (closure distributes over union), so an ignored lexeme
+just restarts lexing from the set it began in. Configurations and their transitions per byte class
+form a lazily built DFA with the shape of ``LazyDFA`` (``class_map``, ``trans``, ``accepting``,
+``materialize``, ``step``, ``walk``, ``single_byte``, ``is_final``), so forced tokens work unchanged and
+rollback is a pop of an int. Transitions are computed one entry at a time, on first use (``UNKNOWN``
+until then); bytes that no lexeme in flight can start are DEAD from the start. Masks walk the
+vocabulary trie in numba (``cfg_matcher``); only transitions never taken before cost Python time, once.
+Every configuration is viable (validated
+grammars have no unproductive symbols and dead lexer states are dropped), so a byte is allowed exactly
+when its transition is not DEAD.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from guided.errors import GrammarError, LimitError
+from guided.grammar.automata.end_bytes import ALL_BYTES, last_bytes
+from guided.grammar.automata.expr_pool import EMPTY_ID, EPS_ID, ExprPool, byte_classes
+from guided.grammar.automata.state_table import StateTable
+from guided.grammar.cfg_ir import CfgGrammar
+
+__all__ = ["CfgAutomaton", "CfgState", "DEAD", "UNKNOWN"]
+
+DEAD = -1
+UNKNOWN = -2  # a transition not computed yet
+COMPLETE = 1 << 30  # next_sym of an item whose dot is at the end
+_FILL = {"trans": UNKNOWN, "computed": 0, "accepting": 0, "internal": 0, "exit_bytes": ~np.uint64(0)}
+# Items and lexemes are plain ints, not tuples, so the garbage collector has little to traverse (tuple
+# items made gen-2 collections take ~0.4 s on large automata): item = lr0 << 32 | (origin + 1), origin
+# -1 meaning the set itself; a lexeme in flight = origin set << 24 | lexer state.
+ITEM = 1 << 32
+ORIGIN = ITEM - 1
+LEX = 1 << 24
+
+
+class _Set:
+    """One interned Earley set: items (int-encoded: lr0 item, origin set or -1 for itself) and indexes."""
+
+    __slots__ = ("items", "waiting", "scans", "accepting", "lex_start")
+
+    def __init__(self, items, waiting, scans, accepting, lex_start):
+        self.items = items
+        self.waiting = waiting  # nonterminal -> [(item, origin)] with the dot before it
+        self.scans = scans  # terminal -> [(item, origin)] with the dot before it
+        self.accepting = accepting
+        self.lex_start = lex_start  # lexer state over the terminals this set expects (+ ignored), or -1
+
+
+class CfgAutomaton(StateTable):
+    """Lazily built DFA over Earley configurations; state 0 is the start, DEAD (-1) a dead end."""
+
+    def __init__(self, grammar: CfgGrammar, pool: ExprPool | None = None, max_states: int = 500_000):
+        self.pool = pool or ExprPool()
+        self.max_states = max_states
+        self.lock = threading.RLock()
+        self._compile_terminals(grammar)
+        self._compile_rules(grammar)
+        self.sets: list[_Set] = []
+        self._set_ids: dict[frozenset, int] = {}
+        self.lexstates: list[tuple] = []
+        self._lex_ids: dict[tuple, int] = {}
+        self._lex_trans: dict[int, int] = {}
+        self._lex_acc: list[tuple[int, ...]] = []
+        self._lex_cont: list[bool] = []
+        self.configs: list[tuple] = []
+        self._config_ids: dict[tuple, int] = {}
+        self._scan_cache: dict[int, tuple[frozenset, bool]] = {}
+        self._closure_cache: dict[frozenset, int] = {}
+        self._pred_cache: dict[int, frozenset] = {}
+        cap = 64
+        self.trans = np.full((cap, self.n_classes), UNKNOWN, dtype=np.int32)  # [states, classes]
+        self.computed = np.zeros(cap, dtype=np.uint8)  # 1: the whole row is known
+        self.accepting = np.zeros(cap, dtype=np.uint8)
+        self.internal = np.zeros((cap, self.n_classes), dtype=np.uint8)  # 1: trans[s, c] stays in s's lexeme
+        self.pure_lex: list[int] = []  # config -> lexer state when it is one non-accepting lexeme, else -1
+        self.exit_bytes = np.full((cap, 4), ~np.uint64(0), dtype=np.uint64)  # [configs, 256 bits] _exit_mask
+        self._exit_cache: dict[int, np.ndarray] = {}
+        self._term_exit_cache: dict[int, int] = {}
+        self._exit_pending: list[int] = []
+        self._live_cache: dict[int, int] = {}
+        self._dead_cache: dict[int, np.ndarray] = {}
+        start = self._closure({self.start_item * ITEM})
+        if self._config([start] if start >= 0 else [], []) != 0:
+            raise GrammarError("the grammar matches no string at all (its language is empty)")
+
+    # ------------------------------------------------------------------ compiling the grammar
+    def _compile_terminals(self, g: CfgGrammar) -> None:
+        pool = self.pool
+        self.term_names = list(g.terminals)
+        self.term_index = {n: i for i, n in enumerate(self.term_names)}
+        self.term_nodes = [g.terminals[n].node for n in self.term_names]
+        self.term_expr = [pool.intern(node) for node in self.term_nodes]
+        for n, e in zip(self.term_names, self.term_expr, strict=True):
+            if not pool.is_live(e) if pool.has_bool[e] else e == EMPTY_ID:
+                raise GrammarError(f"terminal {n!r} matches no string")
+        cls, reps = byte_classes(pool.byte_masks(*self.term_expr))
+        self.class_map = np.asarray(cls, dtype=np.int32)  # [256] byte -> class
+        self.reps = reps
+        pool.reps = reps
+        self.n_classes = len(reps)
+        # class -> its bytes as a 256-bit int, for _exit_mask
+        self.class_bits = [0] * self.n_classes
+        for b, c in enumerate(cls):
+            self.class_bits[c] |= 1 << b
+        self.ignore = frozenset(self.term_index[n] for n in g.ignore)
+
+    def _compile_rules(self, g: CfgGrammar) -> None:
+        names = ["<start>", *g.rules]
+        nt = {n: i for i, n in enumerate(names)}
+        prods: list[tuple[int, tuple[int, ...]]] = [(0, (nt[g.start],))]
+        for rule in g.rules.values():
+            for a in rule.alternatives:
+                prods.append((nt[rule.name], tuple(self._symbol(s, nt, names, prods) for s in a)))
+        self.nt_names = names
+        self.next_sym: list[int] = []
+        self.lhs: list[int] = []
+        self.first_items: list[list[int]] = [[] for _ in names]
+        for head, body in prods:
+            self.first_items[head].append(len(self.next_sym))
+            for k in range(len(body) + 1):
+                self.next_sym.append(body[k] if k < len(body) else COMPLETE)
+                self.lhs.append(head)
+        self.nullable = _nullable(len(names), prods)
+        self.start_item = 0
+        self.accept_item = 1  # <start> -> S .
+
+    def _symbol(self, s: str, nt: dict, names: list, prods: list) -> int:
+        """Nonterminal id (>= 0) or ~terminal; a terminal matching the empty string becomes (T | empty)."""
+        if s in nt:
+            return nt[s]
+        t = self.term_index[s]
+        e = self.term_expr[t]
+        if not self.pool.nullable[e]:
+            return ~t
+        key = f"{s}?"
+        if key not in nt:
+            nt[key] = len(names)
+            names.append(key)
+            prods.append((nt[key], ()))
+            if e != EPS_ID:
+                prods.append((nt[key], (~t,)))
+        return nt[key]
+
+    # ------------------------------------------------------------------ Earley sets
+    def _closure(self, kernel) -> int:
+        """Predict and complete from kernel items; the interned set id (or DEAD when empty).
+
+        Items predicted here (origin -1) come in bulk from ``_predicted``, already closed; only items
+        with an earlier origin (from the kernel and from completions) go through the agenda.
+        """
+        nxt, lhs, nullable, sets = self.next_sym, self.lhs, self.nullable, self.sets
+        items = set(kernel)
+        agenda = list(items)
+        predicted: set[int] = set()
+        while agenda:
+            it = agenda.pop()
+            r = it >> 32
+            s = nxt[r]
+            if s == COMPLETE:
+                o = (it & ORIGIN) - 1
+                if o < 0:  # a self-origin completion: covered by the nullable prediction step
+                    continue
+                for w in sets[o].waiting.get(lhs[r], ()):
+                    new = w + ITEM if w & ORIGIN else w + ITEM + o + 1
+                    if new not in items:
+                        items.add(new)
+                        agenda.append(new)
+            elif s >= 0:
+                if s not in predicted:
+                    predicted.add(s)
+                    items |= self._predicted(s)
+                if nullable[s]:
+                    new = it + ITEM
+                    if new not in items:
+                        items.add(new)
+                        agenda.append(new)
+        return self._intern_set(frozenset(items)) if items else DEAD
+
+    def _predicted(self, a: int) -> frozenset:
+        """The items (origin -1) that predicting nonterminal a adds, closed under prediction and the
+        Aycock-Horspool step over nullable nonterminals."""
+        r = self._pred_cache.get(a)
+        if r is None:
+            nxt, first, nullable = self.next_sym, self.first_items, self.nullable
+            seen: set[int] = set()
+            stack = list(first[a])
+            while stack:
+                x = stack.pop()
+                if x in seen:
+                    continue
+                seen.add(x)
+                s = nxt[x]
+                if s != COMPLETE and s >= 0:
+                    stack.extend(first[s])
+                    if nullable[s]:
+                        stack.append(x + 1)
+            r = self._pred_cache[a] = frozenset(x * ITEM for x in seen)
+        return r
+
+    def _intern_set(self, items: frozenset) -> int:
+        i = self._set_ids.get(items)
+        if i is not None:
+            return i
+        waiting: dict[int, list] = {}
+        scans: dict[int, list] = {}
+        for it in items:
+            s = self.next_sym[it >> 32]
+            if s == COMPLETE:
+                continue
+            (waiting.setdefault(s, []) if s >= 0 else scans.setdefault(~s, [])).append(it)
+        i = len(self.sets)
+        accepting = self.accept_item * ITEM + 1 in items or (i == 0 and self.accept_item * ITEM in items)
+        terms = sorted(set(scans) | self.ignore)
+        lex = self._lex_id(tuple((t, self.term_expr[t]) for t in terms)) if terms else DEAD
+        self.sets.append(_Set(items, waiting, scans, accepting, lex))
+        self._set_ids[items] = i
+        return i
+
+    # ------------------------------------------------------------------ lexer
+    def _lex_id(self, state: tuple) -> int:
+        i = self._lex_ids.get(state)
+        if i is None:
+            i = self._lex_ids[state] = len(self.lexstates)
+            self.lexstates.append(state)
+            self._lex_acc.append(tuple(t for t, e in state if self.pool.nullable[e]))
+            self._lex_cont.append(any(self._can_continue(e) for _, e in state))
+        return i
+
+    def _can_continue(self, e: int) -> bool:
+        """Whether e (a live expression: every lexer state holds live ones) matches a non-empty string."""
+        pool = self.pool
+        if e == EPS_ID:
+            return False
+        if not pool.has_bool[e]:
+            return True  # simplified, intersection-free expressions other than EPS match a non-empty string
+        if not pool.nullable[e]:
+            return True  # live and not matching the empty string: what it matches is non-empty
+        return any(pool.is_live(pool.deriv(e, b)) for b in self.reps)
+
+    def _lex_step(self, lex: int, c: int) -> int:
+        key = lex << 8 | c
+        r = self._lex_trans.get(key)
+        if r is None:
+            pool, b = self.pool, self.reps[c]
+            out = []
+            for t, e in self.lexstates[lex]:
+                d = pool.deriv(e, b)
+                if d != EMPTY_ID and (not pool.has_bool[d] or pool.is_live(d)):
+                    out.append((t, d))
+            r = self._lex_trans[key] = self._lex_id(tuple(out)) if out else DEAD
+        return r
+
+    # ------------------------------------------------------------------ configurations
+    def _config(self, boundaries, lexemes: list) -> int:
+        """Intern (is-sentence, lexemes in flight): the Earley set at this position is the union of the
+        boundary sets (closure distributes over union), each starting its own lexeme."""
+        accepting = False
+        for b in boundaries:
+            s = self.sets[b]
+            accepting = accepting or s.accepting
+            if s.lex_start >= 0:
+                lexemes.append(b * LEX + s.lex_start)
+        if not lexemes and not accepting:
+            return DEAD
+        key = (accepting, tuple(sorted(set(lexemes))))
+        i = self._config_ids.get(key)
+        if i is None:
+            i = len(self.configs)
+            if i >= self.max_states:
+                raise LimitError(f"context-free matcher exceeded {self.max_states} parser configurations")
+            if i >= len(self.computed):
+                self._grow()
+            self.configs.append(key)
+            self._config_ids[key] = i
+            self.accepting[i] = accepting
+            lexemes = key[1]
+            pure = not accepting and len(lexemes) == 1 and not self._lex_acc[lexemes[0] & (LEX - 1)]
+            self.pure_lex.append(lexemes[0] & (LEX - 1) if pure else -1)
+            if pure:  # its exit_bytes row stays all ones (no pruning) until prepare_exits
+                self._exit_pending.append(i)
+            bits = 0
+            for x in lexemes:
+                bits |= self._first_bytes(x & (LEX - 1))
+            # a byte no lexeme in flight can take is DEAD: known now, without a parser step
+            self.trans[i, self._dead_classes(bits)] = DEAD
+        return i
+
+    def _first_bytes(self, lex: int) -> int:
+        """256-bit int: the bytes lexer state lex may take (a superset: ``ExprPool.first``)."""
+        r = self._live_cache.get(lex)
+        if r is None:
+            r = 0
+            for _, e in self.lexstates[lex]:
+                r |= self.pool.first[e]
+            self._live_cache[lex] = r
+        return r
+
+    def _dead_classes(self, bits: int) -> np.ndarray:
+        """The byte classes with no byte in bits (int array, cached per bits)."""
+        r = self._dead_cache.get(bits)
+        if r is None:
+            dead = [c for c, cb in enumerate(self.class_bits) if not bits & cb]
+            r = self._dead_cache[bits] = np.array(dead, dtype=np.intp)
+        return r
+
+    def prepare_exits(self) -> None:
+        """Fill the exit_bytes rows of the pure configurations made since the last call (only mask walks
+        that prune read them, so grammars whose walks never prune never pay for them)."""
+        with self.lock:
+            for i in self._exit_pending:
+                self.exit_bytes[i] = self._exit_mask(self.pure_lex[i])
+            self._exit_pending.clear()
+
+    def _exit_mask(self, lex: int) -> np.ndarray:
+        """256-bit mask (uint64 [4]) of bytes that may end a lexeme begun in lexer state lex: a token
+        without them cannot end it. A superset, from the terminals alone (see ``_term_exit``)."""
+        r = self._exit_cache.get(lex)
+        if r is None:
+            bits = 0
+            for t, _ in self.lexstates[lex]:
+                bits |= self._term_exit(t)
+            words = [(bits >> (64 * w)) & ((1 << 64) - 1) for w in range(4)]
+            r = self._exit_cache[lex] = np.array(words, dtype=np.uint64)
+        return r
+
+    def _term_exit(self, t: int) -> int:
+        """The bytes (a 256-bit int) that can end a string of terminal t, read off its regex: a superset
+        of the bytes that take a lexer state of a lexeme of t to an accepting one."""
+        r = self._term_exit_cache.get(t)
+        if r is None:
+            try:
+                r = last_bytes(self.term_nodes[t])
+            except RecursionError:
+                r = ALL_BYTES
+            self._term_exit_cache[t] = r
+        return r
+
+    def _step_config(self, cfg: int, c: int) -> int:
+        boundaries: set[int] = set()
+        kernels = []
+        cont: list = []
+        for x in self.configs[cfg][1]:
+            origin = x >> 24
+            lex2 = self._lex_step(x & (LEX - 1), c)
+            if lex2 < 0:
+                continue
+            if self._lex_acc[lex2]:
+                kernel, ignored = self._scan(origin, lex2)
+                if kernel:
+                    kernels.append(kernel)
+                if ignored:  # an ignored lexeme leaves the parser where it was
+                    boundaries.add(origin)
+            if self._lex_cont[lex2]:
+                cont.append(origin * LEX + lex2)
+        if kernels:
+            kernel = kernels[0] if len(kernels) == 1 else frozenset().union(*kernels)
+            y = self._closure_of(kernel)
+            if y >= 0:
+                boundaries.add(y)
+        return self._config(boundaries, cont)
+
+    def _scan(self, origin: int, lex: int) -> tuple[frozenset, bool]:
+        """(items advanced over the terminals lex accepts, from set origin; whether an ignored one accepts)."""
+        key = origin * LEX + lex
+        r = self._scan_cache.get(key)
+        if r is None:
+            scans = self.sets[origin].scans
+            kernel = set()
+            for t in self._lex_acc[lex]:
+                for it in scans.get(t, ()):
+                    kernel.add(it + ITEM if it & ORIGIN else it + ITEM + origin + 1)
+            r = self._scan_cache[key] = (frozenset(kernel), any(t in self.ignore for t in self._lex_acc[lex]))
+        return r
+
+    def _closure_of(self, kernel: frozenset) -> int:
+        r = self._closure_cache.get(kernel)
+        if r is None:
+            r = self._closure_cache[kernel] = self._closure(kernel)
+        return r
+
+    def _grow(self) -> None:
+        """Double the per-configuration arrays (old rows kept, new rows at their initial value)."""
+        cap = 2 * len(self.computed)
+        for name in ("trans", "computed", "accepting", "internal", "exit_bytes"):
+            old = getattr(self, name)
+            new = np.full((cap, *old.shape[1:]), _FILL[name], old.dtype)
+            new[: len(old)] = old
+            setattr(self, name, new)
+
+    # ------------------------------------------------------------------ the LazyDFA interface
+    @property
+    def n_states(self) -> int:
+        return len(self.configs)
+
+    def materialize(self, s: int) -> None:
+        """Compute configuration s's whole transition row (idempotent, thread-safe)."""
+        if self.computed[s]:
+            return
+        with self.lock:
+            if self.computed[s]:
+                return
+            for c in range(self.n_classes):
+                self.entry(s, c)
+            self.computed[s] = 1
+
+    def entry(self, s: int, c: int) -> int:
+        """The transition of configuration s on byte class c, computed on first use."""
+        t = self.trans[s, c]
+        if t != UNKNOWN:
+            return int(t)
+        with self.lock:
+            t = self.trans[s, c]
+            if t == UNKNOWN:
+                t = self._step_config(s, c)
+                lex = self.pure_lex[s]
+                if t >= 0 and lex >= 0 and not self._lex_acc[self._lex_step(lex, c)]:
+                    # the one lexeme went on without any terminal accepting (not even an ignored one):
+                    # what follows depends on the lexer state alone, never on the parser
+                    self.internal[s, c] = 1
+                self.trans[s, c] = t  # self.trans may have been regrown by _config: index the new one
+            return int(t)
+
+    def step(self, s: int, byte: int) -> int:
+        return self.entry(s, int(self.class_map[byte]))
+
+    def walk(self, s: int, data: bytes) -> int:
+        """The configuration after data from s, or DEAD."""
+        class_map = self.class_map
+        for b in data:
+            t = self.trans[s, class_map[b]]
+            s = self.entry(s, int(class_map[b])) if t == UNKNOWN else t
+            if s < 0:
+                return DEAD
+        return int(s)
+
+    def allowed_bytes(self, s: int) -> np.ndarray:
+        """bool [256]: the bytes that may follow configuration s."""
+        self.materialize(s)
+        return self.trans[s][self.class_map] >= 0
+
+
+def _nullable(n: int, prods) -> list[bool]:
+    out = [False] * n
+    changed = True
+    while changed:
+        changed = False
+        for head, body in prods:
+            if not out[head] and all(s >= 0 and out[s] for s in body):
+                out[head] = changed = True
+    return out
+
+
+from guided.grammar.automata.cfg_recognizer import CfgState  # noqa: E402  (re-exported: the byte-level recognizer over CfgAutomaton)

@@ -1,0 +1,197 @@
+"""LazyDFA: a byte-level DFA whose states are derivatives, materialised row by row on first visit.
+
+States are live expressions of an ExprPool (every state can still reach acceptance: dead
+derivatives become the transition -1, so walking the DFA never enters a dead end). A state's row of
+transitions, one per byte class, is computed the first time anything asks for it; the numba trie
+walk reads ``trans``/``computed`` directly and returns to Python when it meets an unmaterialised
+row. Growth reallocates the arrays, so readers must re-fetch them after ``materialize``.
+
+Lazy work is bounded twice when ``timeout_s`` is set: each step (a row, a token's walk, the start
+state's emptiness check) by ``timeout_s``, and all of an automaton's lazy work together by
+``WORK_FACTOR * timeout_s``. A constraint whose product of counters and patterns yields a new state
+at every step (``pattern`` with ``maxLength`` 5000, say) would otherwise keep every mask under the
+step bound and still never finish a long output; past the total bound every further lazy step
+raises ``LimitError`` naming the bound.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+
+import numpy as np
+
+from guided.errors import GrammarError, LimitError
+from guided.grammar.automata.derivative_classes import DerivClasses
+from guided.grammar.automata.expr_pool import EMPTY_ID, ExprPool, byte_classes
+from guided.grammar.automata.state_table import StateTable
+
+__all__ = ["LazyDFA", "DEAD"]
+
+DEAD = -1
+UNKNOWN = -2  # a transition not computed yet (rows may be partly filled by single steps)
+WORK_FACTOR = 4  # all lazy work of one automaton: at most this many step bounds (timeout_s)
+
+
+class LazyDFA(StateTable):
+    """Byte DFA over byte equivalence classes; state 0 is the start."""
+
+    def __init__(self, pool: ExprPool, root: int, max_states: int = 500_000, timeout_s: float | None = None):
+        self.pool = pool
+        self.max_states = max_states
+        self.timeout_s = timeout_s  # bound of one lazy step (a row, a token's walk): LimitError past it
+        self.work_s = 0.0  # seconds of lazy work done so far
+        cls, reps = byte_classes(pool.byte_masks(root))
+        self.class_map = np.asarray(cls, dtype=np.int32)  # [256] byte -> class
+        self.reps = reps  # one byte per class
+        pool.reps = reps
+        self.n_classes = len(reps)
+        self._rep_bits = sum(1 << b for b in reps)
+        self._class_of_rep = {b: c for c, b in enumerate(reps)}
+        self._classes = DerivClasses(pool)
+        self._classes_of_group: dict[int, list[int]] = {}
+        self.lock = threading.RLock()
+        self.exprs: list[int] = []
+        self._state_of: dict[int, int] = {}
+        cap = 64
+        self.trans = np.full((cap, self.n_classes), UNKNOWN, dtype=np.int32)  # [states, classes]
+        self.computed = np.zeros(cap, dtype=np.uint8)
+        self.accepting = np.zeros(cap, dtype=np.uint8)
+        with pool.bound.limit(timeout_s, "deciding whether the constraint matches any string"):
+            live = pool.is_live(root)
+        if not live:
+            raise GrammarError("the constraint matches no string at all (its language is empty)")
+        self.state_of(root)
+
+    @property
+    def n_states(self) -> int:
+        return len(self.exprs)
+
+    @property
+    def max_work_s(self) -> float | None:
+        """The bound of all lazy work together (None: unbounded), from the step bound."""
+        return None if self.timeout_s is None else WORK_FACTOR * self.timeout_s
+
+    def state_of(self, e: int) -> int:
+        """The state id of a live expression, or DEAD."""
+        s = self._state_of.get(e)
+        if s is not None:
+            return s
+        if e == EMPTY_ID or not self.pool.is_live(e):
+            self._state_of[e] = DEAD
+            return DEAD
+        s = len(self.exprs)
+        if s >= self.max_states:
+            raise LimitError(f"regex automaton exceeded {self.max_states} states")
+        if s >= len(self.computed):
+            self._grow()
+        self.exprs.append(e)
+        self.accepting[s] = self.pool.nullable[e]
+        self._state_of[e] = s
+        return s
+
+    def _grow(self) -> None:
+        cap = 2 * len(self.computed)
+        trans = np.full((cap, self.n_classes), UNKNOWN, dtype=np.int32)
+        trans[: len(self.trans)] = self.trans
+        computed = np.zeros(cap, dtype=np.uint8)
+        computed[: len(self.computed)] = self.computed
+        accepting = np.zeros(cap, dtype=np.uint8)
+        accepting[: len(self.accepting)] = self.accepting
+        self.trans, self.accepting, self.computed = trans, accepting, computed
+
+    def materialize(self, s: int) -> None:
+        """Compute state s's transition row (idempotent, thread-safe)."""
+        if self.computed[s]:
+            return
+        with self.lock, self.pool.bound.limit(self.timeout_s, "computing an automaton state"):
+            if self.computed[s]:
+                return
+            with self._timed():
+                self._materialize(s)
+
+    def _materialize(self, s: int) -> None:
+        e = self.exprs[s]
+        row = self.trans[s].tolist()  # a Python list: rows are short, numpy per group costs more
+        fresh = all(t == UNKNOWN for t in row)  # no single step filled part of it
+        first = self.pool.first[e] & self._rep_bits  # only classes the expression can start with
+        try:
+            groups = self._classes.partition(e, first)
+        except RecursionError:  # very deep nesting: one derivative per class
+            groups = [1 << b for b in self.reps if (first >> b) & 1]
+        for group in groups:  # bytes of one group share their derivative: derive once
+            cs = self._class_list(group)
+            # a transition a single step computed already, else UNKNOWN
+            t = UNKNOWN if fresh else max(row[c] for c in cs)
+            if t == UNKNOWN:
+                self.pool.bound.check()
+                t = self.state_of(self.pool.deriv(e, self.reps[cs[0]]))
+            for c in cs:
+                row[c] = t
+        self.trans[s] = [DEAD if t == UNKNOWN else t for t in row]  # trans may have been regrown
+        self.computed[s] = 1
+
+    def _class_list(self, group: int) -> list[int]:
+        """The byte classes of a group of representative bytes (a 256-bit set), memoised: the same
+        groups recur across states."""
+        cs = self._classes_of_group.get(group)
+        if cs is None:
+            cs, rest = [], group
+            while rest:
+                low = rest & -rest
+                rest ^= low
+                cs.append(self._class_of_rep[low.bit_length() - 1])
+            self._classes_of_group[group] = cs
+        return cs
+
+    @contextmanager
+    def _timed(self):
+        """Count the block's time against the automaton's total work bound (LimitError past it)."""
+        bound = self.max_work_s
+        if bound is not None and self.work_s > bound:
+            raise LimitError(
+                f"regex automaton: its lazy construction took over {bound:g} s in total "
+                f"({self.n_states} states; bound: {WORK_FACTOR} x mask_timeout_s); the constraint "
+                "is too large to enforce (e.g. a pattern combined with a large maxLength)"
+            )
+        t0 = time.monotonic()
+        try:
+            yield
+        finally:
+            self.work_s += time.monotonic() - t0
+
+    def _single(self, s: int, c: int) -> int:
+        """Compute one transition (for walks along one string, e.g. committing a token)."""
+        with self.lock, self.pool.bound.limit(self.timeout_s, "computing an automaton transition"):
+            t = int(self.trans[s, c])
+            if t == UNKNOWN:
+                with self._timed():
+                    t = self.state_of(self.pool.deriv(self.exprs[s], self.reps[c]))
+                self.trans[s, c] = t
+            return t
+
+    def step(self, s: int, byte: int) -> int:
+        c = self.class_map[byte]
+        t = int(self.trans[s, c])
+        return self._single(s, c) if t == UNKNOWN else t
+
+    def walk(self, s: int, data: bytes) -> int:
+        """The state after data from s, or DEAD."""
+        class_map, trans = self.class_map, self.trans
+        for i, b in enumerate(data):
+            t = trans[s, class_map[b]]
+            if t == UNKNOWN:  # lazy work ahead: the rest of the walk runs under one time bound
+                with self.pool.bound.limit(self.timeout_s, "accepting a token"):
+                    return self._walk_slow(s, data[i:])
+            if t < 0:
+                return DEAD
+            s = t
+        return int(s)
+
+    def _walk_slow(self, s: int, data: bytes) -> int:
+        for b in data:
+            s = self.step(s, b)
+            if s < 0:
+                return DEAD
+        return s

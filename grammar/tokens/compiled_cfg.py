@@ -1,0 +1,380 @@
+"""CompiledCfg / CfgMatcher: a context-free grammar against one Vocabulary, behind the Matcher API.
+
+``CompiledCfg`` has the shape of ``CompiledGrammar`` with a ``CfgAutomaton`` (Earley configurations,
+lazily determinised) in place of the regex ``LazyDFA``: a numba walk of the vocabulary trie fills
+masks (returning to Python only for transitions never computed before), masks are cached per
+configuration, forced tokens come from the same ``ForcedTokenizer``. Where a lexeme in flight loops on
+a character class (a string body), the vocabulary's precomputed slice of that class supplies its
+tokens and the walk skips them, in every parser context, first visits included. So ``CfgMatcher`` is
+the regular ``Matcher`` (a stack of ints: rollback is a pop, copy a list copy) and the engine never
+cares which kind a constraint is. ``compile_cfg`` sends grammars without recursion to the regular engine.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import numba
+import numpy as np
+
+from guided.grammar.automata.earley import LEX, UNKNOWN, CfgAutomaton
+from guided.grammar.automata.expr_pool import ExprPool
+from guided.grammar.cfg_ir import CfgGrammar
+from guided.grammar.frontends.gbnf_grammar import parse_gbnf
+from guided.grammar.frontends.lark_grammar import parse_lark
+from guided.grammar.tokens.compiled import AutomatonQueries, CompiledGrammar
+from guided.grammar.tokens.matcher import Matcher
+from guided.grammar.tokens.token_trie import trie_parents
+from guided.grammar.vocab import Vocabulary
+
+__all__ = ["CompiledCfg", "CfgMatcher", "compile_cfg", "compile_lark", "compile_gbnf"]
+
+Encode = Callable[[bytes], list[int]]
+
+
+class CfgMatcher(Matcher):
+    """Per-sequence cursor over a CompiledCfg (the Matcher API, unchanged)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"CfgMatcher(state={self.state}, accepted={self.num_accepted}, grammar={self.compiled.key!r})"
+
+
+class CompiledCfg(AutomatonQueries):
+    """A context-free grammar's automaton over a vocabulary; create with ``compile_cfg``, use via ``matcher()``."""
+
+    _SOURCE = "grammar"
+
+    def _build(self) -> None:
+        pool = ExprPool.with_common()
+        # the terminals' emptiness checks run here, eagerly: bounded like the lazy work they replace
+        with pool.bound.limit(self.mask_timeout_s, "compiling the grammar's terminals"):
+            self.dfa = CfgAutomaton(self.grammar, pool=pool, max_states=self.max_states)
+        self.dfa.timeout_s = self.mask_timeout_s  # forced-token queries read it
+        self.pool = pool
+        self._build_vocabulary_side()
+        self._desc, self._next_tok, self._tails = _desc_for(self.trie)
+        self._inside: dict[int, np.ndarray] = {}  # lexer state -> tokens inside its lexeme (any context)
+        self._slice_keys: dict[int, tuple | None] = {}  # configuration -> slice_of
+        self._lex_slices: dict[int, tuple | None] = {}  # lexer state -> its lexemes' widest slice
+        # mid-token slices: configuration -> row of self._tails (an unbounded slice's tails) or -1
+        self._cfg_tail = np.full(64, -1, dtype=np.int32)
+        self._tail_rows: dict[tuple, int] = {}  # slice candidate -> its row or -1
+        self._tail_done = 0  # configurations below this have their _cfg_tail entry
+        self._tail_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ queries
+    def matcher(self) -> CfgMatcher:
+        return CfgMatcher(self)
+
+    def next_state(self, state: int, token_id: int) -> int:
+        with self.pool.bound.limit(self.mask_timeout_s, "accepting a token"):
+            return super().next_state(state, token_id)
+
+    def mask(self, state: int) -> np.ndarray:
+        """The allowed-token bitmask of a configuration: uint32 [words]. Do not modify."""
+        with self._lock:
+            m = self._masks.get(state)
+            if m is not None:
+                self._masks.move_to_end(state)
+                return m
+        with self.pool.bound.limit(self.mask_timeout_s, "computing a token mask"):
+            m = self._compute_mask(state)
+        with self._lock:
+            self._masks[state] = m
+            while len(self._masks) > self._max_masks:
+                self._masks.popitem(last=False)
+        return m
+
+    def _compute_mask(self, state: int) -> np.ndarray:
+        """Walk the trie in rounds: each numba pass skips the subtrees behind transitions not computed yet
+        and lists them; Python computes those transitions and the next pass resumes in those subtrees.
+
+        When the walk starts inside one lexeme (a string body, a number), the tokens that stay inside it
+        depend on the lexer state alone: they are recorded once per lexer state, and later walks from
+        any parser context skip the subtrees whose bytes cannot end the lexeme, OR-ing the record in.
+        """
+        trie, dfa = self.trie, self.dfa
+        inmask = np.zeros(self._words, dtype=np.uint32)
+        stack = np.zeros(self._stack_len, dtype=np.int32)
+        ins = np.zeros(self._stack_len, dtype=np.uint8)
+        sl, hi = self._slice(state)
+        if sl is not None:  # the slice's tokens are allowed; the walk skips the subtrees made of them
+            mask, skipcap, lex = sl.masks[hi].copy(), sl.skipcap, -1
+        else:
+            mask, skipcap, lex = np.zeros(self._words, dtype=np.uint32), trie.no_skip, dfa.pure_lex[state]
+        known = self._inside.get(lex) if lex >= 0 else None
+        if known is not None:
+            dfa.prepare_exits()
+        jobs, out = _buffers(trie.n_nodes)
+        jobs[0] = (0, state, 0, lex >= 0)  # the whole trie from state
+        k, whole = 1, True
+        while k:
+            self.pool.bound.check()  # one clock read per round: a slow first visit fails its request
+            cfg_tail, tails = self._sync_tails()
+            k = _walk(
+                trie.node_byte, trie.node_depth, trie.node_end, trie.tok_start, trie.tok_end, trie.token_ids,
+                dfa.class_map, dfa.trans, dfa.internal, dfa.exit_bytes, self._desc, known is not None, skipcap, hi,
+                jobs[:k], whole, stack, ins, mask, inmask, out, cfg_tail, tails, self._next_tok,
+            )  # fmt: skip
+            for c, cls in set(zip(out[:k, 1].tolist(), out[:k, 2].tolist(), strict=True)):
+                dfa.entry(c, cls)
+            jobs, out, whole = out, jobs, False
+        if known is not None:
+            mask |= known
+        elif lex >= 0:
+            self._inside[lex] = inmask
+        if dfa.accepting[state]:
+            mask |= self._eos_mask
+        return mask
+
+    def slice_of(self, state: int) -> tuple | None:
+        """(character class key, max repeats or -1) when some lexeme in flight at configuration state is
+        ``X{lo,hi} rest``: every token of at most hi X-characters then stays inside that lexeme, whatever
+        the parser context (see ``ExprPool.slice_candidate`` and ``slices.Slice``); else None."""
+        if state in self._slice_keys:
+            return self._slice_keys[state]
+        dfa, best = self.dfa, None
+        with dfa.lock:
+            for x in dfa.configs[state][1]:
+                best = _wider_slice(best, self._lex_slice(x & (LEX - 1)))
+        self._slice_keys[state] = best
+        return best
+
+    def _lex_slice(self, lex: int) -> tuple | None:
+        """``slice_of`` for one lexer state (cached: many configurations share their lexer states)."""
+        r = self._lex_slices.get(lex, False)
+        if r is False:
+            r = None
+            for _, e in self.dfa.lexstates[lex]:
+                r = _wider_slice(r, self.dfa.pool.slice_candidate(e))
+            self._lex_slices[lex] = r
+        return r
+
+    def _sync_tails(self) -> tuple[np.ndarray, np.ndarray]:
+        """(configuration -> row of ``_Tails`` or -1, the rows) with an entry for every configuration
+        made so far: the walk skips, below a node whose configuration has an unbounded slice, the
+        subtrees that spell only that slice's characters (``Slice.tails``), OR-ing in their tokens."""
+        n = self.dfa.n_states
+        if self._tail_done >= n:
+            return self._cfg_tail, self._tails.rows
+        with self._tail_lock:
+            cfg_tail = self._cfg_tail
+            if len(cfg_tail) < n:
+                cfg_tail = np.full(max(n, 2 * len(cfg_tail)), -1, dtype=np.int32)
+                cfg_tail[: self._tail_done] = self._cfg_tail[: self._tail_done]
+            rows = self._tail_rows
+            for s in range(self._tail_done, n):
+                candidate = self.slice_of(s)
+                if candidate is None:
+                    cfg_tail[s] = -1
+                    continue
+                row = rows.get(candidate)
+                if row is None:
+                    row = rows[candidate] = self._tails.row(*candidate)
+                cfg_tail[s] = row
+            self._cfg_tail, self._tail_done = cfg_tail, n
+            return cfg_tail, self._tails.rows
+
+    def _slice(self, state: int):
+        """(Slice, bound) of the character class some lexeme in flight loops on, or (None, -1)."""
+        candidate = self.slice_of(state)
+        sl = None if candidate is None else self.trie.slice_for(candidate[0], lazy=True)
+        return (None, -1) if sl is None else (sl, sl.bound(candidate[1]))
+
+    def __repr__(self) -> str:
+        return f"CompiledCfg({self.key!r}, configurations={self.dfa.n_states}, vocabulary={self.vocabulary.name!r})"
+
+
+def _wider_slice(best: tuple | None, c: tuple | None) -> tuple | None:
+    """The slice candidate of the two allowing more repeats (-1: unbounded), the first on a tie."""
+    if c is not None and (best is None or best[1] >= 0 and (c[1] < 0 or c[1] > best[1])):
+        return c
+    return best
+
+
+@numba.njit(cache=True, nogil=True)
+def _walk(node_byte, node_depth, node_end, tok_start, tok_end, token_ids, class_map, trans, internal, exit_bytes,
+          desc, prune, skipcap, hi, jobs, whole, stack, ins, mask, inmask, out, cfg_tail, tails, next_tok):  # fmt: skip
+    """Depth-first over the trie subtrees of the nodes jobs[r, 0] (the whole trie when ``whole``), the
+    configuration before each being jobs[r, 1]; one configuration per depth in stack, and in ins whether
+    the path so far stayed inside the starting lexeme (jobs[r, 3] at the job's node). Nodes whose
+    transition is still UNKNOWN are written to out as (node, configuration, byte class, inside) and their
+    subtree skipped; a DEAD transition skips the subtree for good. Tokens reached inside the starting
+    lexeme also go to inmask; with ``prune``, a subtree inside it whose bytes (desc) cannot end the
+    lexeme (exit_bytes) is skipped: its tokens are in the caller's record. Subtrees with skipcap <= hi
+    (tokens of a slice the caller put in mask) are skipped too. Below a configuration s with
+    ``cfg_tail[s] >= 0``, a node whose subtree spells only that slice's characters (``tails[row]``) has
+    its subtree's tokens (token_ids[next_tok[node]:next_tok[node_end[node]]]) OR-ed in and is skipped;
+    on a path inside the starting lexeme they go to inmask too: s's lexer state follows from the
+    starting one and the path alone, and the slice from the lexer state alone, so they are allowed in
+    every parser context that the record serves.
+    Returns how many were written."""
+    n_out = 0
+    for r in range(len(jobs)):
+        i = jobs[r, 0]
+        end = len(node_byte) if whole else node_end[i]
+        stack[node_depth[i] - 1] = jobs[r, 1]
+        ins[node_depth[i] - 1] = jobs[r, 3]
+        while i < end:
+            if skipcap[i] <= hi:  # a subtree of slice tokens: already in mask
+                i = node_end[i]
+                continue
+            d = node_depth[i]
+            s = stack[d - 1]
+            row = cfg_tail[s]
+            if row >= 0 and tails[row, i] == 1:  # X-characters from here on: all allowed
+                record = ins[d - 1] == 1
+                for k in range(next_tok[i], next_tok[node_end[i]]):
+                    tid = token_ids[k]
+                    bit = np.uint32(1) << np.uint32(tid & 31)
+                    mask[tid >> 5] |= bit
+                    if record:
+                        inmask[tid >> 5] |= bit
+                i = node_end[i]
+                continue
+            c = class_map[node_byte[i]]
+            t = trans[s, c]
+            if t == UNKNOWN:
+                out[n_out, 0] = i
+                out[n_out, 1] = s
+                out[n_out, 2] = c
+                out[n_out, 3] = ins[d - 1]
+                n_out += 1
+                i = node_end[i]
+                continue
+            if t < 0:
+                i = node_end[i]
+                continue
+            stack[d] = t
+            inside = ins[d - 1] == 1 and internal[s, c] == 1
+            ins[d] = inside
+            for k in range(tok_start[i], tok_end[i]):
+                tid = token_ids[k]
+                bit = np.uint32(1) << np.uint32(tid & 31)
+                mask[tid >> 5] |= bit
+                if inside:
+                    inmask[tid >> 5] |= bit
+            if (
+                inside and prune
+                and (desc[i, 0] & exit_bytes[t, 0]) == 0 and (desc[i, 1] & exit_bytes[t, 1]) == 0
+                and (desc[i, 2] & exit_bytes[t, 2]) == 0 and (desc[i, 3] & exit_bytes[t, 3]) == 0
+            ):  # fmt: skip
+                i = node_end[i]
+                continue
+            i += 1
+    return n_out
+
+
+@numba.njit(cache=True)
+def _descendant_bytes(node_byte, node_depth):
+    """uint64 [nodes, 4]: the bytes of each node's strict descendants, as 256-bit masks."""
+    n = len(node_byte)
+    desc = np.zeros((n, 4), np.uint64)
+    parent = trie_parents(node_depth)
+    for j in range(n - 1, -1, -1):
+        p = parent[j]
+        if p >= 0:
+            b = node_byte[j]
+            desc[p, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+            for w in range(4):
+                desc[p, w] |= desc[j, w]
+    return desc
+
+
+_LOCAL = threading.local()
+
+
+def _buffers(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Two int32 [n, 4] job lists for the walk rounds (reused per thread: a mask writes what it reads)."""
+    bufs = getattr(_LOCAL, "bufs", None)
+    if bufs is None or len(bufs[0]) < n:
+        bufs = _LOCAL.bufs = (np.empty((n, 4), dtype=np.int32), np.empty((n, 4), dtype=np.int32))
+    return bufs
+
+
+class _Tails:
+    """The ``Slice.tails`` of one trie's unbounded slices, stacked as rows for the walk (shared by
+    every grammar over the trie; rows are only appended, so an older array stays valid for its rows)."""
+
+    def __init__(self, trie):
+        self.trie = trie
+        self.rows = np.zeros((1, trie.n_nodes), dtype=np.uint8)  # one unused row until the first slice
+        self._row: dict[tuple, int] = {}  # slice key -> row, or -1 when the class gets no slice
+        self._lock = threading.Lock()
+
+    def row(self, key: tuple, hi: int) -> int:
+        """The row of the slice (key, hi) when it is unbounded within one token, else -1."""
+        sl = self.trie.slice_for(key, lazy=True)
+        if sl is None or sl.bound(hi) < sl.cap:
+            return -1
+        with self._lock:
+            r = self._row.get(key)
+            if r is None:
+                r = self._row[key] = len(self._row)
+                rows = np.zeros((max(r + 1, len(self.rows)), self.trie.n_nodes), dtype=np.uint8)
+                rows[:r] = self.rows[:r]
+                rows[r] = sl.tails
+                self.rows = rows
+            return r
+
+
+_DESC: dict[int, tuple] = {}
+_DESC_LOCK = threading.Lock()
+
+
+@numba.njit(cache=True)
+def _next_tokens(tok_start, tok_end, n_tokens):
+    """int32 [nodes + 1]: the index (in token_ids) of the first token ending at or after each node in
+    preorder; tokens are in byte order, so a subtree i's tokens are next[i]:next[node_end[i]]."""
+    n = len(tok_start)
+    nxt = np.full(n + 1, n_tokens, np.int32)
+    for i in range(n - 1, -1, -1):
+        nxt[i] = tok_start[i] if tok_end[i] > tok_start[i] else nxt[i + 1]
+    return nxt
+
+
+def _desc_for(trie) -> tuple[np.ndarray, np.ndarray, _Tails]:
+    """(``_descendant_bytes``, ``_next_tokens``, ``_Tails``) of a trie, cached for the few tries in use."""
+    with _DESC_LOCK:
+        hit = _DESC.get(id(trie))
+        if hit is None or hit[0] is not trie:
+            desc = _descendant_bytes(trie.node_byte, trie.node_depth)
+            nxt = _next_tokens(trie.tok_start, trie.tok_end, len(trie.token_ids))
+            hit = _DESC[id(trie)] = (trie, desc, nxt, _Tails(trie))
+            while len(_DESC) > 4:
+                _DESC.pop(next(iter(_DESC)))
+        return hit[1], hit[2], hit[3]
+
+
+def compile_cfg(
+    vocabulary: Vocabulary, grammar: CfgGrammar, key: object = None, regular_fast_path: bool = True, **options
+) -> CompiledCfg | CompiledGrammar:
+    """Compile a CfgGrammar against a vocabulary (options as for ``CompiledCfg``).
+
+    A grammar without recursion is a regular language: it goes to the regular engine
+    (``CompiledGrammar``, whose masks are keyed by clamped counters) unless ``regular_fast_path`` is
+    False. Either way the result makes matchers with the same API.
+    """
+    node = grammar.to_regex() if regular_fast_path else None
+    if node is not None:
+        return CompiledGrammar(vocabulary, node, key=key, **options)
+    return CompiledCfg(vocabulary, grammar, key=key, **options)
+
+
+def compile_lark(
+    vocabulary: Vocabulary, text: str, start: str = "start", import_paths=(), **options
+) -> CompiledCfg | CompiledGrammar:
+    """Compile Lark grammar text (see ``lark_frontend.parse_lark``)."""
+    return compile_cfg(
+        vocabulary, parse_lark(text, start, import_paths), key=("lark", text, start), **options
+    )
+
+
+def compile_gbnf(
+    vocabulary: Vocabulary, text: str, start: str = "root", **options
+) -> CompiledCfg | CompiledGrammar:
+    """Compile GBNF text (see ``gbnf_frontend.parse_gbnf``)."""
+    return compile_cfg(vocabulary, parse_gbnf(text, start), key=("gbnf", text, start), **options)

@@ -1,0 +1,157 @@
+"""Random-weight HF checkpoints the project builds for itself: test models and the embedded default.
+
+``write_tiny_model`` writes a complete local model directory (config.json, model.safetensors,
+generation_config.json, tokenizer files) for a Llama or Qwen2/Qwen3 architecture, seeded and
+reproducible: the same arguments always give the same bytes. ``default_model_dir()`` is the embedded
+default model the CLI uses when no ``--model`` is given: its text is meaningless, but guided generation
+keeps it valid under any constraint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from guided.builtin.tokenizers import cache_dir, cached_dir, tokenizer_dir
+from guided.errors import ConfigError
+
+__all__ = ["TinyModelSpec", "write_tiny_model", "tiny_model_dir", "default_model_dir"]
+
+ARCHITECTURES = {
+    "llama": ("LlamaConfig", "LlamaForCausalLM"),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TinyModelSpec:
+    """Shape of a random-weight model. ``vocab_multiple`` pads the lm_head past the tokenizer."""
+
+    arch: str = "llama"
+    hidden_size: int = 64
+    num_layers: int = 2
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    head_dim: int = 16
+    intermediate_size: int = 128
+    max_position_embeddings: int = 2048
+    tie_word_embeddings: bool = False
+    vocab_multiple: int = 64
+    dtype: str = "float32"
+    seed: int = 0
+    init_std: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.arch not in ARCHITECTURES:
+            raise ConfigError(f"arch must be one of {sorted(ARCHITECTURES)}, got {self.arch!r}")
+        if self.num_heads % self.num_kv_heads:
+            raise ConfigError("num_heads must be a multiple of num_kv_heads")
+        if self.dtype not in ("float32", "bfloat16", "float16"):
+            raise ConfigError(f"dtype must be float32, bfloat16 or float16, got {self.dtype!r}")
+
+
+def write_tiny_model(out_dir: str | Path, tokenizer: str = "builtin", spec: TinyModelSpec | None = None) -> Path:
+    """Write a random-weight HF checkpoint for ``spec`` using the tokenizer ``tokenizer``.
+
+    Parameters
+    ----------
+    out_dir : path
+        Directory to create (overwritten files if it exists).
+    tokenizer : str
+        Anything ``guided.load_tokenizer`` takes: "builtin", a tokenizer directory, a .model file.
+    spec : TinyModelSpec
+        Architecture, sizes, dtype and seed.
+    """
+    import torch
+    import transformers
+    from safetensors.torch import save_file
+
+    spec = spec or TinyModelSpec()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tok_dir = tokenizer_dir(tokenizer)
+    for name in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "special_tokens_map.json"):
+        if (tok_dir / name).exists():
+            shutil.copy(tok_dir / name, out / name)
+    tok = transformers.AutoTokenizer.from_pretrained(str(out), local_files_only=True)
+    config = _config(spec, tok)
+    with torch.device("meta"):
+        model_cls = getattr(transformers, ARCHITECTURES[spec.arch][1])
+        shapes = {k: (v.shape, v.dtype) for k, v in model_cls(config).state_dict().items()}
+    dtype = getattr(torch, spec.dtype)
+    tensors = {}
+    gen = torch.Generator().manual_seed(spec.seed)
+    for name in sorted(shapes):
+        if spec.tie_word_embeddings and name == "lm_head.weight":
+            continue
+        shape = shapes[name][0]
+        if name.endswith("norm.weight"):
+            t = 1.0 + 0.1 * torch.randn(shape, generator=gen)
+        else:
+            fan_in = shape[-1] if len(shape) > 1 else 1
+            std = spec.init_std / (fan_in**0.5) if len(shape) > 1 else 0.02
+            t = torch.randn(shape, generator=gen) * std
+        tensors[name] = t.to(dtype).contiguous()
+    save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
+    config.save_pretrained(str(out))
+    eos = [i for i in [tok.eos_token_id] if i is not None]
+    gen_cfg = {"bos_token_id": tok.bos_token_id, "eos_token_id": eos[0] if len(eos) == 1 else eos}
+    (out / "generation_config.json").write_text(json.dumps(gen_cfg, indent=1))
+    (out / "guided_tiny_model.json").write_text(json.dumps({"tokenizer": str(tokenizer), **asdict(spec)}))
+    return out
+
+
+def tiny_model_dir(tokenizer: str = "builtin", spec: TinyModelSpec | None = None) -> Path:
+    """A cached tiny model for (tokenizer, spec), built on first use (atomically)."""
+    spec = spec or TinyModelSpec()
+    key_src = json.dumps({"tokenizer": str(tokenizer), **asdict(spec), "v": 2}, sort_keys=True)
+    key = f"{spec.arch}-{hashlib.sha256(key_src.encode()).hexdigest()[:12]}"
+    return cached_dir(cache_dir() / "models" / key, lambda out: write_tiny_model(out, tokenizer, spec),
+                      ("model.safetensors",))  # fmt: skip
+
+
+# The embedded default: small enough to run anywhere on a CPU, big enough to look like a model.
+DEFAULT_SPEC = TinyModelSpec(
+    arch="llama", hidden_size=128, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=32, intermediate_size=256
+)
+
+
+def default_model_dir() -> Path:
+    """The embedded default model: random weights on the builtin tokenizer (meaningless text)."""
+    return tiny_model_dir("builtin", DEFAULT_SPEC)
+
+
+def _config(spec: TinyModelSpec, tok):
+    import transformers
+
+    # Always padded past the tokenizer (as real checkpoints often are), so the padded-lm_head path is
+    # exercised by every test that uses a tiny model.
+    n = len(tok) + 1
+    vocab_size = -(-n // spec.vocab_multiple) * spec.vocab_multiple
+    cls = getattr(transformers, ARCHITECTURES[spec.arch][0])
+    kwargs = dict(
+        architectures=[ARCHITECTURES[spec.arch][1]],
+        vocab_size=vocab_size,
+        hidden_size=spec.hidden_size,
+        intermediate_size=spec.intermediate_size,
+        num_hidden_layers=spec.num_layers,
+        num_attention_heads=spec.num_heads,
+        num_key_value_heads=spec.num_kv_heads,
+        head_dim=spec.head_dim,
+        max_position_embeddings=spec.max_position_embeddings,
+        tie_word_embeddings=spec.tie_word_embeddings,
+        rms_norm_eps=1e-6,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        torch_dtype=spec.dtype,
+    )
+    if spec.arch == "llama":
+        kwargs["rope_theta"] = 500000.0
+    else:
+        kwargs["use_sliding_window"] = False
+    return cls(**kwargs)

@@ -1,0 +1,152 @@
+"""AnyValue: the languages of schema-free JSON values (``true``, ``{}``, open ``additionalProperties``).
+
+By default a schema-free value is the nonterminal ``any`` (a ``Hole`` in the regex AST): scalars, or
+an array or object of ``any`` values, nesting without bound. Its array and object branches are what
+the lowering builds for ``{"type": "array"}`` and ``{"type": "object"}`` (open), so those schemas
+share them. ``bounded(d)`` is the regular language of values nesting at most ``d`` arrays/objects
+deep: the explicit ``any_depth`` option, and the fallback where a schema-free value sits under an
+intersection or complement, which a context-free grammar cannot express. ``excluding`` computes
+``not`` of schema-free values exactly where the excluded language leaves whole kinds (arrays,
+objects) alone or removes them entirely.
+
+Two such languages per lowering run: ``any`` (every spelling: exponents, ``1.0``, ``-0``) and
+``any_p``, the same values with numbers spelled without exponent only (``PLAIN_NUMBER``).
+A complement is taken within ``any_p``: the language being excluded then only needs every
+exponent-free spelling of its values for the complement to be exact on values (see
+``schema_lowering``, "Complements").
+"""
+
+from __future__ import annotations
+
+from guided.errors import LimitError
+from guided.grammar.languages import is_empty
+from guided.grammar.regex_ast import (
+    Alt,
+    Node,
+    Not,
+    alt,
+    any_string,
+    intersect,
+    literal,
+    optional,
+    repeat,
+    seq,
+)
+from guided.schema.key_order import KeyOrder
+from guided.schema.numbers import JSON_NUMBER, PLAIN_NUMBER
+from guided.schema.recursion import Hole, has_hole
+from guided.schema.strings import json_string
+
+__all__ = ["AnyValue", "ANY", "ANY_PLAIN", "ANY_NAMES", "FALLBACK_ANY_DEPTH"]
+
+ANY = "any"
+ANY_PLAIN = "any_p"
+ANY_NAMES = frozenset({ANY, ANY_PLAIN})
+FALLBACK_ANY_DEPTH = 10
+_PROBE_BUDGET = 20_000
+
+
+class AnyValue:
+    """The schema-free value languages of one lowering run (``lw``: its ``SchemaLowering``)."""
+
+    def __init__(self, lw, plain: bool = False):
+        self.lw = lw
+        self.plain = plain
+        self.hole = Hole(ANY_PLAIN if plain else ANY)
+        self.sibling: AnyValue | None = None  # the other one of the run (kinds that mean the same)
+        self._bounded: dict[int, Node] = {}
+        self._kinds: tuple[Node, Node, Node] | None = None
+        depth = lw.o.any_depth
+        self.fallback_depth = FALLBACK_ANY_DEPTH if depth is None else depth
+
+    def kinds(self) -> tuple[Node, Node, Node]:
+        """(scalars, arrays of ``any``, objects of ``any``)."""
+        if self._kinds is None:
+            from guided.schema.arrays import array_node
+            from guided.schema.objects import object_node
+
+            lw = self.lw
+            place, base = KeyOrder(lw.resolver, []), lw.resolver.root_base
+            with lw.in_mode(lw.PLAIN if self.plain else lw.FREE):
+                arr = array_node(lw, {}, "#", base, place)
+                obj = object_node(lw, {"additionalProperties": True}, "#", base, place)
+            self._kinds = (self.scalars(), arr, obj)
+        return self._kinds
+
+    def scalars(self) -> Node:
+        number = PLAIN_NUMBER if self.plain else JSON_NUMBER
+        return alt(literal("null"), literal("true"), literal("false"), number, json_string())
+
+    def body(self) -> Node:
+        """The body of the ``any`` nonterminal."""
+        return alt(*self.kinds())
+
+    def bounded(self, d: int) -> Node:
+        """Every JSON value nesting at most ``d`` arrays/objects deep (a regular language)."""
+        node = self._bounded.get(d)
+        if node is None:
+            lw = self.lw
+            scalars = self.scalars()
+            if d == 0:
+                node = scalars
+            else:
+                inner = self.bounded(d - 1)
+                arr = seq(
+                    literal("["), lw.ws, optional(seq(inner, repeat(seq(lw.sep, inner)))), lw.ws, literal("]")
+                )
+                member = seq(json_string(), lw.colon, inner)
+                obj = seq(
+                    literal("{"),
+                    lw.ws,
+                    optional(seq(member, repeat(seq(lw.sep, member)))),
+                    lw.ws,
+                    literal("}"),
+                )
+                node = alt(scalars, arr, obj)
+            self._bounded[d] = node
+        return node
+
+    def excluding(self, excluded: list[Node]) -> Node:
+        """Every JSON value in none of the ``excluded`` languages (``not``), exact where each excluded
+        part is regular or a whole kind; other parts stay intersections for ``meet`` to resolve."""
+        scalars, arr, obj = self.kinds()
+        whole = {k: k for k in (arr, obj, self.hole)}
+        if self.sibling is not None:  # the other run's whole kinds are the same values
+            _, s_arr, s_obj = self.sibling.kinds()
+            whole.update({s_arr: arr, s_obj: obj, self.sibling.hole: self.hole})
+        regular: list[Node] = []
+        gone: list[Node] = []
+        for x in excluded:
+            for part in _alternatives(x):
+                if part in whole:
+                    gone.append(whole[part])
+                elif has_hole(part):
+                    return intersect(self.hole, *(Not(e) for e in excluded))
+                else:
+                    regular.append(part)
+        if self.hole in gone:
+            return alt()
+        rest = Not(alt(*regular)) if regular else None
+        out = [intersect(scalars, rest) if rest is not None else scalars]
+        for opener, kind in (("[", arr), ("{", obj)):
+            if kind in gone:
+                continue
+            if rest is None or _misses(regular, opener):
+                out.append(kind)
+            else:
+                out.append(intersect(kind, rest))
+        return alt(*out)
+
+
+def _alternatives(node: Node) -> tuple[Node, ...]:
+    if isinstance(node, Alt):
+        return tuple(p for item in node.items for p in _alternatives(item))
+    return (node,)
+
+
+def _misses(regular: list[Node], opener: str) -> bool:
+    """Whether no string of the regular languages starts with ``opener``."""
+    try:
+        return is_empty(intersect(alt(*regular), seq(literal(opener), any_string())), _PROBE_BUDGET)
+    except LimitError:
+        return False

@@ -1,0 +1,203 @@
+"""JSON Schema -> regex AST or context-free grammar -> compiled grammar: the public entry points.
+
+``json_schema_to_grammar(schema, **options)`` lowers a JSON Schema (a dict, a JSON string, or a
+pydantic model class; draft 2020-12 and draft-07, as pydantic v2 writes them) to the language of its
+instances as generated: one regex AST node when that language is regular, else a ``CfgGrammar``
+(see the policy below); or raises ``SchemaError`` naming the keyword and its JSON pointer.
+``compile_json_schema(compiler, schema, **options)`` compiles either (``compile_ast`` or
+``compile_cfg``: both give matchers with the same API), cached under the canonical JSON of (schema,
+options). ``json_schema_to_node`` is the regex-only variant (schema-free values bounded by
+``any_depth``, default 10 there; recursive schemas need ``max_depth``) for callers that embed the
+node in a larger regex.
+
+Output policy
+-------------
+* Whitespace: "flexible" (default) allows up to ``max_ws`` (default 8) of space, tab, CR, LF after
+  ``{ [ , :`` and before ``} ] , :``; "compact" allows none. Never before or after the root value,
+  so a model cannot loop on whitespace.
+* Key order (``key_order``): "declared" (default) accepts the declared order (``properties`` order,
+  merged in document order over the schemas that apply at the same place, then names only
+  ``required`` lists) or the required-first order, other properties (``patternProperties``,
+  ``additionalProperties``) after them, so keys the order fixes are forced. "any" accepts any order
+  of at most ``MAX_PERMUTED`` (6) declared properties at a place (each at most once, required ones
+  present; the automaton's state is the set of names seen, ``n * 2**(n-1)`` member edges), other
+  properties anywhere; past that bound, the declared order or the required names first and then
+  the rest in any order (in declared order past the bound), other properties before or after them;
+  where ``minProperties``/``maxProperties`` count members, the "declared" policy (see
+  ``guided.schema.key_order``). The policy depends on the place only, so ``not``/``oneOf``
+  stay exact.
+* Strings: the canonical JSON spelling of each character (``json.dumps(..., ensure_ascii=False)``).
+* Numbers: integers as ``-?(0|[1-9][0-9]*)`` (``1.0`` allowed from draft-06 on, as JSON Schema
+  counts it an integer); bounded numbers (and ``multipleOf``) as plain decimals without an exponent.
+* Recursion: a ``$ref`` cycle (``{"$ref": "#"}``, trees and linked lists in ``$defs``, pydantic
+  self-referencing models) becomes a nonterminal per recursive definition, keyed like the regular
+  lowering's memo (schema, base URI, key-order place); everything between recursive references stays
+  regular and becomes whole terminals. ``max_depth=N`` instead unrolls cycles N levels (regular).
+* Schema-free values (``true``, ``{}``, ``{"type": "object"}``/``"array"`` without constraints,
+  ``additionalProperties``/``items`` left open) nest without bound through one shared ``any``
+  nonterminal, whenever they occur (a schema without any stays on the regular path, unchanged).
+  Measured on 101 MaskBench schemas (``benchmarks/schema_any_policy.py --every 75``, Llama-3, CPU)
+  against the regular ``any_depth=10`` bound: the same schemas pass (96); time to first mask x1.47
+  median (x3.8 p90); time per mask unchanged at the median (mean per schema x1.00, x1.65 p90). The
+  exactness is worth that one-off cost; ``any_depth=N`` remains an explicit opt-in.
+* Intersections and complements have no context-free form. Over holes (recursive references or
+  unbounded values) the lowering first avoids them: ``$ref`` siblings and ``anyOf``/``oneOf`` branches
+  are merged into one schema when that is exact, ``oneOf`` branches proved disjoint need no
+  exclusivity, ``not`` of whole kinds or of regular languages is computed per kind. Otherwise a
+  recursive reference under ``allOf``/``not``/``oneOf``/``if``/``contains``/``uniqueItems``/
+  ``dependentSchemas`` is a ``SchemaError`` naming the keyword and pointer (``lenient``: relaxed to any
+  JSON value there, with a warning), and a schema-free value there nests at most ``any_depth`` (or
+  10) deep, with a warning. Output is never silently narrowed or widened.
+* ``format`` is asserted (as MaskBench and the test suite's ``optional/format`` expect), following
+  the RFC grammars (see ``guided.schema.formats``).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import replace
+from typing import Any
+
+from guided.errors import LimitError, SchemaError
+from guided.grammar.automata.expr_pool import intern_common
+from guided.grammar.cfg_ir import CfgGrammar
+from guided.grammar.regex_ast import EMPTY, Node
+from guided.limits import check_schema
+from guided.schema.any_value import ANY
+from guided.schema.intersections import meet_one
+from guided.schema.lowering import SchemaLowering
+from guided.schema.options import SchemaOptions
+from guided.schema.recursion import SchemaCfg, has_hole, hole_memo
+from guided.schema.shapes import check_shapes
+from guided.schema.strings import ANY_STRING_BODY, json_string
+
+__all__ = [
+    "json_schema_to_grammar",
+    "json_schema_to_node",
+    "compile_json_schema",
+    "schema_dict",
+    "cache_key",
+    "SchemaOptions",
+]
+
+
+def schema_dict(schema: Any) -> dict | bool:
+    """A schema as a dict: from a dict/bool, a JSON string, or a pydantic model class."""
+    if isinstance(schema, (dict, bool)):
+        return schema
+    if isinstance(schema, (str, bytes)):
+        try:
+            value = json.loads(schema)
+        except json.JSONDecodeError as e:
+            raise SchemaError(f"the schema is not valid JSON: {e}") from e
+        if not isinstance(value, (dict, bool)):
+            raise SchemaError("a JSON Schema must be an object or a boolean")
+        return value
+    if hasattr(schema, "model_json_schema"):
+        from guided.schema.pydantic_models import json_schema_for
+
+        return json_schema_for(schema)
+    raise SchemaError(f"not a JSON Schema: {type(schema).__name__}")
+
+
+def json_schema_to_grammar(schema: Any, *, registry: dict | None = None, **options) -> Node | CfgGrammar:
+    """The language of a JSON Schema's instances: a regex AST node when it is regular, else a
+    ``CfgGrammar`` (recursive ``$ref`` cycles, schema-free values nesting without bound).
+
+    Parameters
+    ----------
+    schema : dict, bool, str or pydantic model class
+    registry : dict, optional
+        ``{uri: schema}`` for remote ``$ref`` targets; nothing is ever fetched.
+    **options
+        ``SchemaOptions`` fields: strict, lenient, whitespace, max_ws, max_depth, any_depth,
+        max_nodes, timeout_s.
+
+    Raises
+    ------
+    SchemaError
+        A keyword cannot be enforced exactly (unless ``lenient``), or the schema is malformed or
+        accepts nothing.
+    LimitError, CompileTimeoutError
+        The lowering exceeded its size or time bound.
+    """
+    opts = options.pop("options", None) or SchemaOptions(**options)
+    schema = schema_dict(schema)
+    check_schema(schema, opts.limits)  # sizes, depth, counts: LimitError naming the limit and JSON pointer
+    check_shapes(schema)  # malformed keywords: SchemaError naming the keyword and JSON pointer
+    lowering = SchemaLowering(schema, opts, registry)
+    try:
+        with hole_memo():  # one has_hole memo for the whole lowering (see has_hole)
+            return _lower(lowering)
+    except RecursionError:
+        raise LimitError("the schema nests too deeply to compile (recursion limit)") from None
+
+
+def _lower(lowering: SchemaLowering) -> Node | CfgGrammar:
+    node = lowering.lower_root()
+    if node == EMPTY:
+        raise SchemaError("the schema accepts no instance")
+    if not has_hole(node):
+        return node
+    if ANY not in lowering.rules:
+        lowering.rules[ANY] = lowering.anys.body()
+    seconds = lowering.deadline - time.monotonic()
+    return SchemaCfg(lowering.rules, lambda m: meet_one(lowering, m, None, None), seconds).grammar(node)
+
+
+def json_schema_to_node(schema: Any, *, registry: dict | None = None, **options) -> Node:
+    """The regular approximation of a JSON Schema's instances as one regex AST node.
+
+    Schema-free values nest at most ``any_depth`` (default 10 here) arrays/objects deep; a recursive
+    ``$ref`` cycle is a ``SchemaError`` unless ``max_depth`` unrolls it. Use ``json_schema_to_grammar``
+    or ``compile_json_schema`` for the exact language. Parameters and errors as there.
+    """
+    opts = options.pop("options", None)
+    if opts is None:
+        options.setdefault("any_depth", 10)
+        opts = SchemaOptions(**options)
+    elif opts.any_depth is None:
+        opts = replace(opts, any_depth=10)
+    out = json_schema_to_grammar(schema, registry=registry, options=opts)
+    if isinstance(out, CfgGrammar):
+        raise SchemaError(
+            "recursive schema: a $ref cycle needs the context-free path (compile_json_schema or "
+            "json_schema_to_grammar), or max_depth=N to unroll it N levels deep"
+        )
+    return out
+
+
+def cache_key(schema: Any, options: SchemaOptions, registry: dict | None = None) -> str:
+    """The canonical JSON of (schema, options, registry): equal keys compile to equal grammars."""
+    return json.dumps(
+        [schema_dict(schema), options.key(), registry or {}], sort_keys=True, ensure_ascii=False
+    )
+
+
+def compile_json_schema(compiler, schema: Any, *, registry: dict | None = None, **options):
+    """Compile a JSON Schema with a ``GrammarCompiler``, cached per (schema, options, registry): a
+    regular engine ``CompiledGrammar`` or a context-free ``CompiledCfg`` (same Matcher API)."""
+    _intern_common_lexemes()
+    opts = SchemaOptions(**options)
+    lang = json_schema_to_grammar(schema, registry=registry, options=opts)
+    key = ("json-schema", cache_key(schema, opts, registry))
+    if isinstance(lang, CfgGrammar):
+        return compiler.compile_cfg(lang, key=key)
+    return compiler.compile_ast(lang, key=key)
+
+
+_common_done = threading.Event()
+
+
+def _intern_common_lexemes() -> None:
+    """Once per process: intern the lexemes of a schema-free value (strings, numbers, literals,
+    punctuation with the default whitespace) as common expressions (``intern_common``). Nearly every
+    schema's grammar contains them, so each compile copies them instead of building them again."""
+    if _common_done.is_set():
+        return
+    free = json_schema_to_grammar({})
+    nodes = [t.node for t in free.terminals.values()] if isinstance(free, CfgGrammar) else [free]
+    intern_common([ANY_STRING_BODY, json_string(), *nodes])
+    _common_done.set()

@@ -1,0 +1,224 @@
+"""KeyOrder: the orders in which properties are accepted at one place in the instance.
+
+At one place in an instance several schemas may apply at once (``allOf``, ``anyOf``, ``$ref``,
+``if``/``then``, ...); their ``properties`` are merged in document order, then names that are only
+``required`` (``names``). Which orders are accepted depends on the place alone, never on the one
+schema being lowered there, so intersections and complements (``allOf``, ``oneOf``, ``not``)
+compare like with like. Two policies (``SchemaOptions.key_order``):
+
+* "declared" (default): the declared order, and one alternative, ``required_first``; properties
+  no schema there names come after the named ones, in any order among themselves.
+* "any": when at most ``MAX_PERMUTED`` names are declared at the place and no schema there counts
+  members (``minProperties``/``maxProperties``), any order of them, each at most once, required
+  ones present (a permutation automaton: its state is the set of names seen, so it costs
+  ``n * 2**(n-1)`` member edges: 192 for 6 names), with other properties anywhere between them.
+  Past that bound ("around"): the declared order, or the required names first (in ``required``
+  order) and then the others in any order when at most ``MAX_PERMUTED`` remain (else in declared
+  order); other properties before or after the declared ones. Where members are counted: the
+  "declared" policy. The bound trades orders for compile time (each name more doubles the
+  automaton, and a schema-free or recursive value below puts it into the context-free grammar as
+  one rule per set of names seen). Every order in linear size (one small permutation automaton per
+  group of names, intersected) needs an intersection: none in a context-free grammar, and for
+  regular objects its emptiness checks cost more than the automaton saves.
+
+``order_instance`` rewrites an instance's objects into the declared order: how harnesses serialize
+instances that their author wrote in another order. An ordering mismatch can only make the compiled
+grammar reject a valid instance, never accept an invalid one.
+"""
+
+from __future__ import annotations
+
+import re
+
+from guided.schema.resolver import SchemaResolver
+
+__all__ = ["KeyOrder", "order_instance", "MAX_PERMUTED"]
+
+MAX_PERMUTED = 6
+_COUNTING = ("minProperties", "maxProperties")
+
+_IN_PLACE = ("allOf", "anyOf", "oneOf")
+_ORDER_KEYS = frozenset(
+    {"properties", "required", "patternProperties", "additionalProperties", "items", "prefixItems",
+     "additionalItems", "contains", "minProperties", "maxProperties"}
+)  # fmt: skip
+_IN_PLACE_ONE = ("not", "if", "then", "else")
+
+
+class KeyOrder:
+    """The schemas (with their base URIs) that apply at one place of an instance."""
+
+    def __init__(self, resolver: SchemaResolver, schemas):
+        self.resolver = resolver
+        self.schemas: list[tuple[dict, str]] = []
+        seen: set[int] = set()
+        for schema, base in schemas:
+            self._close(schema, base, seen, 0)
+        self._names: list[str] | None = None
+        # what the order here and below depends on: the schemas with ordering keywords
+        self.key = tuple(id(s) for s, _ in self.schemas if not _ORDER_KEYS.isdisjoint(s))
+
+    def _close(self, schema, base: str, seen: set[int], depth: int) -> None:
+        if not isinstance(schema, dict) or id(schema) in seen or depth > 64:
+            return
+        seen.add(id(schema))
+        base = self.resolver.base_of.get(id(schema), base)
+        self.schemas.append((schema, base))
+        for key, value in schema.items():
+            if key == "$ref" and isinstance(value, str):
+                try:
+                    target, tbase, _ = self.resolver.resolve(value, base, "#")
+                except Exception:  # reported where the schema is lowered
+                    continue
+                self._close(target, tbase, seen, depth + 1)
+            elif key in _IN_PLACE and isinstance(value, list):
+                for sub in value:
+                    self._close(sub, base, seen, depth + 1)
+            elif key in _IN_PLACE_ONE:
+                self._close(value, base, seen, depth + 1)
+            elif key in ("dependentSchemas", "dependencies") and isinstance(value, dict):
+                for sub in value.values():
+                    self._close(sub, base, seen, depth + 1)
+
+    @property
+    def names(self) -> list[str]:
+        if self._names is None:
+            names = dict.fromkeys(_merged_order([s.get("properties") for s, _ in self.schemas]))
+            for schema, _ in self.schemas:
+                req = schema.get("required")
+                if isinstance(req, list):
+                    names.update(dict.fromkeys(r for r in req if isinstance(r, str)))
+            for schema, _ in self.schemas:
+                for kw in ("dependentRequired", "dependentSchemas", "dependencies"):
+                    deps = schema.get(kw)
+                    if isinstance(deps, dict):
+                        for trigger, dep in deps.items():
+                            names[trigger] = None
+                            if isinstance(dep, list):
+                                names.update(dict.fromkeys(n for n in dep if isinstance(n, str)))
+            self._names = list(names)
+        return self._names
+
+    def policy(self, key_order: str) -> str:
+        """How members are ordered here: "permuted" (any order), "around" (declared order, other
+        properties before or after them) or "declared" (declared order, others last); see the module
+        docstring."""
+        if key_order != "any" or any(k in schema for schema, _ in self.schemas for k in _COUNTING):
+            return "declared"
+        return "permuted" if len(self.names) <= MAX_PERMUTED else "around"
+
+    @property
+    def required_names(self) -> list[str]:
+        """The names some schema here requires, in ``required`` order."""
+        req: dict[str, None] = {}
+        for schema, _ in self.schemas:
+            r = schema.get("required")
+            if isinstance(r, list):
+                req.update(dict.fromkeys(x for x in r if isinstance(x, str)))
+        return list(req)
+
+    @property
+    def required_first(self) -> list[str]:
+        """The second accepted order: names some schema here requires (in ``required`` order), then
+        the others in declared order. Datasets and hand-written instances often follow ``required``
+        where ``properties`` was sorted by name."""
+        req = self.required_names
+        return req + [n for n in self.names if n not in set(req)]
+
+    def child(self, name: str) -> KeyOrder:
+        out = []
+        for schema, base in self.schemas:
+            props = schema.get("properties")
+            hit = False
+            if isinstance(props, dict) and name in props:
+                out.append((props[name], base))
+                hit = True
+            pats = schema.get("patternProperties")
+            if isinstance(pats, dict):
+                for pattern, sub in pats.items():
+                    if _search(pattern, name):
+                        out.append((sub, base))
+                        hit = True
+            if not hit and isinstance(schema.get("additionalProperties"), dict):
+                out.append((schema["additionalProperties"], base))
+        return KeyOrder(self.resolver, out)
+
+    def other(self) -> KeyOrder:
+        """The place of a property no schema here names."""
+        out = []
+        for schema, base in self.schemas:
+            for sub in (
+                (schema.get("patternProperties") or {}).values()
+                if isinstance(schema.get("patternProperties"), dict)
+                else ()
+            ):
+                out.append((sub, base))
+            if isinstance(schema.get("additionalProperties"), dict):
+                out.append((schema["additionalProperties"], base))
+        return KeyOrder(self.resolver, out)
+
+    def item(self, index: int | None = None) -> KeyOrder:
+        """The place of array element ``index`` (None: any element past the prefixes)."""
+        out = []
+        for schema, base in self.schemas:
+            prefix = schema.get("prefixItems")
+            items = schema.get("items")
+            if isinstance(items, list):  # draft-07 tuple form
+                prefix, items = items, schema.get("additionalItems")
+            if isinstance(prefix, list) and index is not None and index < len(prefix):
+                out.append((prefix[index], base))
+            elif isinstance(items, dict):
+                out.append((items, base))
+            if isinstance(schema.get("contains"), dict):
+                out.append((schema["contains"], base))
+        return KeyOrder(self.resolver, out)
+
+
+def _merged_order(lists) -> list[str]:
+    """The names of several ``properties`` in one order that keeps each one's own order wherever
+    they agree: a name not seen yet goes right after the previous name of its own list (names
+    before the list's first known one go right before it; a list with no known name is appended).
+    Branches of ``anyOf``/``oneOf`` then each keep their declared order at the shared place."""
+    merged: list[str] = []
+    for props in lists:
+        if not isinstance(props, dict):
+            continue
+        at, pending = None, []
+        for name in props:
+            if name in merged:
+                i = merged.index(name)
+                if at is None:
+                    merged[i:i] = pending
+                    i += len(pending)
+                at = i if at is None else max(at, i)
+            elif at is None:
+                pending.append(name)
+            else:
+                at += 1
+                merged.insert(at, name)
+        if at is None:
+            merged += pending
+    return merged
+
+
+def _search(pattern: str, text: str) -> bool:
+    try:
+        return re.search(pattern, text) is not None
+    except (re.error, RecursionError):
+        return False
+
+
+def order_instance(schema, instance, registry: dict | None = None):
+    """The instance with every object's keys in the compiler's generation order."""
+    resolver = SchemaResolver(schema if isinstance(schema, dict) else {}, registry)
+    return _order(KeyOrder(resolver, [(schema, resolver.root_base)]), instance)
+
+
+def _order(place: KeyOrder, value):
+    if isinstance(value, dict):
+        names = [n for n in place.names if n in value]
+        rest = [k for k in value if k not in set(names)]
+        return {k: _order(place.child(k), value[k]) for k in names + rest}
+    if isinstance(value, list):
+        return [_order(place.item(i), v) for i, v in enumerate(value)]
+    return value

@@ -1,0 +1,652 @@
+"""SchemaLowering: a JSON Schema to one regex AST node accepting exactly its instances (as generated).
+
+Each schema becomes the intersection of its parts: its own type-specific keywords, ``$ref``,
+``allOf`` (intersection), ``anyOf`` (union), ``oneOf`` (exactly one: each branch minus the others),
+``not`` (complement within the JSON values), ``if``/``then``/``else``. Objects and arrays are in
+``json_objects`` and ``json_arrays``; strings, numbers and formats in ``json_strings``,
+``json_numbers`` and ``json_formats``. Whatever cannot be enforced exactly raises ``SchemaError``
+naming the keyword's JSON pointer, or with ``lenient`` is relaxed with a warning.
+
+Complements. ``not``, the ``else`` of ``if``, ``oneOf`` exclusivity and the items ``contains``
+does not count need the values a schema refuses. Where those have a schema of their own
+(``schema_complement.complement_schema``: ``required`` -> objects without the name, ``minimum`` ->
+numbers below it, ...) that schema is lowered like any other, and nothing is complemented. What is
+left is a complement of languages, and a value has many spellings (``1``, ``1.0``, ``1e0``,
+``10e-1``; members in any order), while the set of all spellings of a value is not regular once
+exponents are allowed. So a complement is taken among spellings without exponent, where the
+spellings of a value are few and regular (its shortest one, trailing fraction zeros, ``-0`` for 0).
+Each lowering runs in one of three modes (part of the memo key):
+
+* ``FREE``: the instances as generated (every number spelling, declared key order);
+* ``PLAIN``: the same with numbers without exponent only (``PLAIN_NUMBER``). Whatever is
+  intersected with a complement is lowered so (a schema with ``not`` or ``contains``, an ``else``
+  branch, a ``oneOf`` branch that must exclude the others), and a complement with nothing beside it
+  is taken within ``any_p`` (schema_any);
+* ``NEG``: a language holding *every exponent-free spelling* of the schema's values (members in
+  any order, duplicates allowed: ``object_bags``; integers with any ``.000``; constants with their
+  trailing zeros and ``-0``: ``saturated_number``), possibly more. This is what gets complemented.
+  A complement inside it flips back to ``FREE``.
+
+So a complement removes every exponent-free spelling of every value the schema accepts: the result
+never accepts an instance the schema refuses, and beside it numbers are accepted without exponent
+only (a restriction of what is generated, never a relaxation).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import warnings
+from contextlib import contextmanager
+
+import jsonschema
+
+from guided.errors import CompileTimeoutError, GrammarError, LimitError, SchemaError
+from guided.grammar.frontends.ecma_regex import parse_regex
+from guided.grammar.regex_ast import (
+    EMPTY,
+    EPSILON,
+    Node,
+    Not,
+    alt,
+    any_char,
+    chars,
+    intersect,
+    literal,
+    repeat,
+    seq,
+)
+from guided.schema.any_value import ANY_PLAIN, AnyValue
+from guided.schema.complement import MEMBER, complement, complement_schema, member_node
+from guided.schema.facts import TYPES, disjoint, json_equal, within
+from guided.schema.formats import format_node
+from guided.schema.intersections import Unresolved, disjoint_upper, distributed, holes_meet, meet_one
+from guided.schema.key_order import KeyOrder
+from guided.schema.merge import merge, split_if
+from guided.schema.numbers import PLAIN_NUMBER, integer_node, number_node, plain_number, saturated_number
+from guided.schema.options import SchemaOptions
+from guided.schema.recursion import Hole, has_hole, map_meets
+from guided.schema.resolver import SchemaResolver
+from guided.schema.strings import json_literal_string, json_string, quoted, string_body
+
+__all__ = ["SchemaLowering"]
+
+_UNSUPPORTED = ("$dynamicRef", "$recursiveRef")
+_UNSUPPORTED_FORMATS = frozenset(
+    {"regex", "idn-email", "idn-hostname", "iri", "iri-reference", "uri-template"}
+)
+_SIMPLE_SIBLINGS = frozenset(
+    {"type", "enum", "const", "format", "minLength", "maxLength", "pattern", "minimum", "maximum",
+     "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "nullable", "title", "description",
+     "default", "examples", "$comment", "$schema", "$id"}
+)  # fmt: skip
+_ALL_TYPES = frozenset(TYPES) - {"integer"}
+TYPE_KEYWORDS = frozenset(
+    {"properties", "required", "additionalProperties", "patternProperties", "propertyNames", "minProperties",
+     "maxProperties", "dependentRequired", "dependentSchemas", "dependencies", "unevaluatedProperties",
+     "items", "prefixItems", "additionalItems", "minItems", "maxItems", "contains", "minContains",
+     "maxContains", "uniqueItems", "unevaluatedItems", "minLength", "maxLength", "pattern", "format",
+     "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
+)  # fmt: skip
+_MERGE_IGNORED = frozenset({"title", "description", "$comment", "default", "examples"})
+_OBJECT_ONLY = frozenset(
+    {"properties", "required", "additionalProperties", "patternProperties", "propertyNames", "minProperties",
+     "maxProperties", "dependentRequired"}
+)  # fmt: skip
+_OLD_DRAFTS = ("draft-03", "draft-04", "draft-06", "draft-07")
+MAX_ENUM = 10_000
+_NULL, _BOOLEAN = literal("null"), alt(literal("true"), literal("false"))
+
+
+FREE, PLAIN, NEG = "free", "plain", "neg"
+
+
+class SchemaLowering:
+    """One lowering run over one root schema (its resolver, budget, deadline and warnings)."""
+
+    FREE, PLAIN, NEG = FREE, PLAIN, NEG
+
+    def __init__(self, root, options: SchemaOptions, registry: dict | None = None):
+        self.root = root
+        self.o = options
+        self.resolver = SchemaResolver(root if isinstance(root, dict) else {}, registry)
+        ws = (
+            EPSILON
+            if options.whitespace == "compact"
+            else repeat(chars([(9, 10), (13, 13), (32, 32)]), 0, options.max_ws)
+        )
+        self.ws = ws
+        self.sep = seq(ws, literal(","), ws)
+        self.colon = seq(ws, literal(":"), ws)
+        self.deadline = time.monotonic() + options.timeout_s
+        self.visited = 0
+        self.active: dict[int, int] = {}  # id(schema reached by $ref) -> times on the current path
+        self.unrolling = 0
+        self.memo: dict[tuple, Node] = {}
+        self._keep: list = []
+        self.rules: dict[str, Node] = {}  # nonterminal -> body (a regex AST with holes)
+        self.rule_paths: dict[str, str] = {}  # nonterminal -> JSON pointer of its schema
+        self.open_refs: dict[
+            tuple, str | None
+        ] = {}  # $ref targets being lowered -> nonterminal once recursive
+        self.mode = FREE  # see "Complements" above
+        self.anys = AnyValue(self)
+        self.anys_p = AnyValue(self, plain=True)
+        self.anys.sibling, self.anys_p.sibling = self.anys_p, self.anys
+        self.plain_used = False  # whether the any_c nonterminal was handed out
+        self.rewrites: dict[tuple, dict | None] = {}  # (id(schema), base) -> schema without `not`
+        self.leaves: set[int] = set()  # keywords a complement schema leaves under `not` (no rewrite)
+        self.member_specs: set[int] = set()  # ids of the MEMBER specs complement schemas wrote
+        self.complements: dict[tuple, object] = {}  # (id(schema), base) -> its complement schema
+        self.inlined: dict[int, int] = {}  # $ref targets merged into an allOf being lowered
+        self.probing = 0  # > 0: an intersection over holes raises Unresolved (schema_meet)
+        self.proof_time = 0.0  # seconds spent proving oneOf branches disjoint (schema_meet)
+        schema_uri = root.get("$schema", "") if isinstance(root, dict) else ""
+        self.old_draft = isinstance(schema_uri, str) and any(d in schema_uri for d in _OLD_DRAFTS)
+        # draft-03/04 count 1.0 as a number, not an integer
+        self.draft4 = isinstance(schema_uri, str) and any(d in schema_uri for d in ("draft-03", "draft-04"))
+
+    # ------------------------------------------------------------------ entry
+    def lower_root(self) -> Node:
+        node = self.lower(self.root, "#", self.resolver.root_base, None)
+        if self.plain_used and ANY_PLAIN not in self.rules:
+            self.rules[ANY_PLAIN] = self.anys_p.body()
+        return node
+
+    @contextmanager
+    def in_mode(self, mode: str):
+        old, self.mode = self.mode, mode
+        try:
+            yield
+        finally:
+            self.mode = old
+
+    def beside_complement(self):
+        """The mode for what is intersected with a complement: no exponents, when free."""
+        return self.in_mode(PLAIN if self.mode == FREE else self.mode)
+
+    def negated(self, schema, path: str, base: str, place: KeyOrder | None) -> Node:
+        """The language to complement for ``schema``: ``NEG`` mode (and a complement inside a
+        complement flips back to ``FREE``)."""
+        with self.in_mode(FREE if self.mode == NEG else NEG):
+            return self.lower(schema, path, base, place)
+
+    def warn(self, message: str, path: str) -> None:
+        warnings.warn(f"JSON Schema relaxed at {path}: {message}", stacklevel=3)
+
+    def relax(self, message: str, path: str) -> None:
+        """A keyword cannot be enforced exactly: an error, or a warning when lenient."""
+        if not self.o.lenient:
+            raise SchemaError(message, path)
+        self.warn(message + "; the keyword is not enforced", path)
+
+    def tick(self, path: str) -> None:
+        self.visited += 1
+        if self.visited > self.o.max_nodes:
+            raise LimitError(f"JSON Schema lowering exceeded {self.o.max_nodes} schema nodes (at {path})")
+        if time.monotonic() > self.deadline:
+            raise CompileTimeoutError(f"JSON Schema lowering exceeded {self.o.timeout_s} s (at {path})")
+
+    # ------------------------------------------------------------------ schemas
+    def lower(self, schema, path: str, base: str, place: KeyOrder | None) -> Node:
+        """The language of ``schema`` at one place of the instance."""
+        self.tick(path)
+        if schema is True:
+            return self.any_value()
+        if schema is False:
+            return EMPTY
+        if not isinstance(schema, dict):
+            raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}", path)
+        base = self.resolver.base_of.get(id(schema), base)
+        if "not" in schema and id(schema["not"]) not in self.leaves:  # refused values as a schema
+            rewritten = self._without_not(schema, base)
+            if rewritten is not None:
+                return self.lower(rewritten, path, base, place)
+        if self.mode == FREE and ("not" in schema or self._uncounted_need_complement(schema, base)):
+            with self.in_mode(PLAIN):  # its own keywords are intersected with a complement
+                return self.lower(schema, path, base, place)
+        if place is None:
+            place = KeyOrder(self.resolver, [(schema, base)])
+        key = (id(schema), base, place.key, self.mode)
+        if not self.unrolling and key in self.memo:
+            return self.memo[key]
+        node = self._lower(schema, path, base, place)
+        if not self.unrolling:
+            self.memo[key] = node
+        return node
+
+    def _lower(self, schema: dict, path: str, base: str, place: KeyOrder) -> Node:
+        inlined: list[int] = []
+        merged = self._merged(schema, base, inlined)
+        if merged is not None:
+            self._keep.append(merged)  # memo keys use id(): keep rewritten schemas alive
+            for t in inlined:  # a $ref cycle through allOf must close at a $ref, not inline forever
+                self.inlined[t] = self.inlined.get(t, 0) + 1
+            try:
+                return self.lower(merged, path, base, place)
+            finally:
+                for t in inlined:
+                    self.inlined[t] -= 1
+        for kw in _UNSUPPORTED:
+            if kw in schema:
+                raise SchemaError(f"{kw} is not supported", f"{path}/{kw}")
+        if "$ref" in schema:
+            target = self.lower_ref(schema["$ref"], path, base, place)
+            if self.old_draft:  # before 2019-09, $ref's siblings are ignored
+                return target
+            parts = [target]
+        else:
+            parts = []
+        if MEMBER in schema and id(schema[MEMBER]) in self.member_specs:  # internal (schema_complement)
+            member = member_node(self, schema[MEMBER], path, base, place)
+            if not parts and set(schema) <= {MEMBER, "type"} and schema.get("type", "object") == "object":
+                return member
+            parts.append(member)
+        parts.append(self.own(schema, path, base, place))
+        parts += self.applicators(schema, path, base, place)
+        if self.o.max_depth is None and holes_meet(self, parts):
+            node = self._rewritten(distributed(self, schema, base), path, base, place)
+            if node is not None:
+                return node
+        return self.conjoin(parts, path, "allOf or $ref with sibling keywords")
+
+    def _uncounted_need_complement(self, schema: dict, base: str) -> bool:
+        """Whether the items ``contains`` does not count are a complement (no schema says them)."""
+        return "contains" in schema and complement_schema(self, schema["contains"], base) is None
+
+    def keep(self, obj) -> None:
+        """Keep a rewritten schema alive: memo keys use id()."""
+        self._keep.append(obj)
+
+    def _without_not(self, schema: dict, base: str):
+        """``schema`` with ``not: X`` replaced by ``allOf: [complement_schema(X)]`` (kept, so the
+        memo sees one dict per schema), or None when X's complement has no schema form."""
+        key = (id(schema), base)
+        if key not in self.rewrites:
+            other = complement_schema(self, schema["not"], base)
+            if other is None:
+                self.rewrites[key] = None
+            else:
+                rest = {k: v for k, v in schema.items() if k != "not"}
+                if other is not True:
+                    rest["allOf"] = [*rest.get("allOf", []), other]
+                self.rewrites[key] = rest
+                self._keep.append((schema, rest))
+        return self.rewrites[key]
+
+    def _rewritten(self, rewritten: dict | None, path: str, base: str, place: KeyOrder) -> Node | None:
+        """The language of a schema rewritten by ``distributed``, or None when it still needs an
+        intersection over holes (then the original form is used: the smaller intersection)."""
+        if rewritten is None:
+            return None
+        self._keep.append(rewritten)
+        mark = len(self.memo)
+        self.probing += 1
+        try:
+            return self.lower(rewritten, path, base, place)
+        except Unresolved:
+            for key in list(self.memo)[mark:]:  # may name nonterminals whose bodies were never built
+                del self.memo[key]
+            return None
+        finally:
+            self.probing -= 1
+
+    def _merged(self, schema: dict, base: str, inlined: list[int]) -> dict | None:
+        """``allOf`` and object-shaped ``if`` rewritten into plain keywords, when exact (schema_merge)."""
+        if "if" in schema and "allOf" not in schema and "anyOf" not in schema:
+            return split_if(schema)
+        subs = schema.get("allOf")
+        if not isinstance(subs, list) or not subs or "$ref" in schema:
+            return None
+        parts = [{k: v for k, v in schema.items() if k != "allOf"}]
+        for sub in subs:
+            while (
+                isinstance(sub, dict)
+                and "$ref" in sub
+                and (self.old_draft or set(sub) - _MERGE_IGNORED <= {"$ref"})
+            ):
+                try:
+                    sub, sub_base, _ = self.resolver.resolve(sub["$ref"], base, "#")
+                except SchemaError:
+                    return None
+                if sub_base != base or (self.o.max_depth is None and self.inlined.get(id(sub), 0) >= 2):
+                    return None
+                inlined.append(id(sub))
+            parts.append(sub)
+        return merge(parts)
+
+    def conjoin(self, parts: list[Node], path: str | None = None, keyword: str | None = None) -> Node:
+        """The intersection of parts; a complement (``Not``) among them is taken within the
+        exponent-free values (outside ``NEG`` mode): positive parts beside one must be ``PLAIN``."""
+        if any(p == EMPTY for p in parts):
+            return EMPTY
+        negative = [p for p in parts if isinstance(p, Not)]
+        anys = self.anys_p if negative and self.mode != NEG else self.anys
+        any_ = self.any_value()
+        universe = any_ if anys is self.anys else self._any_of(anys)
+        positive = [p for p in parts if p != any_ and p != universe and not isinstance(p, Not)]
+        if not positive and negative and universe == anys.hole:
+            return self.meet(anys.excluding([n.item for n in negative]), path, "not")
+        if not positive:
+            positive = [universe]
+        out = positive + negative
+        return out[0] if len(out) == 1 else self.both(*out, path=path, keyword=keyword)
+
+    def lower_ref(self, ref, path: str, base: str, place: KeyOrder) -> Node:
+        if not isinstance(ref, str):
+            raise SchemaError("$ref must be a string", f"{path}/$ref")
+        target, tbase, tpath = self.resolver.resolve(ref, base, f"{path}/$ref")
+        return self.lower_target(target, tpath, tbase, place)
+
+    def lower_target(self, target, tpath: str, tbase: str, place: KeyOrder) -> Node:
+        """A schema reached by reference (a ``$ref`` target, a complement schema): a cycle through
+        it closes here as a nonterminal (or, with ``max_depth``, is unrolled)."""
+        if self.o.max_depth is not None:
+            return self._unroll(target, tbase, tpath, place)
+        if not isinstance(target, dict):
+            return self.lower(target, tpath, tbase, place)
+        key = (id(target), self.resolver.base_of.get(id(target), tbase), place.key)
+        key = (*key, self.mode)
+        if key in self.open_refs:  # a cycle closes here: the target becomes a nonterminal
+            name = self.open_refs[key] or f"ref_{len(self.rule_paths)}"
+            self.open_refs[key] = name
+            self.rule_paths[name] = tpath
+            return Hole(name)
+        self.open_refs[key] = None
+        try:
+            node = self.lower(target, tpath, tbase, place)
+        finally:
+            name = self.open_refs.pop(key)
+        if name is None:
+            return node
+        self.rules[name] = node
+        self.memo[key] = Hole(name)
+        return self.memo[key]
+
+    def _unroll(self, target, tbase: str, tpath: str, place: KeyOrder) -> Node:
+        """``max_depth`` given: a cycle is unrolled that many levels, deeper levels accept nothing."""
+        count = self.active.get(id(target), 0)
+        if count > self.o.max_depth:
+            return EMPTY
+        self.active[id(target)] = count + 1
+        self.unrolling += 1 if count else 0
+        try:
+            return self.lower(target, tpath, tbase, place)
+        finally:
+            self.unrolling -= 1 if count else 0
+            self.active[id(target)] = count
+
+    def meet(self, node: Node, path: str | None = None, keyword: str | None = None) -> Node:
+        """Intersections and complements with holes below, resolved (see ``schema_meet.meet_one``)."""
+        return map_meets(node, lambda m: meet_one(self, m, path, keyword))
+
+    def both(self, *parts: Node, path: str, keyword: str) -> Node:
+        """The intersection of parts, resolved by ``meet`` when a part has holes."""
+        node = intersect(*parts)
+        return self.meet(node, path, keyword) if any(has_hole(p) for p in parts) else node
+
+    def applicators(self, schema: dict, path: str, base: str, place: KeyOrder) -> list[Node]:
+        parts = []
+        for i, sub in enumerate(self._list(schema, "allOf", path)):
+            parts.append(self.lower(sub, f"{path}/allOf/{i}", base, place))
+        subs = self._list(schema, "anyOf", path)
+        if subs:
+            parts.append(alt(*(self.lower(s, f"{path}/anyOf/{i}", base, place) for i, s in enumerate(subs))))
+        subs = self._list(schema, "oneOf", path)
+        if subs:
+            parts.append(self.one_of(subs, f"{path}/oneOf", base, place))
+        if "not" in schema:  # (lower() put this schema in PLAIN mode, or it is in NEG mode)
+            parts.append(complement(self, schema["not"], f"{path}/not", base, place))
+        if "if" in schema:
+            cond = self.lower(schema["if"], f"{path}/if", base, place)
+            then = self.lower(schema.get("then", True), f"{path}/then", base, place)
+            refused = complement(self, schema["if"], f"{path}/if", base, place)
+            if isinstance(refused, Not):  # beside a complement: no exponents
+                with self.beside_complement():
+                    else_ = self.lower(schema.get("else", True), f"{path}/else", base, place)
+            else:
+                else_ = self.lower(schema.get("else", True), f"{path}/else", base, place)
+            yes = (
+                self.both(cond, then, path=f"{path}/then", keyword="if/then")
+                if then != self.any_value()
+                else cond
+            )
+            parts.append(alt(yes, self.conjoin([else_, refused], f"{path}/if", "if/else")))
+        return parts
+
+    def one_of(self, subs: list, path: str, base: str, place: KeyOrder) -> Node:
+        """Each branch minus the others, unless the branches are proved disjoint on values: on the
+        schemas, or on the languages that hold every exponent-free spelling of their values."""
+        nodes = [self.lower(s, f"{path}/{i}", base, place) for i, s in enumerate(subs)]
+        live = [(i, n) for i, n in enumerate(nodes) if n != EMPTY]
+        if len(live) <= 1 or disjoint([subs[i] for i, _ in live], self.resolver, base):
+            return alt(*(n for _, n in live)) if live else EMPTY
+        objects = self._apart_on_objects(subs, [i for i, _ in live], base)
+        if objects is not None:  # no non-object is valid (two branches take it), objects are apart
+            return alt(*(self.lower(b, f"{path}/{i}", base, place) for (i, _), b in zip(live, objects, strict=True)))
+        if any(has_hole(n) for _, n in live):  # proved on languages holding every plain spelling
+            spelled = live if self.mode == NEG else [(i, self.negated(subs[i], f"{path}/{i}", base, place)) for i, _ in live]
+            if disjoint_upper(self, [n for _, n in spelled]):
+                return alt(*(n for _, n in live))
+        # exclusivity: with schema-free values or recursion below, as plain schemas (a complement
+        # there needs a bounded approximation); else as complements of small regular languages
+        holes = any(has_hole(n) for _, n in live)
+        others = {i: complement_schema(self, subs[i], base) if holes else None for i, _ in live}
+        if holes and all(o is not None for o in others.values()):
+            key = (id(subs), base, "oneOf")
+            if key not in self.rewrites:
+                self.rewrites[key] = [
+                    {"allOf": [subs[i], *(o for j, o in others.items() if j != i and o is not True)]}
+                    for i, _ in live
+                ]
+                self._keep.append((subs, self.rewrites[key]))
+            rewritten = self.rewrites[key]
+            return alt(*(self.lower(b, f"{path}/{i}", base, place) for (i, _), b in zip(live, rewritten, strict=True)))
+        refused = {i: self._refused(subs[i], f"{path}/{i}", base, place, holes) for i, _ in live}
+        branches = []
+        for i, n in live:
+            if self.mode == FREE:
+                with self.beside_complement():
+                    n = self.lower(subs[i], f"{path}/{i}", base, place)
+            others = [refused[j] for j, _ in live if j != i]
+            branches.append(self.conjoin([n, *others], path, "oneOf (exclusivity)"))
+        return alt(*branches)
+
+    def _apart_on_objects(self, subs: list, live: list[int], base: str) -> list[dict] | None:
+        """For ``oneOf`` branches that only constrain objects (so each accepts every non-object) and
+        are proved disjoint on objects (a discriminator: ``required`` names with different ``enum``
+        values): each branch as ``{"type": "object"} ∧ branch`` (kept, for the memo), else None."""
+        key = (id(subs), base, "objects")
+        if key not in self.rewrites:
+            branches = [self._object_only(subs[i], base) for i in live]
+            ok = all(b is not None for b in branches) and disjoint(
+                [{**b, "type": "object"} for b in branches], self.resolver, base
+            )
+            self.rewrites[key] = [{"allOf": [{"type": "object"}, subs[i]]} for i in live] if ok else None
+            self.keep((subs, self.rewrites[key]))
+        return self.rewrites[key]
+
+    def _object_only(self, schema, base: str) -> dict | None:
+        """The schema (a ``$ref`` resolved) when all its keywords constrain objects only, else None."""
+        if isinstance(schema, dict) and set(schema) - _MERGE_IGNORED == {"$ref"}:
+            try:
+                schema, tbase, _ = self.resolver.resolve(schema["$ref"], base, "#")
+            except SchemaError:
+                return None
+            if tbase != base:
+                return None
+        if not isinstance(schema, dict) or not set(schema) - _MERGE_IGNORED <= _OBJECT_ONLY:
+            return None
+        return schema
+
+    def _refused(self, schema, path: str, base: str, place: KeyOrder, holes: bool) -> Node:
+        if holes:
+            return complement(self, schema, path, base, place)
+        inner = self.negated(schema, path, base, place)
+        return Not(inner) if inner != EMPTY else self.any_value()
+
+    def _list(self, schema: dict, kw: str, path: str) -> list:
+        value = schema.get(kw)
+        if value is None:
+            return []
+        if not isinstance(value, list) or not value:
+            raise SchemaError(f"{kw} must be a non-empty array", f"{path}/{kw}")
+        return value
+
+    # ------------------------------------------------------------------ own keywords
+    def own(self, schema: dict, path: str, base: str, place: KeyOrder) -> Node:
+        types = self.types(schema, path)
+        if "const" in schema or "enum" in schema:
+            return self.enum(schema, types, path, base, place)
+        if _ALL_TYPES <= set(types) and not (schema.keys() & TYPE_KEYWORDS):
+            return self.any_value()
+        return alt(*(self.of_type(t, schema, path, base, place) for t in types))
+
+    def types(self, schema: dict, path: str) -> list[str]:
+        t = schema.get("type")
+        if t is None:
+            types = list(TYPES)
+        else:
+            types = [t] if isinstance(t, str) else t
+            if not isinstance(types, list) or any(x not in TYPES for x in types):
+                raise SchemaError(f"bad type {t!r}", f"{path}/type")
+            types = list(types)
+        if schema.get("nullable") is True and "null" not in types:
+            types.append("null")
+        if "number" in types and "integer" in types:
+            types.remove("integer")
+        return types
+
+    def of_type(self, t: str, schema: dict, path: str, base: str, place: KeyOrder) -> Node:
+        if t == "null":
+            return _NULL
+        if t == "boolean":
+            return _BOOLEAN
+        if t == "integer":
+            frac, zeros = not self.draft4, self.mode == NEG  # NEG: every spelling without exponent
+            return integer_node(schema, path, self.o.lenient, self.warn, frac=frac, zeros=zeros)
+        if t == "number":
+            node = number_node(schema, path, self.o.lenient, self.warn, zeros=self.mode == NEG)
+            return intersect(node, PLAIN_NUMBER) if self.mode == PLAIN else node
+        if t == "string":
+            return self.string(schema, path)
+        if t == "array":
+            from guided.schema.arrays import array_node
+
+            return array_node(self, schema, path, base, place)
+        from guided.schema.objects import object_node
+
+        return object_node(self, schema, path, base, place)
+
+    def count(self, schema: dict, kw: str, default, path: str):
+        """A non-negative integer keyword (``2.0`` counts as 2)."""
+        v = schema.get(kw, default)
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != int(v):
+            raise SchemaError(f"{kw} must be a non-negative integer", f"{path}/{kw}")
+        return int(v)
+
+    def string(self, schema: dict, path: str) -> Node:
+        decoded = self.string_decoded(schema, path)
+        return json_string(decoded) if decoded is not None else quoted(string_body(0, None))
+
+    def string_decoded(self, schema: dict, path: str) -> Node | None:
+        """The decoded-string language of a schema's string keywords (None: every string)."""
+        parts = []
+        lo, hi = self.count(schema, "minLength", 0, path), self.count(schema, "maxLength", None, path)
+        pattern = schema.get("pattern")
+        if isinstance(pattern, str):
+            try:
+                parts.append(parse_regex(pattern, search=True))
+            except GrammarError as e:
+                self.relax(f"pattern cannot be enforced exactly: {e}", f"{path}/pattern")
+        fmt = schema.get("format")
+        if isinstance(fmt, str):
+            node = format_node(fmt)
+            if node is not None:
+                parts.append(node)
+            elif fmt in _UNSUPPORTED_FORMATS:
+                self.relax(f"format {fmt!r} has no regular grammar here", f"{path}/format")
+        if (lo or hi is not None) and not (parts and within(parts, lo, hi)):
+            parts.append(repeat(any_char(), lo, hi) if hi is None or hi >= lo else EMPTY)
+        if not parts:
+            return None
+        return intersect(*parts) if len(parts) > 1 else parts[0]
+
+    def enum(self, schema: dict, types: list[str], path: str, base: str, place: KeyOrder) -> Node:
+        values = [schema["const"]] if "const" in schema else schema["enum"]
+        if not isinstance(values, list):
+            raise SchemaError("enum must be an array", f"{path}/enum")
+        if len(values) > MAX_ENUM:
+            raise LimitError(f"enum has {len(values)} values, more than {MAX_ENUM} (at {path}/enum)")
+        if "const" in schema and "enum" in schema:
+            values = [v for v in values if any(json_equal(v, e) for e in schema["enum"])]
+        if set(schema) <= _SIMPLE_SIBLINGS:  # siblings are simple: filter in Python, exactly
+            sibling = {k: v for k, v in schema.items() if k not in ("enum", "const", "nullable")}
+            if schema.get("nullable") is True and "type" in sibling:
+                sibling["type"] = types
+            checker = jsonschema.Draft202012Validator(
+                sibling, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+            )
+            kept = [v for v in values if _checked(checker, v, self, sibling, path)]
+            return alt(*(self.value_literal(v) for v in kept))
+        rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
+        own = alt(*(self.of_type(t, rest, path, base, place) for t in types))
+        return intersect(alt(*(self.value_literal(v) for v in values)), own)
+
+    def value_literal(self, v) -> Node:
+        """The spellings of one JSON value (flexible whitespace inside arrays and objects)."""
+        if v is None:
+            return literal("null")
+        if v is True or v is False:
+            return literal("true" if v else "false")
+        if isinstance(v, (int, float)):  # one spelling (a constant stays forced); NEG: both
+            if v != v or v in (float("inf"), float("-inf")):
+                return EMPTY
+            if self.mode == FREE:
+                return literal(json.dumps(v))
+            if self.mode == PLAIN:
+                return literal(plain_number(v))
+            return alt(literal(json.dumps(v)), saturated_number(v))
+        if isinstance(v, str):
+            return json_literal_string(v)
+        if isinstance(v, list):
+            items = [self.value_literal(x) for x in v]
+            body = seq(*[x for i, it in enumerate(items) for x in ((self.sep, it) if i else (it,))])
+            return seq(literal("["), self.ws, body, self.ws, literal("]"))
+        if isinstance(v, dict):
+            members = [seq(json_literal_string(k), self.colon, self.value_literal(x)) for k, x in v.items()]
+            if self.mode == NEG:  # every order: any len(v) of the members
+                from guided.schema.object_bags import value_bag
+
+                return value_bag(self, members)
+            # key order is free in a value the schema spells out: any order of up to MAX_PERMUTED members
+            from guided.schema.objects import any_order
+
+            return seq(literal("{"), self.ws, any_order(self, members), self.ws, literal("}"))
+        raise SchemaError(f"not a JSON value: {v!r}")
+
+    # ------------------------------------------------------------------ schema-free values
+    def any_value(self, depth: int | None = None) -> Node:
+        """Every JSON value: nesting without bound (a nonterminal), or at most ``depth`` (default
+        ``any_depth`` when set) arrays/objects deep."""
+        return self._any_of(self.anys_p if self.mode == PLAIN else self.anys, depth)
+
+    def _any_of(self, anys: AnyValue, depth: int | None = None) -> Node:
+        d = self.o.any_depth if depth is None else depth
+        if d is None:
+            self.plain_used |= anys.plain
+            return anys.hole
+        return anys.bounded(d)
+
+    def any_kinds(self, name: str) -> tuple[Node, Node, Node]:
+        """(scalars, arrays, objects) of the schema-free nonterminal ``name``."""
+        return (self.anys_p if name == ANY_PLAIN else self.anys).kinds()
+
+
+def _checked(checker, value, lowering: SchemaLowering, sibling: dict, path: str) -> bool:
+    try:
+        return checker.is_valid(value)
+    except jsonschema.exceptions.SchemaError as e:
+        raise SchemaError(f"invalid schema: {e.message}", path) from e

@@ -1,0 +1,347 @@
+"""JSON objects: properties in declared order, required ones exact, optional ones any subset.
+
+At one place of the instance the property names its schemas declare come first, in ``KeyOrder``'s
+order; each is present or absent (required ones present), with commas placed exactly by starting
+the object at its first present property. Properties no schema there names come after, in any
+order, their names split by which ``patternProperties`` match them (each part gets the intersection
+of the matching pattern schemas, or ``additionalProperties`` when none matches). ``propertyNames``
+intersects every key; ``minProperties``/``maxProperties`` count members; ``dependentRequired``,
+``dependentSchemas`` and draft-07 ``dependencies`` split the object on whether their trigger
+property is present.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from functools import lru_cache
+
+from guided.errors import GrammarError, LimitError, SchemaError
+from guided.grammar.automata.expr_pool import EMPTY_ID, ExprPool
+from guided.grammar.frontends.ecma_regex import parse_regex
+from guided.grammar.regex_ast import EMPTY, EPSILON, Node, Not, alt, intersect, literal, optional, repeat, seq
+from guided.schema.key_order import MAX_PERMUTED
+from guided.schema.strings import ANY_STRING_BODY, encode, json_literal_string, none_of, quoted
+
+__all__ = ["object_node", "any_order", "MAX_PATTERN_PROPERTIES", "MAX_DEPENDENCIES"]
+
+MAX_PATTERN_PROPERTIES = 4
+MAX_DEPENDENCIES = 4
+_OBJECT_KEYWORDS = ("dependentRequired", "dependentSchemas", "dependencies")
+_OPEN, _CLOSE = literal("{"), literal("}")
+_STRING_ONLY = frozenset(
+    {"type", "pattern", "minLength", "maxLength", "format", "title", "description", "$comment"}
+)
+
+
+def object_node(lw, schema: dict, path: str, base: str, place) -> Node:
+    deps = _dependencies(schema, path)
+    if not deps:
+        return _object(lw, schema, path, base, place, (), (), (), ())
+    involved = list(dict.fromkeys(n for trigger, names, _, _ in deps for n in (trigger, *names)))
+    if len(deps) > MAX_DEPENDENCIES:
+        raise LimitError(f"more than {MAX_DEPENDENCIES} property dependencies in one object (at {path})")
+    variants = []
+    for present in itertools.product((True, False), repeat=len(deps)):
+        required, forbidden, extra = [], [], []
+        for on, (trigger, names, sub, sub_path) in zip(present, deps, strict=True):
+            if on:
+                required += [trigger, *names]
+                if sub is not None:
+                    extra.append((sub, sub_path))
+            else:
+                forbidden.append(trigger)
+        variants.append(_object(lw, schema, path, base, place, required, forbidden, extra, involved))
+    return alt(*variants)
+
+
+def _dependencies(schema: dict, path: str) -> list:
+    """[(trigger property, names it requires, schema it imposes or None, path)]."""
+    out = []
+    for kw in _OBJECT_KEYWORDS:
+        value = schema.get(kw)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            raise SchemaError(f"{kw} must be an object", f"{path}/{kw}")
+        for trigger, dep in value.items():
+            p = f"{path}/{kw}/{trigger}"
+            if isinstance(dep, list):
+                out.append((trigger, [n for n in dep if isinstance(n, str)], None, p))
+            elif kw != "dependentRequired":
+                out.append((trigger, [], dep, p))
+            else:
+                raise SchemaError("dependentRequired values must be arrays of names", p)
+    return out
+
+
+def _object(
+    lw, schema: dict, path: str, base: str, place, required_extra, forbidden, extra, involved
+) -> Node:
+    props = schema.get("properties") or {}
+    pats = schema.get("patternProperties") or {}
+    if not isinstance(props, dict) or not isinstance(pats, dict):
+        raise SchemaError("properties/patternProperties must be objects", path)
+    addl = schema.get("additionalProperties")
+    if addl is None:
+        addl = schema.get("unevaluatedProperties") if _no_in_place(schema) else None
+        if addl is None and "unevaluatedProperties" in schema:
+            lw.relax(
+                "unevaluatedProperties next to in-place applicators is not supported",
+                f"{path}/unevaluatedProperties",
+            )
+    if addl is None:
+        addl = not lw.o.strict
+    required = list(
+        dict.fromkeys([r for r in schema.get("required", []) if isinstance(r, str)] + list(required_extra))
+    )
+    names = list(dict.fromkeys(place.names + required + list(props) + list(involved)))
+    pattern_nodes = {p: _pattern(lw, p, f"{path}/patternProperties") for p in pats}
+    names_schema = schema.get("propertyNames")
+    key_filter = None  # a value language every key (as a JSON string) must be in
+    name_lang = None  # or, for plain string schemas, a language of decoded names
+    if names_schema is not None and names_schema is not True:
+        if (
+            isinstance(names_schema, dict)
+            and set(names_schema) <= _STRING_ONLY
+            and names_schema.get("type", "string") == "string"
+        ):
+            name_lang = lw.string_decoded(names_schema, f"{path}/propertyNames")
+        else:
+            key_filter = lw.lower(names_schema, f"{path}/propertyNames", base, None)
+
+    slots = []  # (member node or EMPTY, required)
+    slot_names = []
+    for name in names:
+        key = json_literal_string(name)
+        if (
+            name in forbidden
+            or (key_filter is not None and not _member(key_filter, json.dumps(name, ensure_ascii=False)))
+            or (name_lang is not None and not _member(name_lang, name))
+        ):
+            value = EMPTY
+        else:
+            value = _value(lw, name, props, pats, pattern_nodes, addl, path, base, place)
+        if value != EMPTY:
+            slots.append((seq(key, lw.colon, value), name in required))
+            slot_names.append(name)
+        elif name in required:
+            return EMPTY
+    other = _other_members(lw, names, pats, pattern_nodes, addl, key_filter, name_lang, path, base, place)
+    lo = lw.count(schema, "minProperties", 0, path)
+    hi = lw.count(schema, "maxProperties", None, path)
+    if lw.mode == lw.NEG and (slots or lo or hi is not None):  # to be complemented: every order
+        from guided.schema.object_bags import bag
+
+        return _wrap(lw, bag(lw, slots, other, lo, hi), extra, base, place)
+    policy = place.policy(lw.o.key_order)
+    if policy == "permuted":
+        return _wrap(lw, _permuted(lw, slots, other), extra, base, place)
+    around = policy == "around"
+    body = _members(lw, slots, other, lo, hi, around)
+    rank = {n: i for i, n in enumerate(place.required_first)}
+    order = sorted(range(len(slots)), key=lambda i: rank.get(slot_names[i], len(rank)))
+    if around:  # required first, then the optional ones in any order (when few enough)
+        first = set(place.required_names)
+        fixed = [slots[i] for i in order if slot_names[i] in first]
+        free = [slots[i] for i in order if slot_names[i] not in first]
+        if sum(n not in first for n in place.names) <= MAX_PERMUTED:  # the place decides, not the slots
+            return _wrap(lw, alt(body, _members(lw, fixed, other, 0, None, True, free)), extra, base, place)
+    if order != sorted(order):  # the required-first order differs: accept it too
+        body = alt(body, _members(lw, [slots[i] for i in order], other, lo, hi, around))
+    return _wrap(lw, body, extra, base, place)
+
+
+def _wrap(lw, body: Node, extra, base: str, place) -> Node:
+    node = seq(_OPEN, lw.ws, body, lw.ws, _CLOSE)
+    for sub, sub_path in extra:
+        node = intersect(node, lw.lower(sub, sub_path, base, place))
+    return node
+
+
+def _no_in_place(schema: dict) -> bool:
+    return not any(k in schema for k in ("allOf", "anyOf", "oneOf", "if", "$ref", "dependentSchemas", "not"))
+
+
+def _value(lw, name, props, pats, pattern_nodes, addl, path, base, place) -> Node:
+    subs = []
+    child = place.child(name)
+    if name in props:
+        subs.append(lw.lower(props[name], f"{path}/properties/{_esc(name)}", base, child))
+    for p, node in pattern_nodes.items():
+        if node is not None and _member(node, name):
+            subs.append(lw.lower(pats[p], f"{path}/patternProperties/{_esc(p)}", base, child))
+    if not subs:
+        subs.append(lw.lower(addl, f"{path}/additionalProperties", base, child))
+    return lw.conjoin(subs)
+
+
+def _other_members(lw, names, pats, pattern_nodes, addl, key_filter, name_lang, path, base, place) -> Node:
+    """One member whose name is none of ``names``, with the value its name calls for."""
+    usable = {p: n for p, n in pattern_nodes.items() if n is not None}
+    if len(usable) > MAX_PATTERN_PROPERTIES:
+        raise LimitError(f"more than {MAX_PATTERN_PROPERTIES} patternProperties in one object (at {path})")
+    other_place = place.other()
+    out = []
+    for mask in itertools.product((True, False), repeat=len(usable)):
+        chosen = [p for p, on in zip(usable, mask, strict=True) if on]
+        if chosen:
+            value = lw.conjoin(
+                [lw.lower(pats[p], f"{path}/patternProperties/{_esc(p)}", base, other_place) for p in chosen]
+            )
+        else:
+            value = lw.lower(addl, f"{path}/additionalProperties", base, other_place)
+        if value == EMPTY:
+            continue
+        # the key's conditions, each over encoded strings (encode commutes with And and Not)
+        conds = [encode(usable[p] if on else Not(usable[p])) for p, on in zip(usable, mask, strict=True)]
+        # names declared here are not "other"; a positive pattern only needs the names it matches
+        taken = [n for n in names if all(_member(usable[p], n) for p in chosen)]
+        if taken:
+            conds.append(none_of(taken))
+        if name_lang is not None:
+            conds.append(encode(name_lang))
+        key = quoted(intersect(*conds) if conds else ANY_STRING_BODY)
+        if key_filter is not None:
+            key = intersect(key, key_filter)
+        out.append(seq(key, lw.colon, value))
+    return alt(*out)
+
+
+def _members(lw, slots, other: Node, lo: int, hi: int | None, around: bool = False, free=()) -> Node:
+    """The comma-separated members: slots in order (optional unless required), then the ``free``
+    slots in any order; others after them, or (``around``) before or after them."""
+    if lo or hi is not None:
+        return _counted(lw, slots, other, lo, hi)
+    sep = lw.sep
+    tail_rest = repeat(seq(sep, other)) if other != EMPTY else EPSILON
+    around = around and other != EMPTY
+    # after[i]: members from slot i on, when one member has already been written
+    start, tail = _any_order_parts(lw, free, tail_rest) if free else (None, tail_rest)
+    after = [tail]
+    for member, req in reversed(slots):
+        item = seq(sep, member)
+        after.append(seq(item if req else optional(item), after[-1]))
+    after.reverse()
+    # first[i]: members from slot i on, when none has been written yet (others first: below)
+    if start is not None:
+        first = start
+    else:
+        first = alt(EPSILON, seq(other, tail_rest)) if other != EMPTY and not around else EPSILON
+    for i in range(len(slots) - 1, -1, -1):
+        member, req = slots[i]
+        taken = seq(member, after[i + 1])
+        first = taken if req else alt(taken, first)
+    return alt(first, seq(other, tail_rest, after[0])) if around else first
+
+
+def any_order(lw, members: list[Node]) -> Node:
+    """All the members, comma-separated, in any order (up to ``MAX_PERMUTED`` members; past that in
+    the given order only)."""
+    if len(members) > MAX_PERMUTED:
+        return seq(*[x for i, m in enumerate(members) for x in ((lw.sep, m) if i else (m,))])
+    return _permuted(lw, [(m, True) for m in members], EMPTY)
+
+
+def _permuted(lw, slots, other: Node) -> Node:
+    """The members in any order: each slot at most once, required ones present, others anywhere."""
+    others = repeat(seq(lw.sep, other)) if other != EMPTY else EPSILON
+    start, after = _any_order_parts(lw, slots, others)
+    return alt(start, seq(other, after)) if other != EMPTY else start
+
+
+def _any_order_parts(lw, slots, others: Node) -> tuple[Node, Node]:
+    """(members in any order when none was written yet, what follows once one was written).
+
+    ``after(seen)`` is what may follow once a member was written and the slots in ``seen`` (a
+    bitmask) were used: ``others``, then the end (when every required slot is in ``seen``) or a
+    comma and an unused slot. One node per subset: ``n * 2**(n-1)`` member edges in all. A member
+    written first that is not a slot (an other) is the caller's: it continues with ``after(0)``.
+    """
+    n = len(slots)
+    need = sum(1 << i for i, (_, req) in enumerate(slots) if req)
+    sep = lw.sep
+    memo: dict[int, Node] = {}
+
+    def after(seen: int) -> Node:
+        node = memo.get(seen)
+        if node is None:
+            nxt = [seq(slots[i][0], after(seen | 1 << i)) for i in range(n) if not seen >> i & 1]
+            more = seq(sep, alt(*nxt)) if nxt else EMPTY
+            node = memo[seen] = seq(others, alt(EPSILON if need & seen == need else EMPTY, more))
+        return node
+
+    first = [seq(member, after(1 << i)) for i, (member, _) in enumerate(slots)]
+    return alt(EPSILON if not need else EMPTY, *first), after(0)
+
+
+def _counted(lw, slots, other: Node, lo: int, hi: int | None) -> Node:
+    """Members with their count in [lo, hi]: a walk over (slot, members so far)."""
+    n = len(slots)
+    cap = max(lo, 1) if hi is None else hi
+    if hi is not None and hi < lo:
+        return EMPTY
+    if n * (cap + 1) > 20_000:
+        raise LimitError(f"minProperties/maxProperties over {n} properties is too large to count exactly")
+    memo: dict[tuple[int, int], Node] = {}
+
+    def go(i: int, c: int) -> Node:
+        if (i, c) in memo:
+            return memo[(i, c)]
+        if i == n:
+            need = max(lo - c, 0)
+            room = None if hi is None else hi - c
+            if other == EMPTY:
+                r = EPSILON if need == 0 else EMPTY
+            elif c == 0:
+                rest = repeat(
+                    seq(lw.sep, other), max(need - 1, 0), None if room is None else max(room - 1, 0)
+                )
+                r = alt(EPSILON if need == 0 else EMPTY, seq(other, rest) if room != 0 else EMPTY)
+            else:
+                r = repeat(seq(lw.sep, other), need, room) if room is None or room >= need else EMPTY
+        else:
+            member, req = slots[i]
+            nxt = min(c + 1, cap) if hi is None else c + 1
+            take = seq(lw.sep if c else EPSILON, member, go(i + 1, nxt)) if hi is None or c < hi else EMPTY
+            r = take if req else alt(take, go(i + 1, c))
+        memo[(i, c)] = r
+        return r
+
+    return go(0, 0)
+
+
+@lru_cache(maxsize=4096)
+def _pattern_cached(pattern: str):
+    return parse_regex(pattern, search=True)
+
+
+def _pattern(lw, pattern: str, path: str):
+    try:
+        return _pattern_cached(pattern)
+    except GrammarError as e:
+        lw.relax(f"patternProperties pattern cannot be enforced exactly: {e}", f"{path}/{_esc(pattern)}")
+        return None
+
+
+_POOLS: dict = {}
+
+
+def _member(node: Node, text: str) -> bool:
+    """Whether text is in node's language (exactly, through byte derivatives)."""
+    entry = _POOLS.get(node)
+    if entry is None:
+        if len(_POOLS) > 256:
+            _POOLS.clear()
+        pool = ExprPool()
+        entry = _POOLS[node] = (pool, pool.intern(node))
+    pool, e = entry
+    for b in text.encode("utf-8"):
+        e = pool.deriv(e, b)
+        if e == EMPTY_ID:
+            return False
+    return bool(pool.nullable[e])
+
+
+def _esc(name: str) -> str:
+    return str(name).replace("~", "~0").replace("/", "~1")

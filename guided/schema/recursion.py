@@ -1,0 +1,308 @@
+"""SchemaCfg: a JSON Schema lowering with holes (nonterminal references) turned into a CfgGrammar.
+
+The regular lowering (``SchemaLowering``) builds regex AST nodes. Where a ``$ref`` cycle closes, or
+where a schema-free value may nest without bound, it leaves a ``Hole`` naming a nonterminal whose
+body is another such node. ``SchemaCfg`` converts the root node and the nonterminal bodies into a
+``CfgGrammar``: every hole-free subtree is one regular terminal (the ``GrammarBuilder`` merges
+adjacent ones, so the regular parts between recursive references stay big lexemes), sequences,
+alternatives and repeats over holes become EBNF, and subtrees shared by several parents become
+rules of their own instead of copies. Intersections and complements have no context-free
+counterpart; a hole below one is resolved by ``on_meet`` (an error or a relaxation chosen by the
+lowering) before conversion.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from guided.errors import CompileTimeoutError, GrammarError, LimitError, SchemaError
+from guided.grammar.automata.expr_pool import ExprPool
+from guided.grammar.cfg_ir import CfgGrammar, EAlt, ERepeat, ESeq, Expr, GrammarBuilder, Lex, Ref, Rule
+from guided.grammar.regex_ast import EMPTY, Alt, And, ByteSet, Chars, Node, Not, Repeat, Seq, alt, repeat, seq
+
+__all__ = ["Hole", "SchemaCfg", "has_hole", "hole_memo", "hole_names", "fill_holes", "map_meets", "START"]
+
+START = "root"
+_EMPTINESS_BUDGET = 20_000
+_scope = threading.local()  # the has_hole memo of the hole_memo() scope in progress, per thread
+_LEAVES = frozenset((Chars, ByteSet))  # hole-free by construction
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Hole(Node):
+    """A reference to the nonterminal ``name`` inside a regex AST (never reaches the regex engine)."""
+
+    name: str
+
+    def __eq__(self, other) -> bool:
+        return other.__class__ is Hole and other.name == self.name
+
+    def __ne__(self, other) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = Node.__hash__
+
+
+def has_hole(node: Node, memo: dict[int, bool] | None = None) -> bool:
+    """Whether a hole occurs in the node (memoized per node object: ASTs are DAGs).
+
+    Without ``memo``, inside ``hole_memo()`` the answers are shared by every call of the scope: the
+    lowering asks about each new parent, whose children were asked about before, and a memo per call
+    made that quadratic in the depth of the schema.
+    """
+    if memo is None:
+        memo = _memo_for(node)
+    hit = memo.get(id(node))
+    return hit if hit is not None else _has_hole(node, memo)
+
+
+def _has_hole(node: Node, memo: dict[int, bool]) -> bool:
+    """has_hole for a node not in memo: children looked up in memo inline (most are there, or are
+    character leaves), so a call costs about one per new node."""
+    if node.__class__ is Hole:
+        out = True
+    elif isinstance(node, (Seq, Alt, And)):
+        out = False
+        for x in node.items:
+            if x.__class__ in _LEAVES:
+                continue
+            h = memo.get(id(x))
+            if h if h is not None else _has_hole(x, memo):
+                out = True
+                break
+    elif isinstance(node, (Repeat, Not)):
+        x = node.item
+        h = memo.get(id(x))
+        out = h if h is not None else _has_hole(x, memo)
+    else:
+        out = False
+    memo[id(node)] = out
+    return out
+
+
+@contextmanager
+def hole_memo() -> Iterator[None]:
+    """Share ``has_hole`` answers among all calls in this thread until the scope ends (nested scopes
+    join the outer one). Nodes asked about stay alive until then, so their ids stay theirs."""
+    if getattr(_scope, "memo", None) is not None:
+        yield
+        return
+    _scope.memo, _scope.keep = {}, []
+    try:
+        yield
+    finally:
+        _scope.memo = _scope.keep = None
+
+
+def _memo_for(node: Node) -> dict[int, bool]:
+    """The ``has_hole`` memo for a walk from node: the scope's (node kept alive), else a fresh one."""
+    memo = getattr(_scope, "memo", None)
+    if memo is None:
+        return {}
+    _scope.keep.append(node)
+    return memo
+
+
+def hole_names(node: Node) -> set[str]:
+    """The names of the holes in the node (each shared subtree visited once)."""
+    holes = _memo_for(node)
+    names: set[str] = set()
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        x = stack.pop()
+        if id(x) in seen or not has_hole(x, holes):
+            continue
+        seen.add(id(x))
+        if isinstance(x, Hole):
+            names.add(x.name)
+        elif isinstance(x, (Seq, Alt, And)):
+            stack.extend(x.items)
+        else:
+            stack.append(x.item)
+    return names
+
+
+def fill_holes(node: Node, fill: Callable[[Hole], Node], memo: dict[int, Node] | None = None) -> Node:
+    """The node with every hole replaced by ``fill(hole)`` (a hole-free node); hole-free subtrees are
+    kept as they are (same objects), so only the paths down to the holes are rebuilt."""
+    return _fill(node, fill, {} if memo is None else memo, _memo_for(node))
+
+
+def _fill(node: Node, fill: Callable[[Hole], Node], memo: dict[int, Node], holes: dict[int, bool]) -> Node:
+    hit = memo.get(id(node))
+    if hit is not None:
+        return hit
+    if not has_hole(node, holes):
+        out = node
+    elif isinstance(node, Hole):
+        out = fill(node)
+    elif isinstance(node, (Seq, Alt, And)):
+        items = [_fill(x, fill, memo, holes) for x in node.items]
+        out = (
+            seq(*items)
+            if isinstance(node, Seq)
+            else alt(*items)
+            if isinstance(node, Alt)
+            else And(tuple(items))
+        )
+    elif isinstance(node, Not):
+        out = Not(_fill(node.item, fill, memo, holes))
+    else:
+        out = repeat(_fill(node.item, fill, memo, holes), node.min, node.max)
+    memo[id(node)] = out
+    return out
+
+
+def map_meets(node: Node, fix: Callable[[Node], Node], memo: dict[int, Node] | None = None) -> Node:
+    """The node with every intersection or complement that has a hole below replaced by ``fix(it)``."""
+    return _map_meets(node, fix, {} if memo is None else memo, _memo_for(node))
+
+
+def _map_meets(
+    node: Node, fix: Callable[[Node], Node], memo: dict[int, Node], holes: dict[int, bool]
+) -> Node:
+    if not has_hole(node, holes) or isinstance(node, Hole):
+        return node
+    hit = memo.get(id(node))
+    if hit is not None:
+        return hit
+    if isinstance(node, (And, Not)):
+        out = fix(node)
+    elif isinstance(node, (Seq, Alt)):
+        items = [_map_meets(x, fix, memo, holes) for x in node.items]
+        out = seq(*items) if isinstance(node, Seq) else alt(*items)
+    else:
+        out = repeat(_map_meets(node.item, fix, memo, holes), node.min, node.max)
+    memo[id(node)] = out
+    return out
+
+
+class SchemaCfg:
+    """Converts (root node, nonterminal bodies) into a validated CfgGrammar.
+
+    ``on_meet(node)`` is called for an intersection or complement with a hole below it and returns
+    a hole-free replacement (or raises ``SchemaError``).
+    """
+
+    def __init__(self, rules: dict[str, Node], on_meet: Callable[[Node], Node], seconds: float = 1.0):
+        self.bodies = rules
+        self.on_meet = on_meet
+        self.seconds = seconds  # what is left of the compile time bound (SchemaOptions.timeout_s)
+        self.deadline = time.monotonic() + seconds
+        self._steps = 0
+        self.builder = GrammarBuilder(START)
+        self._holes: dict[int, bool] = {}
+        self._parents: dict[int, int] = {}
+        self._shared: dict[int, str] = {}
+        self._keep: list[Node] = []
+
+    def grammar(self, root: Node) -> CfgGrammar:
+        names = list(self.bodies)
+        for node in (root, *self.bodies.values()):  # the scope's has_hole memo, each root kept alive
+            self._holes = _memo_for(node)
+        for node in (root, *(self.bodies[n] for n in names)):
+            self._count(node)
+        self.builder.add_rule(START, self.expr(root))
+        for name in names:
+            self.builder.add_rule(name, self.expr(self.bodies[name]))
+        return self._build()
+
+    # ------------------------------------------------------------------ conversion
+    def _count(self, node: Node) -> None:
+        """How many parents each hole-containing node has (its children are visited once)."""
+        stack = [node]
+        while stack:
+            x = stack.pop()
+            if not has_hole(x, self._holes) or isinstance(x, (Hole, And, Not)):
+                continue
+            n = self._parents.get(id(x), 0)
+            self._parents[id(x)] = n + 1
+            if n == 0:
+                stack.extend(x.items if isinstance(x, (Seq, Alt)) else (x.item,))
+
+    def expr(self, node: Node, top: bool = True) -> Expr:
+        self._steps += 1
+        if not self._steps & 1023 and time.monotonic() > self.deadline:
+            raise CompileTimeoutError("JSON Schema grammar construction exceeded the compile time bound")
+        if not has_hole(node, self._holes):
+            return Lex(node)
+        if isinstance(node, Hole):
+            if node.name not in self.bodies:
+                raise GrammarError(f"internal: undefined nonterminal {node.name!r}")
+            return Ref(node.name)
+        if isinstance(node, (And, Not)):
+            fixed = self.on_meet(node)
+            self._keep.append(fixed)
+            _memo_for(fixed)  # its has_hole answers may go to the scope's memo: keep it alive there too
+            return self.expr(fixed, top)
+        if not top and self._parents.get(id(node), 0) > 1:
+            return Ref(self._share(node))
+        if isinstance(node, Seq):
+            return ESeq(tuple(self.expr(x, False) for x in node.items))
+        if isinstance(node, Alt):
+            return EAlt(tuple(self.expr(x, False) for x in node.items))
+        assert isinstance(node, Repeat)
+        inner = self.expr(node.item, node.min == node.max == 1)
+        return inner if node.min == node.max == 1 else ERepeat(inner, node.min, node.max)
+
+    def _share(self, node: Node) -> str:
+        name = self._shared.get(id(node))
+        if name is None:
+            name = self._shared[id(node)] = f"shared_{len(self._shared)}"
+            self.builder.add_rule(name, self.expr(node, True))
+        return name
+
+    # ------------------------------------------------------------------ validation
+    def _build(self) -> CfgGrammar:
+        """Drop what derives no finite string (a recursion without a base case), then validate."""
+        b = self.builder
+        pool = ExprPool()
+        left = max(self.deadline - time.monotonic(), 0.05)
+        meets: dict[int, bool] = {}  # _has_meet memo shared by the terminals (they share subtrees)
+        with pool.bound.limit(left, "checking the terminals of a JSON Schema grammar"):
+            live = {
+                n: t
+                for n, t in b.terminals.items()
+                if t.node != EMPTY and not _surely_empty(pool, t.node, meets)
+            }
+        draft = CfgGrammar(dict(b.rules), live, START)
+        good = draft._productive()
+        if START not in good:
+            raise SchemaError("the schema accepts no (finite) instance")
+        rules = {}
+        for name, rule in b.rules.items():
+            if name in good:
+                alts = tuple(a for a in rule.alternatives if all(s in good for s in a))
+                rules[name] = Rule(name, alts, rule.priority)
+        return CfgGrammar(rules, live, START).validate()
+
+
+def _surely_empty(pool: ExprPool, node: Node, meets: dict[int, bool]) -> bool:
+    """Whether a terminal with an intersection or complement inside matches nothing (the plain
+    constructors already reduce an empty language without them to EMPTY)."""
+    if not _has_meet(node, meets):
+        return False
+    try:
+        return not pool.is_live(pool.intern(node), _EMPTINESS_BUDGET)
+    except LimitError:
+        return False
+
+
+def _has_meet(node: Node, memo: dict[int, bool]) -> bool:
+    hit = memo.get(id(node))
+    if hit is None:
+        if isinstance(node, (And, Not)):
+            hit = True
+        elif isinstance(node, (Seq, Alt)):
+            hit = any(x.__class__ not in _LEAVES and _has_meet(x, memo) for x in node.items)
+        elif isinstance(node, Repeat):
+            hit = _has_meet(node.item, memo)
+        else:
+            hit = False
+        memo[id(node)] = hit
+    return hit

@@ -1,0 +1,8 @@
+"""The OpenAI-compatible server: request models (``protocol``), one served model (``served_model``),
+the FastAPI app and its routes (``app``), tool-call formats and parsing (``tool_calling``), responses,
+errors, guards and metrics."""
+
+from guided.server.app import create_app, start_in_thread
+from guided.server.served_model import ServedModel
+
+__all__ = ["ServedModel", "create_app", "start_in_thread"]

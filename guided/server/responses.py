@@ -1,0 +1,125 @@
+"""OpenAI response bodies and stream chunks built from engine outputs (plain dicts, JSON-ready).
+
+``ChatChoiceState`` follows one completion through a stream: its tool-call parser, how many
+logprobs were sent, whether its role was announced. The same parser reads the final answer, so
+streamed tool-call deltas reassemble into exactly the calls of the non-streaming answer.
+"""
+
+from __future__ import annotations
+
+from guided.server.api_errors import ApiError
+from guided.server.tool_calling import ParsedCall, ToolCallParser, ToolFormat
+
+__all__ = ["ChatChoiceState", "usage", "finish_reason", "chat_logprobs", "completion_logprobs"]
+
+
+def usage(outputs) -> dict:
+    """``usage`` over the final RequestOutputs of one API request (one per prompt)."""
+    prompt = sum(len(o.prompt_token_ids) for o in outputs)
+    completion = sum(len(c.token_ids) for o in outputs for c in o.outputs)
+    cached = sum(o.num_cached_tokens for o in outputs)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": cached}}  # fmt: skip
+
+
+def check_failed(output) -> None:
+    """An engine request that failed (its constraint, or a bug) is a server error, not an answer."""
+    failed = [c for c in output.outputs if c.finish_reason == "error"]
+    if failed:
+        raise ApiError(500, f"generation failed: {output.error or 'unknown error'}", type_="server_error")
+
+
+def finish_reason(completion, calls: list[ParsedCall] | None = None) -> str | None:
+    reason = completion.finish_reason
+    if reason == "stop" and calls:
+        return "tool_calls"
+    if reason == "abort":
+        return "stop"
+    return reason
+
+
+def _top(model, row: dict[int, float], k: int) -> list[dict]:
+    best = sorted(row.items(), key=lambda kv: -kv[1])[:k]
+    out = []
+    for token_id, lp in best:
+        text, data = model.token_text(token_id)
+        out.append({"token": text, "logprob": lp, "bytes": data})
+    return out
+
+
+def chat_logprobs(model, token_ids: list[int], rows: list[dict[int, float]] | None, k: int) -> dict | None:
+    """OpenAI chat ``logprobs``: per token its text, bytes, logprob and the top ``k`` alternatives."""
+    if rows is None:
+        return None
+    content = []
+    for token_id, row in zip(token_ids, rows, strict=False):
+        text, data = model.token_text(token_id)
+        content.append({"token": text, "logprob": row.get(token_id, 0.0), "bytes": data,
+                        "top_logprobs": _top(model, row, k)})  # fmt: skip
+    return {"content": content, "refusal": None}
+
+
+def completion_logprobs(model, token_ids: list[int], rows: list[dict[int, float]] | None, k: int,
+                        offset: int = 0) -> dict | None:  # fmt: skip
+    """Legacy completions ``logprobs``: tokens, token_logprobs, top_logprobs, text_offset."""
+    if rows is None:
+        return None
+    tokens, lps, tops, offsets = [], [], [], []
+    for token_id, row in zip(token_ids, rows, strict=False):
+        text, _ = model.token_text(token_id)
+        tokens.append(text)
+        lps.append(row.get(token_id, 0.0))
+        tops.append({t["token"]: t["logprob"] for t in _top(model, row, k)} if k else None)
+        offsets.append(offset)
+        offset += len(text)
+    return {"tokens": tokens, "token_logprobs": lps, "top_logprobs": tops, "text_offset": offsets}
+
+
+class ChatChoiceState:
+    """One chat choice: what was streamed so far, and its tool-call parser when tools are active."""
+
+    def __init__(self, index: int, tool_format: ToolFormat | None):
+        self.index = index
+        self.parser = ToolCallParser(tool_format) if tool_format is not None else None
+        self.num_logprobs = 0
+        self.started = False
+
+    def message(self, completion) -> tuple[dict, list[ParsedCall]]:
+        """The final ``message`` of a non-streaming answer and its tool calls."""
+        if self.parser is None:
+            return {"role": "assistant", "content": completion.text, "refusal": None}, []
+        self.parser.finish(completion.text)
+        calls = [c for c in self.parser.calls if c.complete]
+        message = {"role": "assistant", "content": self.parser.content or None, "refusal": None}
+        if calls:
+            message["tool_calls"] = [{"id": c.id, "type": "function",
+                                      "function": {"name": c.name, "arguments": c.arguments}} for c in calls]  # fmt: skip
+        elif self.parser.content == "" and completion.text:
+            message["content"] = None  # an unfinished call: nothing valid to show
+        return message, calls
+
+    def delta(self, completion) -> dict:
+        """The ``delta`` of a stream chunk for what is new in ``completion``."""
+        delta: dict = {}
+        if not self.started:
+            delta["role"] = "assistant"
+            self.started = True
+        if self.parser is None:
+            if completion.delta_text:
+                delta["content"] = completion.delta_text
+            return delta
+        content, call_deltas = self.parser.update(completion.text, final=completion.finished)
+        if content:
+            delta["content"] = content
+        if call_deltas:
+            delta["tool_calls"] = [_call_delta(*d) for d in call_deltas]
+        return delta
+
+    def calls(self) -> list[ParsedCall]:
+        return [c for c in self.parser.calls if c.complete] if self.parser is not None else []
+
+
+def _call_delta(index: int, call_id: str | None, name: str | None, arguments: str) -> dict:
+    if call_id is not None:
+        return {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+    return {"index": index, "function": {"arguments": arguments}}

@@ -1,0 +1,390 @@
+"""ServedModel: one model behind the server — requests turned into prompts, params and constraints.
+
+It takes an ``LLM`` over: the engine switches to streaming and is driven by an ``AsyncEngine``
+thread from then on (the event loop never runs model code), and constraints compile in the LLM's
+``CompileService``. A request's constraint is compiled *before* its response starts, so a bad schema
+or grammar is a 400 and not a broken stream; waiting for it never blocks the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections import OrderedDict
+from pathlib import Path
+
+from guided.constraints import Choice, Grammar, JsonSchema, Regex, to_constraint
+from guided.engine.async_engine import AsyncEngine
+from guided.engine.sampling_params import SamplingParams
+from guided.errors import ConfigError
+from guided.limits import Limits
+from guided.server.api_errors import ApiError, api_error
+from guided.server.metrics import ServerMetrics
+from guided.server.protocol import ChatCompletionRequest, ChatMessage, CompletionRequest
+from guided.server.tool_calling import FORMATS, ToolCalls, ToolFormat, detect_format
+
+__all__ = ["ServedModel", "ToolPlan"]
+
+logger = logging.getLogger(__name__)
+
+COMPILE_POLL_S = 0.002  # how often a request waiting for its compile looks again
+
+HERMES_TOOLS_PROMPT = (
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{tools}\n</tools>\n\n"
+    "For each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n<tool_call>\n"
+    '{{"name": <function-name>, "arguments": <args-json-object>}}\n</tool_call>'
+)
+LLAMA3_TOOLS_PROMPT = (
+    "Given the following functions, please respond with a JSON for a function call with its proper "
+    'arguments that best answers the given prompt.\n\nRespond in the format {{"name": function name, '
+    '"parameters": dictionary of argument name and its value}}. Do not use variables.\n\n{tools}'
+)
+
+
+class ToolPlan:
+    """What a chat request's ``tools``/``tool_choice`` ask for: the constraint and how to parse."""
+
+    def __init__(self, constraint: ToolCalls | None, fmt: ToolFormat):
+        self.constraint = constraint
+        self.format = fmt
+
+    @property
+    def active(self) -> bool:
+        return self.constraint is not None
+
+
+class Slot:
+    """Admission of one API request; ``release`` is idempotent."""
+
+    def __init__(self, model: ServedModel, count: int):
+        self.model, self.count = model, count
+
+    def release(self) -> None:
+        self.model.in_flight -= self.count
+        self.count = 0
+
+    def split(self) -> list[Slot]:
+        """One slot per admitted request, each released on its own."""
+        parts = [Slot(self.model, 1) for _ in range(self.count)]
+        self.count = 0
+        return parts
+
+
+class ServedModel:
+    """The served model: prompts, sampling parameters, constraints, admission and generation.
+
+    Parameters
+    ----------
+    llm : guided.LLM
+        Taken over by the server (its engine is driven by an AsyncEngine thread from now on).
+    name : str, optional
+        The model id clients send; defaults to the model directory's name.
+    max_queue_len : int
+        Requests that may wait beyond the engine's ``max_num_seqs``; more get 503 with Retry-After.
+    tool_format : str, optional
+        "hermes" or "llama3-json"; detected from the chat template when None.
+    limits : Limits, optional
+        Request and constraint limits (default: the compile service's, i.e. ``Limits()`` with the
+        LLM's compile timeout).
+    """
+
+    def __init__(self, llm, name: str | None = None, max_queue_len: int = 256, tool_format: str | None = None,
+                 limits: Limits | None = None):  # fmt: skip
+        if max_queue_len < 0:
+            raise ConfigError(f"max_queue_len must be >= 0, got {max_queue_len}")
+        self.llm = llm
+        self.name = name or Path(llm.engine.config.model).name
+        self.compiler = llm.compiler  # built now, not inside the first request
+        self.limits = limits or self.compiler.limits
+        self.compiler.set_limits(self.limits)
+        self.vocab = self.compiler.compiler.vocabulary
+        template = getattr(llm.tokenizer, "chat_template", None)
+        self.template_has_tools = bool(template) and "tools" in template
+        self.tool_format = FORMATS[tool_format or detect_format(template)]
+        self.max_in_flight = llm.engine.config.max_num_seqs + max_queue_len
+        self.max_model_len = llm.engine.max_seq_len
+        self.in_flight = 0
+        self.metrics = ServerMetrics()
+        self._compiled_keys: OrderedDict = OrderedDict()
+        llm.engine.stream = True
+        self.front = AsyncEngine(llm.engine)
+        self.created = int(time.time())
+        self.active: set[str] = set()  # engine request ids in flight
+        self.draining: set[str] | None = None  # those in flight when shutdown began
+        self.outcomes: dict[str, str] = {}  # of the draining ones: "finished" or "aborted"
+        self.shutdown_report: dict[str, list[str]] | None = None
+
+    def begin_shutdown(self) -> None:
+        """Refuse new requests (503) and remember which are in flight, to report on them."""
+        if self.draining is None:
+            self.draining = set(self.active)
+
+    def shutdown(self) -> dict[str, list[str]]:
+        """Stop the engine; requests still running end with an error. Logs and returns which of the
+        requests in flight at ``begin_shutdown`` finished and which were aborted."""
+        self.begin_shutdown()
+        ended = set(self.front.shutdown())
+        finished = sorted(r for r in self.draining if self.outcomes.get(r) == "finished" and r not in ended)
+        aborted = sorted(r for r in self.draining | ended if r not in finished)
+        self.shutdown_report = {"finished": finished, "aborted": aborted}
+        logger.info("shutdown: %d in-flight request(s) finished %s, %d aborted %s", len(finished), finished,
+                    len(aborted), aborted)  # fmt: skip
+        return self.shutdown_report
+
+    def request_done(self, request_id: str, finished: bool) -> None:
+        """Called when a request's stream ends: ``finished`` unless it was aborted or failed."""
+        self.active.discard(request_id)
+        if self.draining is not None and request_id in self.draining:
+            self.outcomes[request_id] = "finished" if finished else "aborted"
+
+    # ------------------------------------------------------------------ admission
+    def admit(self, count: int = 1) -> Slot:
+        """Count ``count`` engine requests in, or refuse with 503 when the queue is full."""
+        if self.draining is not None:
+            raise ApiError(
+                503, "the server is shutting down", type_="server_overloaded", code="shutting_down"
+            )
+        if self.in_flight + count > self.max_in_flight:
+            raise ApiError(503, f"the server is at capacity ({self.in_flight} requests in flight); retry later",
+                           type_="server_overloaded", code="queue_full", headers={"Retry-After": "1"})  # fmt: skip
+        self.in_flight += count
+        return Slot(self, count)
+
+    def check_limits(self, req: ChatCompletionRequest | CompletionRequest) -> None:
+        """Request-size limits: a 400 naming the field and the limit."""
+        limits = self.limits
+        counts = {"max_tokens": req.max_tokens, "max_completion_tokens": getattr(req, "max_completion_tokens", None),
+                  "n": req.n, "tools": len(getattr(req, "tools", None) or []),
+                  "stop": len(req.stop) if isinstance(req.stop, list) else 0}  # fmt: skip
+        names = {"max_completion_tokens": "max_tokens", "stop": "stop_strings"}
+        for param, value in counts.items():
+            name = names.get(param, param)
+            if value is not None and value > getattr(limits, name):
+                raise ApiError(
+                    400, str(limits.exceeded(name, value, param)), param=param, code="limit_exceeded"
+                )
+
+    def check_model(self, model: str | None) -> None:
+        if model is not None and model != self.name:
+            raise ApiError(404, f"the model {model!r} does not exist; this server serves {self.name!r}",
+                           param="model", code="model_not_found")  # fmt: skip
+
+    # ------------------------------------------------------------------ request -> engine inputs
+    def sampling_params(self, req: ChatCompletionRequest | CompletionRequest, max_tokens: int | None,
+                        logprobs: int | None) -> SamplingParams:  # fmt: skip
+        fields = dict(
+            temperature=req.temperature, top_p=req.top_p, top_k=req.top_k, min_p=req.min_p,
+            presence_penalty=req.presence_penalty, frequency_penalty=req.frequency_penalty,
+            repetition_penalty=req.repetition_penalty, seed=req.seed, stop=req.stop,
+            stop_token_ids=req.stop_token_ids, ignore_eos=req.ignore_eos, min_tokens=req.min_tokens,
+            include_stop_str_in_output=req.include_stop_str_in_output,
+            skip_special_tokens=req.skip_special_tokens,
+        )  # fmt: skip
+        fields = {k: v for k, v in fields.items() if v is not None}
+        engine = self.llm.engine
+        try:
+            params = SamplingParams(n=req.n, max_tokens=max_tokens or 16, logprobs=logprobs, **fields)
+            params.check_for_engine(engine.vocab_size, engine.config.max_num_seqs)
+        except ConfigError as e:  # a 400 naming the field and its range, before anything runs
+            raise api_error(e) from None
+        return params
+
+    def default_max_tokens(self, num_prompt_tokens: int) -> int:
+        return max(self.max_model_len - num_prompt_tokens, 1)
+
+    def constraint(self, req: ChatCompletionRequest | CompletionRequest):
+        """The structured-output constraint of a request (``response_format`` or an extension)."""
+        given = {
+            "response_format": req.response_format if req.response_format and req.response_format.type != "text"
+            else None,
+            "guided_json": req.guided_json,
+            "guided_regex": req.guided_regex, "regex": req.regex,
+            "guided_choice": req.guided_choice, "choice": req.choice,
+            "guided_grammar": req.guided_grammar, "grammar": req.grammar,
+        }  # fmt: skip
+        given = {k: v for k, v in given.items() if v is not None}
+        if len(given) > 1:
+            raise ApiError(
+                400, f"give at most one output constraint; got {', '.join(given)}", param=list(given)[1]
+            )
+        if not given:
+            return None, None
+        ((param, value),) = given.items()
+        try:
+            return self._constraint(param, value), param
+        except Exception as e:
+            raise api_error(e, param) from None
+
+    @staticmethod
+    def _constraint(param: str, value):
+        if param == "response_format":
+            if value.type == "json_object":
+                return JsonSchema({"type": "object"})
+            spec = value.json_schema
+            if spec.schema_ is None:
+                raise ConfigError("response_format.json_schema.schema is required")
+            return JsonSchema(spec.schema_, strict=bool(spec.strict))
+        if param == "guided_json":
+            return to_constraint(json.loads(value) if isinstance(value, str) else value)
+        if param in ("guided_regex", "regex"):
+            return Regex(value)
+        if param in ("guided_choice", "choice"):
+            return Choice(value)
+        return Grammar(value)
+
+    def tool_plan(self, req: ChatCompletionRequest) -> ToolPlan:
+        """The tool-call constraint that ``tools``, ``tool_choice`` and ``parallel_tool_calls`` ask for."""
+        choice = req.tool_choice if req.tool_choice is not None else ("auto" if req.tools else "none")
+        if not req.tools or choice == "none":
+            return ToolPlan(None, self.tool_format)
+        functions = {t.function.name: t.function.model_dump(exclude_none=True) for t in req.tools}
+        parallel = req.parallel_tool_calls is not False
+        if isinstance(choice, str):
+            mode, names = choice, list(functions)
+        elif choice.type == "function":
+            mode, names, parallel = "required", [choice.function.name], False
+        else:
+            mode, names = choice.allowed_tools.mode, [_tool_name(t) for t in choice.allowed_tools.tools]
+        unknown = [n for n in names if n not in functions]
+        if unknown:
+            raise ApiError(400, f"tool_choice names unknown tool(s) {unknown}; tools are {list(functions)}",
+                           param="tool_choice")  # fmt: skip
+        if mode == "auto" and req.response_format is not None and req.response_format.type != "text":
+            raise ApiError(400, "response_format with tool_choice 'auto' is not supported; use tool_choice "
+                           "'none' or 'required'", param="response_format")  # fmt: skip
+        try:
+            constraint = ToolCalls.from_functions([functions[n] for n in names], format=self.tool_format.name,
+                                                  mode=mode, parallel=parallel)  # fmt: skip
+        except Exception as e:
+            raise api_error(e, "tools") from None
+        return ToolPlan(constraint, self.tool_format)
+
+    def chat_prompt(self, req: ChatCompletionRequest) -> list[int]:
+        """Token ids of the conversation under the model's chat template, ready for the reply."""
+        tok = self.llm.tokenizer
+        if not getattr(tok, "chat_template", None):
+            raise ApiError(400, "this model has no chat template; use /v1/completions", param="messages")
+        try:
+            messages = [self._message(m) for m in req.messages]
+        except ValueError as e:
+            raise ApiError(400, str(e), param="messages") from None
+        tools = [t.model_dump(exclude_none=True) for t in req.tools or []]
+        kwargs = {}
+        if tools and self.template_has_tools:
+            kwargs["tools"] = tools
+        else:
+            messages = self._fold_tools(messages, tools)
+        try:
+            text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False, **kwargs)
+        except Exception as e:  # jinja errors in the model's template
+            raise ApiError(
+                400, f"the chat template failed on these messages: {e}", param="messages"
+            ) from None
+        return tok.encode(text, add_special_tokens=False)
+
+    def _message(self, m: ChatMessage) -> dict:
+        out = {"role": "system" if m.role == "developer" else m.role, "content": m.text()}
+        if m.tool_calls:
+            out["tool_calls"] = [{"id": c.id, "type": "function",
+                                  "function": {"name": c.function.name, "arguments": _arguments(c.function.arguments)}}
+                                 for c in m.tool_calls]  # fmt: skip
+        if m.tool_call_id is not None:
+            out["tool_call_id"] = m.tool_call_id
+        if m.name is not None:
+            out["name"] = m.name
+        return out
+
+    def _fold_tools(self, messages: list[dict], tools: list[dict]) -> list[dict]:
+        """For templates that know nothing of tools: tools into the system message, calls and results
+        into plain text in the model's tool-call format."""
+        fmt, out = self.tool_format, []
+        for m in messages:
+            m = dict(m)
+            if m.get("tool_calls"):
+                calls = [f"{fmt.head(c['function']['name'])}{json.dumps(c['function']['arguments'])}{fmt.closer}"
+                         for c in m.pop("tool_calls")]  # fmt: skip
+                m["content"] = ((m["content"] + "\n") if m["content"] else "") + fmt.separator.join(calls)
+            if m["role"] == "tool":
+                m = {"role": "user", "content": f"<tool_response>\n{m['content']}\n</tool_response>"}
+            out.append({"role": m["role"], "content": m["content"]})
+        if tools:
+            listing = "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)
+            template = HERMES_TOOLS_PROMPT if fmt.name == "hermes" else LLAMA3_TOOLS_PROMPT
+            block = template.format(tools=listing)
+            if out and out[0]["role"] == "system":
+                out[0] = {"role": "system", "content": f"{out[0]['content']}\n\n{block}"}
+            else:
+                out.insert(0, {"role": "system", "content": block})
+        return out
+
+    def completion_prompts(self, req: CompletionRequest) -> list[str | list[int]]:
+        p = req.prompt
+        if isinstance(p, str):
+            return [p]
+        if p and isinstance(p[0], int):
+            return [p]
+        return list(p)
+
+    def prompt_ids(self, prompt: str | list[int]) -> list[int]:
+        ids = self.llm.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
+        engine = self.llm.engine
+        try:
+            engine._check_prompt(ids)
+        except ConfigError as e:
+            raise ApiError(400, str(e), param="prompt") from None
+        return ids
+
+    # ------------------------------------------------------------------ compile and generate
+    async def compile(self, constraint, param: str | None):
+        """Compile ``constraint`` within its time bound without blocking the loop; errors are 400s."""
+        if constraint is None:
+            return None
+        self.metrics.compile_requests += 1
+        key = constraint.key
+        if key in self._compiled_keys:
+            self.metrics.compile_cache_hits += 1
+        pending = self.compiler.submit(constraint)
+        try:
+            while not pending.ready():  # the bound runs from when a worker starts the compile
+                await asyncio.sleep(COMPILE_POLL_S)
+            compiled = pending.result()
+        except Exception as e:  # CompileTimeoutError and the compiler's own errors: 400s
+            raise api_error(e, param) from None
+        self._compiled_keys[key] = True
+        self._compiled_keys.move_to_end(key)
+        while len(self._compiled_keys) > self.compiler.compiler.cache_size:
+            self._compiled_keys.popitem(last=False)
+        return compiled
+
+    def generate(self, prompt_ids: list[int], params: SamplingParams, grammar, request_id: str):
+        self.active.add(request_id)
+        return self.front.generate(prompt_ids, params, request_id=request_id, grammar=grammar)
+
+    def token_text(self, token_id: int) -> tuple[str, list[int]]:
+        """A token's text and bytes, for logprobs."""
+        special = self.vocab.special_text.get(token_id)
+        if special is not None:
+            return special, list(special.encode())
+        data = self.vocab.token_bytes(token_id)
+        return data.decode("utf-8", errors="replace"), list(data)
+
+
+def _tool_name(entry) -> str:
+    if isinstance(entry, dict):
+        function = entry.get("function")
+        name = function.get("name") if isinstance(function, dict) else entry.get("name")
+        if not isinstance(name, str):
+            raise ApiError(400, "allowed_tools.tools entries must name a function", param="tool_choice")
+        return name
+    return entry.function.name
+
+
+def _arguments(arguments: str):
+    try:
+        return json.loads(arguments)
+    except json.JSONDecodeError:
+        return arguments

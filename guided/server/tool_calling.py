@@ -1,0 +1,239 @@
+"""Tool calling: the tool-call language of a model's format as a constraint, and calls parsed back out.
+
+A model writes tool calls in the format its chat template taught it. Two are supported:
+
+* ``hermes`` (Hermes, Qwen 2/2.5/3, and the default)::
+
+      <tool_call>
+      {"name": "get_weather", "arguments": {"city": "Paris"}}
+      </tool_call>
+
+  parallel calls are such blocks separated by one newline.
+* ``llama3-json`` (Llama 3.1/3.2 JSON tool calls)::
+
+      {"name": "get_weather", "parameters": {"city": "Paris"}}
+
+  parallel calls are separated by ``"; "``.
+
+``ToolCalls`` is a Constraint whose language is exactly the calls allowed by ``tool_choice``: each
+call names one of the tools and its arguments are an instance of that tool's ``parameters`` schema
+(compact JSON), so every parsed ``arguments`` string parses and validates. Under ``tool_choice="auto"``
+the model may instead answer in free text that never contains the call opener. ``ToolCallParser``
+reads calls out of text incrementally, so streamed deltas and the final answer are the same calls.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass, field
+
+from guided.constraints import Constraint
+from guided.errors import ConfigError
+
+__all__ = ["ToolFormat", "FORMATS", "detect_format", "ToolCalls", "ToolCallParser", "ParsedCall", "new_call_id"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolFormat:
+    """How one call is written: ``opener + name + name_end + ARGS + closer``, calls joined by ``separator``."""
+
+    name: str
+    opener: str
+    name_end: str
+    closer: str
+    separator: str
+
+    def head(self, tool: str) -> str:
+        return f"{self.opener}{tool}{self.name_end}"
+
+
+FORMATS = {
+    "hermes": ToolFormat("hermes", '<tool_call>\n{"name": "', '", "arguments": ', "}\n</tool_call>", "\n"),
+    "llama3-json": ToolFormat("llama3-json", '{"name": "', '", "parameters": ', "}", "; "),
+}
+
+
+def detect_format(chat_template: str | None) -> str:
+    """The tool-call format a chat template teaches: "hermes" (also the default) or "llama3-json"."""
+    text = chat_template or ""
+    if "<tool_call>" in text:
+        return "hermes"
+    if "<|python_tag|>" in text or "Environment: ipython" in text or "ipython" in text:
+        return "llama3-json"
+    return "hermes"
+
+
+@dataclass(frozen=True)
+class ToolCalls(Constraint):
+    """The output is tool calls (``mode="required"``), or free text or tool calls (``mode="auto"``).
+
+    Parameters
+    ----------
+    tools : tuple of (name, parameters schema as JSON text, strict)
+    format : str
+        A key of ``FORMATS``.
+    mode : str
+        "required": at least one call; "auto": free text without the call opener, or calls.
+    parallel : bool
+        More than one call allowed.
+    """
+
+    tools: tuple[tuple[str, str, bool], ...]
+    format: str = "hermes"
+    mode: str = "required"
+    parallel: bool = True
+
+    def __post_init__(self) -> None:
+        if self.format not in FORMATS:
+            raise ConfigError(f"tool-call format must be one of {sorted(FORMATS)}, got {self.format!r}")
+        if self.mode not in ("auto", "required"):
+            raise ConfigError(f"tool-call mode must be 'auto' or 'required', got {self.mode!r}")
+        if not self.tools:
+            raise ConfigError("tool calls need at least one tool")
+
+    @classmethod
+    def from_functions(cls, functions: list[dict], **kwargs) -> ToolCalls:
+        """From OpenAI ``function`` objects (``name``, ``parameters``, ``strict``)."""
+        tools = []
+        for f in functions:
+            schema = f.get("parameters") or {"type": "object", "properties": {}}
+            tools.append((f["name"], json.dumps(schema), bool(f.get("strict"))))  # declared key order
+        return cls(tuple(tools), **kwargs)
+
+    @property
+    def key(self) -> tuple:
+        return ("tool_calls", self.format, self.mode, self.parallel, self.tools)
+
+    def compile(self, compiler, limits=None):
+        """The compiled grammar of this constraint (the CompileService's generic hook); ``limits``
+        (``Limits``) bound each tool's parameter schema like any other schema."""
+        return compiler.compile_ast(self.node(limits), key=self.key)
+
+    def node(self, limits=None):
+        """The regex AST of the allowed outputs."""
+        from guided.grammar.regex_ast import alt as alt_
+        from guided.grammar.regex_ast import any_string, complement, literal, repeat, seq
+
+        fmt = FORMATS[self.format]
+        one = alt_(*(self._call_node(fmt, name, schema, strict, limits) for name, schema, strict in self.tools))
+        calls = seq(one, repeat(seq(literal(fmt.separator), one), 0, None)) if self.parallel else one
+        if self.mode == "required":
+            return calls
+        # free text that never opens a call (so a call, once started, is always constrained)
+        opener = fmt.opener.split("\n")[0] if self.format == "hermes" else fmt.opener
+        free = complement(seq(any_string(), literal(opener), any_string()))
+        return alt_(free, calls)
+
+    @staticmethod
+    def _call_node(fmt: ToolFormat, name: str, schema: str, strict: bool, limits=None):
+        from guided.errors import LimitError, SchemaError
+        from guided.grammar.regex_ast import literal, seq
+        from guided.limits import Limits
+        from guided.schema.compiler import json_schema_to_node
+
+        try:
+            args = json_schema_to_node(
+                json.loads(schema), whitespace="compact", strict=strict, limits=limits or Limits()
+            )
+        except SchemaError as e:
+            raise SchemaError(f"tool {name!r}: parameters: {e}", e.path) from None
+        except LimitError as e:
+            raise LimitError(f"tool {name!r}: parameters: {e}") from None
+        return seq(literal(fmt.head(name)), args, literal(fmt.closer))
+
+
+def new_call_id() -> str:
+    return "call_" + secrets.token_hex(12)
+
+
+@dataclass(slots=True)
+class ParsedCall:
+    """One call read so far: ``arguments`` grows until ``complete``."""
+
+    index: int
+    id: str
+    name: str
+    arguments: str = ""
+    complete: bool = False
+
+
+@dataclass(slots=True)
+class ToolCallParser:
+    """Reads tool calls out of a growing text in one format.
+
+    Feed the whole text so far to ``update``; it returns the content delta (text outside calls) and,
+    per call, what is new: ``(index, id and name when the call first appears, argument fragment)``.
+    Free text is held back while it may still be the start of a call.
+    """
+
+    format: ToolFormat
+    calls: list[ParsedCall] = field(default_factory=list)
+    content: str = ""  # free text emitted so far
+    _in_calls: bool = False
+    _pos: int = 0  # where the next unread call (or separator) starts, once in calls
+
+    def update(self, text: str, final: bool = False) -> tuple[str, list[tuple[int, str | None, str | None, str]]]:
+        """Consume ``text`` (everything so far); return (content delta, call deltas)."""
+        if not self._in_calls:
+            delta = self._update_content(text, final)
+            if not self._in_calls:
+                return delta, []
+        return "", self._update_calls(text)
+
+    def _update_content(self, text: str, final: bool) -> str:
+        opener = self.format.opener
+        if text.startswith(opener) or (not final and opener.startswith(text)):
+            if text.startswith(opener):
+                self._in_calls = True
+            return ""  # a call starts here, or may still
+        delta = text[len(self.content) :]
+        self.content = text
+        return delta
+
+    def _update_calls(self, text: str) -> list[tuple[int, str | None, str | None, str]]:
+        fmt, out = self.format, []
+        while True:
+            call = self.calls[-1] if self.calls and not self.calls[-1].complete else None
+            if call is None:
+                start = self._pos + (len(fmt.separator) if self.calls else 0)
+                if not text.startswith(fmt.opener, start):
+                    return out
+                name_at = start + len(fmt.opener)
+                end = text.find(fmt.name_end, name_at)
+                if end < 0:
+                    return out
+                call = ParsedCall(len(self.calls), new_call_id(), text[name_at:end])
+                self.calls.append(call)
+                self._pos = end + len(fmt.name_end)
+                out.append((call.index, call.id, call.name, ""))
+            fragment = self._read_arguments(call, text)
+            if fragment:
+                if out and out[-1][0] == call.index:
+                    index, cid, name, args = out[-1]
+                    out[-1] = (index, cid, name, args + fragment)
+                else:
+                    out.append((call.index, None, None, fragment))
+            if not call.complete:
+                return out
+
+    def _read_arguments(self, call: ParsedCall, text: str) -> str:
+        """Append the new part of the call's arguments; mark it complete once its closer follows."""
+        args_text = text[self._pos :]
+        try:
+            _, end = json.JSONDecoder().raw_decode(args_text)
+        except json.JSONDecodeError:
+            end = len(args_text)  # still inside the arguments
+        else:
+            closer = self.format.closer
+            if args_text.startswith(closer, end):
+                call.complete = True
+                self._pos += end + len(closer)
+        fragment = args_text[len(call.arguments) : end]
+        call.arguments += fragment
+        return fragment
+
+    def finish(self, text: str) -> tuple[str, list[ParsedCall]]:
+        """Read the final text: (content delta not yet emitted, the complete calls)."""
+        delta, _ = self.update(text, final=True)
+        return delta, [c for c in self.calls if c.complete]

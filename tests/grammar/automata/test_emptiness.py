@@ -1,0 +1,159 @@
+"""Structural emptiness (``ExprPool.is_live``) against a plain search of the whole derivative
+automaton, and the time bound on lazy mask work."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from grammar_oracle import boolean_regexes, tiny_vocab
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from guided.errors import LimitError
+from guided.grammar import GrammarCompiler
+from guided.grammar.automata.derivative_classes import DerivClasses
+from guided.grammar.automata.expr_pool import EMPTY_ID, ExprPool
+from guided.grammar.regex_ast import (
+    alt,
+    chars,
+    complement,
+    intersect,
+    literal,
+    repeat,
+    seq,
+)
+
+
+def live_by_whole_search(pool: ExprPool, e: int) -> bool:
+    """The reference: breadth-first over every derivative of e (no structure), live iff a nullable
+    state is reachable."""
+    reps = pool.classes_of(e)[1]
+    seen, frontier = {e}, [e]
+    while frontier:
+        nxt = []
+        for x in frontier:
+            if pool.nullable[x]:
+                return True
+            for b in reps:
+                y = pool.deriv(x, b)
+                if y != EMPTY_ID and y not in seen:
+                    seen.add(y)
+                    nxt.append(y)
+        frontier = nxt
+    return False
+
+
+BOOL_REGEX = boolean_regexes()
+
+
+@settings(max_examples=300, deadline=None)
+@given(node=BOOL_REGEX, walk=st.lists(st.sampled_from(b"ab\xc3c"), max_size=4))
+def test_structural_emptiness_matches_whole_search(node, walk):
+    pool, ref = ExprPool(), ExprPool()
+    e, r = pool.intern(node), ref.intern(node)
+    assert pool.is_live(e) == live_by_whole_search(ref, r)
+    for b in walk:  # derivatives too: they reuse memoised sub-results
+        e, r = pool.deriv(e, b), ref.deriv(r, b)
+        assert pool.is_live(e) == live_by_whole_search(ref, r)
+
+
+@pytest.mark.parametrize("empty", [False, True])
+def test_emptiness_does_not_search_the_context(empty):
+    # an intersection after a large context: only the intersection's own automaton is searched
+    context = seq(*(alt(literal(f"key{i}"), repeat(chars([(0x30, 0x39)]), 1, 40)) for i in range(30)))
+    tail = intersect(repeat(literal("a")), complement(literal("aaa")))
+    if empty:
+        tail = intersect(literal("ab"), complement(seq(chars([(0x61, 0x62)]), literal("b"))))
+    pool = ExprPool()
+    e = pool.intern(seq(context, tail, context))
+    assert pool.is_live(e, budget=50) is not empty  # a search of the whole expression needs far more
+    ref = ExprPool()
+    with pytest.raises(LimitError):
+        _bounded_whole_search(ref, ref.intern(seq(context, tail, context)), budget=50)
+
+
+def _bounded_whole_search(pool: ExprPool, e: int, budget: int) -> bool:
+    reps = pool.classes_of(e)[1]
+    seen, frontier = {e}, [e]
+    while frontier:
+        nxt = []
+        for x in frontier:
+            for b in reps:
+                y = pool.deriv(x, b)
+                if y != EMPTY_ID and y not in seen:
+                    seen.add(y)
+                    if len(seen) > budget:
+                        raise LimitError("budget")
+                    nxt.append(y)
+        frontier = nxt
+    return False
+
+
+def test_complement_of_non_universal_is_live_without_search():
+    pool = ExprPool()
+    e = pool.intern(complement(repeat(chars([(0x61, 0x7A)]), 0, 100000)))
+    assert pool.is_live(e, budget=1)
+
+
+# --- the mask time bound ----------------------------------------------------------------------
+def _needs_long_search():
+    """'x' then a string of a's whose length is a positive multiple of 2*3*5*7*11*13 (the shortest has
+    30,030 bytes: deciding that it exists searches 30,030 states), or simply 'y'."""
+    a = literal("a")
+    counts = [repeat(repeat(a, p, p)) for p in (2, 3, 5, 7, 11, 13)]
+    return alt(seq(literal("x"), intersect(repeat(a, 1, None), *counts)), literal("y"))
+
+
+def test_slow_first_mask_raises_limit_error_within_bound():
+    vocab = tiny_vocab([b"x", b"y", b"a", b"xa"], size=8)
+    compiled = GrammarCompiler(vocab).compile_ast(_needs_long_search())  # compiling stays cheap
+    compiled.mask_timeout_s = compiled.dfa.timeout_s = 0.05
+    m = compiled.matcher()
+    t0 = time.monotonic()
+    with pytest.raises(LimitError, match="mask_timeout_s"):
+        m.allowed_tokens()
+    assert time.monotonic() - t0 < 2.0
+    with pytest.raises(LimitError, match="mask_timeout_s"):  # the state was left consistent: same answer
+        m.allowed_tokens()
+
+
+def test_slow_accept_raises_limit_error():
+    vocab = tiny_vocab([b"x", b"y", b"a", b"xa"], size=8)
+    compiled = GrammarCompiler(vocab, mask_timeout_s=0.05).compile_ast(_needs_long_search())
+    m = compiled.matcher()
+    with pytest.raises(LimitError, match="mask_timeout_s"):
+        m.accept_token(3)  # "xa": its transition decides the intersection's emptiness
+    assert m.num_accepted == 0
+
+
+def test_unbounded_work_finishes():
+    vocab = tiny_vocab([b"x", b"y", b"a", b"xa"], size=8)
+    compiled = GrammarCompiler(vocab, mask_timeout_s=None).compile_ast(_needs_long_search())
+    m = compiled.matcher()
+    assert m.accept_token(0)  # "x": a live state (a 30,030-byte string completes it)
+
+
+# --- derivative classes ---------------------------------------------------------------------------
+@settings(max_examples=200, deadline=None)
+@given(node=BOOL_REGEX, walk=st.lists(st.sampled_from(b"ab\xc3c"), max_size=3))
+def test_bytes_of_one_derivative_class_share_the_derivative(node, walk):
+    pool = ExprPool()
+    e = pool.intern(node)
+    for b in walk:
+        e = pool.deriv(e, b)
+    groups = DerivClasses(pool).partition(e, (1 << 256) - 1)
+    seen = 0
+    for g in groups:
+        assert g and not g & seen  # disjoint, non-empty
+        seen |= g
+        members = [b for b in range(256) if (g >> b) & 1]
+        assert len({pool.deriv(e, b) for b in members}) == 1
+    assert seen == (1 << 256) - 1
+
+
+def test_complementary_intersection_is_empty_syntactically():
+    pool = ExprPool()
+    x, y = pool.intern(literal("ab")), pool.intern(literal("cd"))
+    assert pool.and_([x, pool.not_(pool.or_([x, y]))]) == EMPTY_ID
+    assert pool.and_([x, pool.not_(y)]) != EMPTY_ID

@@ -1,0 +1,158 @@
+"""Compile-time sharing in ``ExprPool``: the pool-wide intern memo, multi-root ``byte_masks`` and the
+vectorised ``byte_classes`` give the same expressions and classes as interning and partitioning each
+node on its own."""
+
+from __future__ import annotations
+
+import random
+
+from grammar_oracle import boolean_regexes
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from guided.grammar.automata.expr_pool import ExprPool, byte_classes
+from guided.grammar.automata.utf8 import utf8_sequences
+from guided.grammar.regex_ast import (
+    Alt,
+    Seq,
+    alt,
+    byte_set,
+    chars,
+    literal,
+    seq,
+)
+
+REGEX = boolean_regexes(
+    [chars([(0x41, 0x5A), (0xE9, 0xE9), (0x4E00, 0x4E10)]), byte_set([(0x30, 0x39)])], max_leaves=8, wide_alts=True
+)
+WORDS = [b"", b"a", b"b", b"ab", b"aa", b"abc", b"\xc3\xa9", b"Z9", b"5", b"a5ab", b"\xe4\xb8\x80", b"\xff"]
+
+
+def _accepts(pool: ExprPool, e: int, data: bytes) -> bool:
+    for b in data:
+        e = pool.deriv(e, b)
+    return bool(pool.nullable[e])
+
+
+def _copy(node):
+    """A structurally equal node made of new objects (what two lowerings of one subschema give)."""
+    if isinstance(node, (Seq, Alt)):
+        return type(node)(tuple(_copy(x) for x in node.items))
+    return node
+
+
+@settings(max_examples=200, deadline=None)
+@given(first=REGEX, second=REGEX)
+def test_interning_after_other_nodes_gives_the_same_language(first, second):
+    fresh = ExprPool()
+    a = fresh.intern(second)
+    shared = ExprPool()
+    shared.intern(first)
+    b = shared.intern(second)
+    for w in WORDS:
+        assert _accepts(fresh, a, w) == _accepts(shared, b, w)
+
+
+@settings(max_examples=100, deadline=None)
+@given(node=REGEX)
+def test_equal_copies_intern_to_one_expression(node):
+    pool = ExprPool()
+    e = pool.intern(node)
+    assert pool.intern(_copy(node)) == e
+    assert pool.intern(seq(node, literal("x"))) == pool.intern(seq(_copy(node), literal("x")))
+
+
+def test_shared_subtrees_are_interned_once():
+    word = alt(*(literal(w) for w in ("true", "false", "null", "none")))
+    pool = ExprPool()
+    pool.intern(word)
+    n = len(pool)
+    pool.intern(alt(*(literal(w) for w in ("true", "false", "null", "none"))))  # a copy
+    assert len(pool) == n
+
+
+@settings(max_examples=100, deadline=None)
+@given(nodes=st.lists(REGEX, min_size=1, max_size=4))
+def test_byte_masks_of_several_roots_is_the_union(nodes):
+    pool = ExprPool()
+    roots = [pool.intern(n) for n in nodes]
+    union: set[int] = set()
+    for r in roots:
+        union |= pool.byte_masks(r)
+    assert pool.byte_masks(*roots) == union
+
+
+def _byte_classes_reference(masks):
+    sig: dict[tuple, int] = {}
+    cls, reps = [0] * 256, []
+    for b in range(256):
+        key = tuple((m >> b) & 1 for m in sorted(masks))
+        if key not in sig:
+            sig[key] = len(reps)
+            reps.append(b)
+        cls[b] = sig[key]
+    return cls, reps
+
+
+def test_byte_classes_match_the_reference():
+    rng = random.Random(7)
+    assert byte_classes(set()) == _byte_classes_reference(set())
+    for _ in range(200):
+        masks = set()
+        for _ in range(rng.randint(1, 40)):
+            lo = rng.randint(0, 255)
+            hi = rng.randint(lo, 255)
+            masks.add(((1 << (hi - lo + 1)) - 1) << lo if rng.random() < 0.7 else rng.getrandbits(256))
+        assert byte_classes(masks) == _byte_classes_reference(masks)
+
+
+def _chars_reference(pool: ExprPool, ranges) -> int:
+    """A character class built the direct way: every UTF-8 sequence of every range, or'ed."""
+    alts = []
+    for lo, hi in ranges:
+        for q in utf8_sequences(lo, hi):
+            alts.append(pool.cat_all([pool.bytes_(((1 << (b - a + 1)) - 1) << a) for a, b in q]))
+    return pool.or_(alts)
+
+
+def test_character_classes_intern_to_their_direct_construction():
+    rng = random.Random(11)
+    edges = [0, 0x7F, 0x80, 0x7FF, 0x800, 0xD7FF, 0xE000, 0xFFFF, 0x10000, 0x10FFFF]
+    pool = ExprPool()
+    for _ in range(1500):
+        cuts = sorted(
+            min(
+                max(
+                    rng.choice(
+                        [
+                            rng.randint(0, 0x10FFFF),
+                            rng.randint(0, 300),
+                            rng.choice(edges) + rng.randint(-2, 2),
+                        ]
+                    ),
+                    0,
+                ),
+                0x10FFFF,
+            )
+            for _ in range(2 * rng.randint(1, 4))
+        )
+        ranges = [(lo, hi) for lo, hi in zip(cuts[::2], cuts[1::2], strict=True)]
+        node = chars(ranges)
+        assert pool.intern(node) == _chars_reference(pool, node.ranges), node.ranges
+
+
+@settings(max_examples=100, deadline=None)
+@given(common=REGEX, node=REGEX)
+def test_a_fork_gives_the_same_language_and_leaves_its_source_alone(common, node):
+    source = ExprPool()
+    c = source.intern(common)
+    n = len(source)
+    fork = source.fork()
+    assert fork.intern(common) == c  # found by the copied memo, not rebuilt
+    assert len(fork) == n
+    e = fork.intern(node)
+    assert len(source) == n  # interning into the fork added nothing to its source
+    fresh = ExprPool()
+    f = fresh.intern(node)
+    for w in WORDS:
+        assert _accepts(fork, e, w) == _accepts(fresh, f, w)

@@ -1,0 +1,332 @@
+"""The JSON Schema compiler per keyword family, with the jsonschema validator as the oracle.
+
+Each case is a schema and instances, valid and invalid; every instance, serialized the way MaskBench
+does (", " and ": ") and compactly, must be accepted exactly when the validator accepts it. The
+membership test walks the grammar core's derivatives; a naive set-of-positions matcher cross-checks
+it on the short texts (it is independent of the grammar core).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+from json_schema_oracle import accepts, dumps, fullmatch, is_valid
+
+from guided.errors import CompileTimeoutError, LimitError, SchemaError
+from guided.schema.compiler import json_schema_to_node
+
+OBJ = {
+    "type": "object",
+    "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "boolean"}},
+    "required": ["b"],
+}
+CASES = {
+    "type-list": ({"type": ["string", "null"]}, ["x", None, 1, True, [], {}]),
+    "null-bool": ({"type": ["boolean"]}, [True, False, None, 0]),
+    "integer": ({"type": "integer"}, [0, -1, 12, 1.5, 1.0, "1", -0.0]),
+    "int-range": (
+        {"type": "integer", "minimum": -12, "maximum": 107},
+        [-13, -12, -1, 0, 9, 99, 107, 108, 1000],
+    ),
+    "int-exclusive": ({"type": "integer", "exclusiveMinimum": 3, "exclusiveMaximum": 10}, [3, 4, 9, 10, -4]),
+    "int-multiple": ({"type": "integer", "multipleOf": 5}, [0, 5, -10, 7, 12345, 12340]),
+    "int-multiple-7": ({"type": "integer", "multipleOf": 7}, [0, 7, -14, 8, 700000000007, 700000000008]),
+    "int-multiple-range": (
+        {"type": "integer", "multipleOf": 7, "minimum": 0, "maximum": 50},
+        [0, 7, 49, 50, 56, 8],
+    ),
+    "number": ({"type": "number"}, [0, -1.5, 3.25, 1e-7, "2"]),
+    "number-range": (
+        {"type": "number", "minimum": -1.5, "exclusiveMaximum": 2.25},
+        [-1.5, -1.51, -1, 0, 0.5, 2.2, 2.25, 2.249, 3, -0.0],
+    ),
+    "number-frac-range": (
+        {"type": "number", "minimum": 0.125, "maximum": 0.5},
+        [0.1, 0.125, 0.13, 0.5, 0.51, 0],
+    ),
+    # (values whose float division is inexact, like 0.07 / 0.01, are left out: the validator's float
+    # arithmetic calls them invalid, the compiler's decimal arithmetic valid)
+    "number-multiple": ({"type": "number", "multipleOf": 0.01}, [1, 1.5, 1.25, 1.255, -0.5, 0.001]),
+    "string-length": (
+        {"type": "string", "minLength": 2, "maxLength": 3},
+        ["", "a", "ab", "abc", "abcd", "é\n", '"\\'],
+    ),
+    "string-pattern": ({"type": "string", "pattern": "b+c"}, ["abbcd", "ac", "bc", "", "a\nbc"]),
+    "string-anchored": (
+        {"type": "string", "pattern": "^[a-z]{2}\\d$", "maxLength": 5},
+        ["ab1", "ab12", "Ab1", ""],
+    ),
+    "pattern-decoded": ({"type": "string", "pattern": '^a"b$'}, ['a"b', "ab", 'a\\"b']),
+    "format-date": ({"type": "string", "format": "date"}, ["2024-02-29", "2023-02-29", "2024-13-01", "x"]),
+    "format-ipv4": ({"format": "ipv4"}, ["1.2.3.4", "256.1.1.1", "01.2.3.4", 5]),
+    "format-uuid": (
+        {"format": "uuid"},
+        ["2eb8aa08-aa98-11ea-b4aa-73b441d16380", "2eb8aa08aa9811eab4aa73b441d16380"],
+    ),
+    # (enum and const values are generated in their own spelling only: 1.0 for 1 is not, see below)
+    "enum": ({"enum": ["a", 1, None, [1, 2], {"x": 1}]}, ["a", "b", 1, 2, None, [1, 2], [2, 1], {"x": 1}]),
+    "const-with-type": ({"type": "string", "const": "hi"}, ["hi", "ho", 1]),
+    "enum-and-length": ({"enum": ["a", "bb", "ccc"], "maxLength": 2}, ["a", "bb", "ccc"]),
+    "object-required": (
+        OBJ,
+        [{"b": "x"}, {"a": 1, "b": "x"}, {"a": 1}, {"b": "x", "c": True}, {"b": 1}, {"b": "", "z": 1}],
+    ),
+    "object-closed": (
+        {**OBJ, "additionalProperties": False},
+        [{"b": "x"}, {"a": 1, "b": "x", "c": False}, {"b": "x", "z": 1}, {}],
+    ),
+    "additional-schema": (
+        {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}},
+            "additionalProperties": {"type": "string"},
+        },
+        [{"a": 1}, {"a": 1, "z": "s"}, {"z": "s", "y": "t"}, {"z": 1}, {"a": "x"}],
+    ),
+    "pattern-properties": (
+        {"type": "object", "patternProperties": {"^x_": {"type": "integer"}}, "additionalProperties": False},
+        [{}, {"x_a": 1}, {"x_a": 1, "x_b": 2}, {"x_a": "s"}, {"y": 1}],
+    ),
+    "property-names": ({"type": "object", "propertyNames": {"maxLength": 2}}, [{}, {"ab": 1}, {"abc": 1}]),
+    "min-max-properties": (
+        {"type": "object", "properties": {"a": {}, "b": {}}, "minProperties": 1, "maxProperties": 2},
+        [{}, {"a": 1}, {"a": 1, "b": 2}, {"a": 1, "b": 2, "c": 3}, {"c": 1}],
+    ),
+    "dependent-required": (
+        {"type": "object", "properties": {"a": {}, "b": {}}, "dependentRequired": {"a": ["b"]}},
+        [{}, {"a": 1}, {"a": 1, "b": 2}, {"b": 2}],
+    ),
+    "dependent-schemas": (
+        {
+            "properties": {"a": {}, "b": {}},
+            "dependentSchemas": {"a": {"properties": {"b": {"type": "integer"}}}},
+        },
+        [{"a": 1, "b": 2}, {"a": 1, "b": "x"}, {"b": "x"}],
+    ),
+    "items": (
+        {"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3},
+        [[], [1], [1, 2, 3], [1, 2, 3, 4], ["x"]],
+    ),
+    "prefix-items": (
+        {"prefixItems": [{"type": "integer"}, {"type": "string"}], "items": False},
+        [[], [1], [1, "a"], [1, "a", 2], ["a"]],
+    ),
+    "tuple-draft7": (
+        {
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "items": [{"type": "integer"}],
+            "additionalItems": {"type": "string"},
+        },
+        [[1], [1, "a", "b"], [1, 2], ["a"]],
+    ),
+    "contains": (
+        {"type": "array", "contains": {"type": "integer"}, "minContains": 1, "maxContains": 2},
+        [[], ["a"], [1], ["a", 1, "b", 2], [1, 2, 3]],
+    ),
+    "unique-enum": (
+        {"type": "array", "items": {"enum": ["a", "b", "c"]}, "uniqueItems": True},
+        [["a", "b"], ["a", "a"], ["c", "b", "a"], []],
+    ),
+    "unique-bool": (
+        {"type": "array", "items": {"type": "boolean"}, "uniqueItems": True},
+        [[True, False], [True, True], []],
+    ),
+    "anyOf": ({"anyOf": [{"type": "integer"}, {"type": "string", "maxLength": 1}]}, [1, "a", "ab", None]),
+    "oneOf-overlap": ({"oneOf": [{"type": "integer"}, {"minimum": 2}]}, [1, 2, 3.5, "x"]),
+    "oneOf-objects": (
+        {"oneOf": [{"required": ["a"]}, {"required": ["b"]}], "properties": {"a": {}, "b": {}}},
+        [{"a": 1}, {"b": 1}, {"a": 1, "b": 2}, {}],
+    ),
+    "allOf": ({"allOf": [{"type": "string"}, {"minLength": 2}, {"maxLength": 3}]}, ["a", "ab", "abcd", 1]),
+    "allOf-objects": (
+        {
+            "allOf": [
+                {"properties": {"a": {"type": "integer"}}},
+                {"properties": {"b": {"type": "string"}}, "required": ["b"]},
+            ]
+        },
+        [{"a": 1, "b": "x"}, {"b": "x"}, {"a": "s", "b": "x"}, {"a": 1}],
+    ),
+    "not": ({"not": {"type": ["string", "object"]}}, [1, None, "x", {}, [1]]),
+    "if-then-else": (
+        {"if": {"type": "integer"}, "then": {"minimum": 10}, "else": {"type": "string"}},
+        [10, 9, "x", None],
+    ),
+    "ref-defs": (
+        {
+            "$defs": {"pos": {"type": "integer", "minimum": 1}},
+            "type": "array",
+            "items": {"$ref": "#/$defs/pos"},
+        },
+        [[1, 2], [0], []],
+    ),
+    "ref-anchor": ({"$defs": {"s": {"$anchor": "short", "maxLength": 2}}, "$ref": "#short"}, ["ab", "abc"]),
+    "ref-pointer-escape": ({"$defs": {"a/b": {"type": "null"}}, "$ref": "#/$defs/a~1b"}, [None, 1]),
+    "boolean-schemas": ({"properties": {"t": True, "f": False}}, [{"t": 1}, {"f": 1}, {}]),
+    "escapes": ({"type": "string", "maxLength": 2}, ["\u00e9\n", "\t\u0001", "\ud7ff", "\U0001f600", '"""']),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_keyword_family_matches_validator(name):
+    schema, instances = CASES[name]
+    node = json_schema_to_node(schema)
+    for inst in instances:
+        expected = is_valid(schema, inst)
+        for compact in (False, True):
+            text = dumps(inst, compact)
+            assert accepts(node, text) == expected, (name, text, expected)
+
+
+# Formats follow the RFCs' grammars, stricter than jsonschema's own checkers (which for email only
+# look for an "@"), so their expectations are written out.
+FORMATS = [
+    ("date-time", "2024-02-29T23:59:60Z", True),
+    ("date-time", "2024-02-29t10:00:00.5+05:30", True),
+    ("date-time", "2023-02-29T10:00:00Z", False),
+    ("date-time", "2024-01-01T24:00:00Z", False),
+    ("time", "10:00:00-08:00", True),
+    ("time", "10:00:00", False),
+    ("duration", "P1Y2M3DT4H5M6S", True),
+    ("duration", "P2W", True),
+    ("duration", "PT", False),
+    ("duration", "P1D2H", False),
+    ("email", "joe.bloggs@example.com", True),
+    ("email", '"joe bloggs"@example.com', True),
+    ("email", "joe@[IPv6:::1]", True),
+    ("email", "a..b@c.d", False),
+    ("email", ".a@b.c", False),
+    ("hostname", "www.example.com", True),
+    ("hostname", "-bad.com", False),
+    ("hostname", "a" * 64 + ".com", False),
+    ("ipv6", "::ffff:192.168.0.1", True),
+    ("ipv6", "1:2:3:4:5:6:7:8:9", False),
+    ("uri", "https://user@example.com:8080/a/b?q=1#frag", True),
+    ("uri", "urn:isbn:0451450523", True),
+    ("uri", "//example.com/a", False),
+    ("uri", "http://exa mple.com", False),
+    ("uri-reference", "../a/b?c", True),
+    ("uri-reference", "\\\\share", False),
+]
+
+
+@pytest.mark.parametrize("fmt, text, expected", FORMATS)
+def test_formats(fmt, text, expected):
+    node = json_schema_to_node({"type": "string", "format": fmt})
+    assert accepts(node, dumps(text)) == expected
+
+
+@pytest.mark.parametrize(
+    "name", ["int-range", "string-length", "object-closed", "oneOf-overlap", "not", "unique-enum"]
+)
+def test_naive_oracle_agrees(name):
+    schema, instances = CASES[name]
+    node = json_schema_to_node(schema)
+    for inst in instances:
+        text = dumps(inst, True)
+        if len(text) <= 24:
+            assert fullmatch(node, text) == accepts(node, text), text
+
+
+def test_constants_keep_one_spelling():
+    node = json_schema_to_node({"enum": [1, 2.5]})
+    assert accepts(node, "1") and accepts(node, "2.5")
+    assert not accepts(node, "1.0")  # equal, but a constant stays forced (a restriction, never a relaxation)
+
+
+def test_nullable_adds_null():
+    node = json_schema_to_node({"type": "string", "nullable": True})
+    assert accepts(node, "null") and accepts(node, '"x"') and not accepts(node, "1")
+
+
+def test_declared_order_and_whitespace_policy():
+    node = json_schema_to_node(OBJ)
+    assert accepts(node, '{"a": 1, "b": "x", "c": true}')
+    assert accepts(node, '{"b": "x", "a": 1, "c": true}')  # required names first: the one other order
+    assert not accepts(node, '{"a": 1, "c": true, "b": "x"}')
+    assert not accepts(node, '{"c": true, "a": 1, "b": "x"}')
+    assert accepts(node, '{\n  "b" :  "x"\n}')
+    assert not accepts(node, ' {"b": "x"}') and not accepts(node, '{"b": "x"}\n')
+    assert not accepts(node, '{"b":' + " " * 9 + '"x"}')  # runs of at most max_ws
+    compact = json_schema_to_node(OBJ, whitespace="compact")
+    assert accepts(compact, '{"b":"x"}') and not accepts(compact, '{"b": "x"}')
+
+
+def test_strict_forbids_unlisted_properties():
+    assert accepts(json_schema_to_node(OBJ), '{"b": "x", "z": 1}')
+    assert not accepts(json_schema_to_node(OBJ, strict=True), '{"b": "x", "z": 1}')
+
+
+def test_schema_free_values_nest_to_any_depth():
+    deep = [[[[1]]]]
+    assert accepts(json_schema_to_node({}, any_depth=4), dumps(deep))
+    assert not accepts(json_schema_to_node({}, any_depth=3), dumps(deep))
+
+
+RECURSIVE = {
+    "$defs": {
+        "t": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/t"}}}}
+    },
+    "$ref": "#/$defs/t",
+}
+
+
+def test_recursion_needs_the_context_free_path_unless_unrolled():
+    from guided.grammar.cfg_ir import CfgGrammar
+    from guided.schema.compiler import json_schema_to_grammar
+
+    assert isinstance(json_schema_to_grammar(RECURSIVE), CfgGrammar)
+    with pytest.raises(SchemaError, match="context-free path"):
+        json_schema_to_node(RECURSIVE)  # the regex-only API
+    node = json_schema_to_node(RECURSIVE, max_depth=2)
+    assert accepts(node, '{"kids": [{"kids": []}]}')
+
+
+@pytest.mark.parametrize(
+    "schema, where",
+    [
+        (
+            {"properties": {"a": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}}},
+            "#/properties/a/uniqueItems",
+        ),
+        ({"properties": {"a": {"type": "string", "pattern": "(?<=a)b"}}}, "#/properties/a/pattern"),
+        ({"items": {"type": "integer", "multipleOf": 1009}}, "#/items/multipleOf"),
+        ({"$dynamicRef": "#x"}, "#/$dynamicRef"),
+        ({"format": "regex"}, "#/format"),
+        ({"$ref": "http://example.com/remote.json"}, "#/$ref"),
+    ],
+)
+def test_unenforceable_keywords_name_their_path(schema, where):
+    with pytest.raises(SchemaError) as e:
+        json_schema_to_node(schema)
+    assert e.value.path == where
+
+
+def test_lenient_relaxes_with_a_warning():
+    schema = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        node = json_schema_to_node(schema, lenient=True)
+    assert any("uniqueItems" in str(x.message) for x in w)
+    assert accepts(node, '["a", "b"]')
+
+
+def test_registry_resolves_remote_refs_without_fetching():
+    reg = {"http://example.com/int.json": {"type": "integer"}}
+    node = json_schema_to_node({"$ref": "http://example.com/int.json"}, registry=reg)
+    assert accepts(node, "3") and not accepts(node, '"3"')
+
+
+def test_bounds():
+    wide = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(50)}}
+    with pytest.raises(LimitError):
+        json_schema_to_node(wide, max_nodes=10)
+    with pytest.raises(CompileTimeoutError):
+        json_schema_to_node(wide, timeout_s=1e-9)
+
+
+def test_schema_text_and_unsatisfiable():
+    assert accepts(json_schema_to_node('{"type": "null"}'), "null")
+    with pytest.raises(SchemaError, match="accepts no instance"):
+        json_schema_to_node({"allOf": [{"type": "string"}, False]})

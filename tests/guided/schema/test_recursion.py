@@ -1,0 +1,349 @@
+"""Recursive JSON Schemas and unbounded schema-free values: the context-free path.
+
+Instances run token by token through the compiled matcher on the Llama-3 vocabulary, with the
+``jsonschema`` validator as the oracle; masks are checked against a brute-force viable-prefix
+oracle on a tiny vocabulary; limits and errors name what they refuse.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import jsonschema
+import numpy as np
+import pytest
+from conftest import shared_path
+
+from guided.errors import SchemaError
+from guided.grammar.cfg_ir import CfgGrammar
+from guided.grammar.compiler import GrammarCompiler
+from guided.grammar.tokens.compiled_cfg import CompiledCfg
+from guided.grammar.vocab import Vocabulary
+from guided.schema.compiler import compile_json_schema, json_schema_to_grammar, json_schema_to_node
+
+TREE = {
+    "$defs": {
+        "node": {
+            "type": "object",
+            "properties": {
+                "v": {"type": "integer"},
+                "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}},
+            },
+            "required": ["v"],
+            "additionalProperties": False,
+        }
+    },
+    "$ref": "#/$defs/node",
+}
+LINKED = {
+    "type": "object",
+    "properties": {"head": {"type": "string"}, "tail": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}},
+    "required": ["head", "tail"],
+    "additionalProperties": False,
+}
+
+
+def _nested(depth: int, leaf, wrap):
+    value = leaf
+    for _ in range(depth):
+        value = wrap(value)
+    return value
+
+
+@pytest.fixture(scope="module")
+def compiler(vocab_llama3):
+    return GrammarCompiler(vocab_llama3)
+
+
+def _accepts(compiled, tokenizer, text: str) -> bool:
+    m = compiled.matcher()
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    return all(m.is_allowed(t) and m.accept_token(t) for t in ids) and m.is_accepting()
+
+
+def _check(compiler, tokenizer, schema, instances, registry=None):
+    compiled = compile_json_schema(compiler, schema, registry=registry)
+    assert isinstance(compiled, CompiledCfg)
+    validator = jsonschema.Draft202012Validator(schema)
+    for text in instances:
+        try:
+            expected = validator.is_valid(json.loads(text))
+        except ValueError:  # not JSON at all
+            expected = False
+        assert _accepts(compiled, tokenizer, text) == expected, text
+
+
+# ---------------------------------------------------------------------- structure
+def test_non_recursive_schemas_stay_regular():
+    for schema in (
+        {"type": "string"},
+        {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False},
+    ):
+        assert not isinstance(json_schema_to_grammar(schema), CfgGrammar)
+
+
+def test_recursion_and_schema_free_values_are_context_free():
+    for schema in (TREE, LINKED, {}, True, {"type": "object"}, {"type": "array"}):
+        assert isinstance(json_schema_to_grammar(schema), CfgGrammar)
+
+
+def test_regex_api_keeps_its_bounds():
+    with pytest.raises(SchemaError, match="context-free path"):
+        json_schema_to_node(TREE)
+    assert not isinstance(json_schema_to_node(TREE, max_depth=2), CfgGrammar)
+    assert not isinstance(json_schema_to_grammar({}, any_depth=3), CfgGrammar)
+
+
+def test_recursion_without_a_base_case_accepts_nothing():
+    with pytest.raises(SchemaError, match="no \\(finite\\) instance"):
+        json_schema_to_grammar(
+            {
+                "type": "object",
+                "properties": {"next": {"$ref": "#"}},
+                "required": ["next"],
+                "additionalProperties": False,
+            }
+        )
+
+
+def test_recursive_reference_under_not_is_an_error_or_relaxed():
+    # the refused values have no schema of their own here (draft-07 `dependencies`): a complement of
+    # a recursive language, which a context-free grammar cannot express
+    schema = {
+        "$defs": {
+            "t": {"type": "object", "properties": {"a": {"not": {"$ref": "#/$defs/u"}}}},
+            "u": {"dependencies": {"x": ["y"]}, "properties": {"b": {"$ref": "#/$defs/t"}}},
+        },
+        "$ref": "#/$defs/t",
+    }
+    with pytest.raises(SchemaError, match="not") as e:
+        json_schema_to_grammar(schema)
+    assert e.value.path.startswith("#/$defs/")
+    with pytest.warns(UserWarning, match="recursive reference"):
+        json_schema_to_grammar(schema, lenient=True)
+
+
+def test_recursion_through_not_with_a_complement_schema(compiler, tokenizer_llama3):
+    """t: arrays none of whose items is a t. Its complement is a schema (non-arrays, or arrays
+    containing a t), so the two compile to mutually recursive nonterminals, exactly."""
+    schema = {"$defs": {"t": {"type": "array", "items": {"not": {"$ref": "#/$defs/t"}}}}, "$ref": "#/$defs/t"}
+    texts = ["[]", "[1]", "[[]]", "[[1]]", "[[[]]]", "[[[[]]]]", "[1,[]]", "[1,[[]]]", "1", "[[],[[]]]"]
+    _check(compiler, tokenizer_llama3, schema, texts)
+
+
+# ---------------------------------------------------------------------- token by token
+def test_tree_and_linked_list(compiler, tokenizer_llama3):
+    tree = {"v": 1, "kids": [{"v": 2, "kids": [{"v": 3, "kids": []}]}, {"v": 4}]}
+    bad = {"v": 1, "kids": [{"v": 2, "kids": [{"w": 3}]}]}
+    deep = _nested(30, {"v": 0}, lambda x: {"v": 1, "kids": [x]})
+    _check(compiler, tokenizer_llama3, TREE, [json.dumps(x) for x in (tree, bad, deep, {"v": "x"})])
+    linked = _nested(40, None, lambda x: {"head": "a", "tail": x})
+    _check(
+        compiler,
+        tokenizer_llama3,
+        LINKED,
+        [json.dumps(linked), '{"head": "a", "tail": {"head": 1, "tail": null}}'],
+    )
+
+
+def test_schema_free_values_nest_50_deep(compiler, tokenizer_llama3):
+    arrays = json.dumps(_nested(50, 1, lambda x: [x]))
+    objects = json.dumps(_nested(50, {}, lambda x: {"k": x}))
+    mixed = json.dumps(_nested(50, "s", lambda x: {"a": [x, None]}))
+    _check(compiler, tokenizer_llama3, {}, [arrays, objects, mixed, arrays[:-1]])
+    _check(compiler, tokenizer_llama3, {"type": "object"}, [objects, mixed, arrays])
+    open_props = {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}
+    _check(compiler, tokenizer_llama3, open_props, ['{"id": 1, "x": ' + mixed + "}", '{"x": ' + mixed + "}"])
+
+
+def test_not_of_a_kind_stays_exact(compiler, tokenizer_llama3):
+    deep = json.dumps(_nested(20, 1, lambda x: [x]))
+    _check(compiler, tokenizer_llama3, {"not": {"type": "string"}}, [deep, '"s"', "1"])
+    _check(compiler, tokenizer_llama3, {"not": {"type": "object"}}, [deep, '{"a": 1}', "null"])
+
+
+def test_pydantic_recursive_model(compiler, tokenizer_llama3):
+    pydantic = pytest.importorskip("pydantic")
+    from guided.schema.pydantic_models import json_schema_for
+
+    class Node(pydantic.BaseModel):
+        name: str
+        children: list[Node] = []
+
+    Node.model_rebuild()
+    schema = json_schema_for(Node)
+    compiled = compile_json_schema(compiler, schema)
+    assert isinstance(compiled, CompiledCfg)
+    good = Node(name="a", children=[Node(name="b", children=[Node(name="c")]), Node(name="d")])
+    text = good.model_dump_json()
+    assert _accepts(compiled, tokenizer_llama3, text)
+    assert Node.model_validate_json(text) == good
+    assert not _accepts(compiled, tokenizer_llama3, '{"name": "a", "children": [{"children": []}]}')
+
+
+# JSON Schema Test Suite groups (draft 2020-12) whose schema has a $ref cycle
+SUITE_GROUPS = [
+    ("ref.json", "root pointer ref"),
+    ("ref.json", "Recursive references between schemas"),
+    ("unevaluatedProperties.json", "unevaluatedProperties + single cyclic ref"),
+]
+
+
+def test_json_schema_test_suite_recursive_groups(compiler, tokenizer_llama3):
+    from guided.bench.jsts import load_groups, remote_registry, serialize
+
+    root = shared_path("data", "json-schema-test-suite")
+    registry = remote_registry(root)
+    groups = {(g["file"], g["description"]): g for g in load_groups(root)}
+    for key in SUITE_GROUPS:
+        g = groups[key]
+        assert isinstance(json_schema_to_grammar(g["schema"], registry=registry, any_depth=10), CfgGrammar), (
+            key
+        )
+        compiled = compile_json_schema(compiler, g["schema"], registry=registry)
+        for t in g["tests"]:
+            text = serialize(g["schema"], t["data"], registry)
+            assert _accepts(compiled, tokenizer_llama3, text) == t["valid"], (key, t["description"])
+
+
+# MaskBench files whose schema has a $ref cycle (they failed as recursive before)
+MASKBENCH_RECURSIVE = ["Github_easy---o21858.json", "Github_medium---o27787.json", "Github_trivial---o47165.json",
+                       "Github_medium---o5462.json", "Github_medium---o43196.json"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", MASKBENCH_RECURSIVE)
+def test_maskbench_recursive(name, compiler, tokenizer_llama3):
+    doc = json.loads(shared_path("data", "maskbench", name).read_text())
+    schema = doc["schema"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert isinstance(json_schema_to_grammar(schema, any_depth=10), CfgGrammar)
+        compiled = compile_json_schema(compiler, schema)
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
+    for t in doc["tests"]:
+        assert validator.is_valid(t["data"]) == t["valid"]
+        text = json.dumps(t["data"], ensure_ascii=False)
+        assert _accepts(compiled, tokenizer_llama3, text) == t["valid"], text
+
+
+# ---------------------------------------------------------------------- masks against brute force
+TOKENS = [
+    b"[",
+    b"]",
+    b"1",
+    b",",
+    b" ",
+    b"[[",
+    b"]]",
+    b"1]",
+    b", ",
+    b"  ",
+    b"[1",
+    b"11",
+    b"],",
+    b" ]",
+    b"[ ",
+    b"[]",
+]
+MAX_WS = 8
+
+
+def _tiny_vocab() -> Vocabulary:
+    toks = [*TOKENS, b""]
+    special = np.zeros(len(toks), dtype=np.bool_)
+    special[-1] = True
+    return Vocabulary(
+        tokens=tuple(toks),
+        special=special,
+        eos_ids=(len(toks) - 1,),
+        size=len(toks),
+        special_text={len(toks) - 1: "<eos>"},
+    )
+
+
+def _ws_ok(text: str) -> bool:
+    """The whitespace policy: runs of at most MAX_WS after ``[ ,`` and before ``] ,``, none at the ends."""
+    i, n = 0, len(text)
+    while i < n:
+        if text[i] != " ":
+            i += 1
+            continue
+        j = i
+        while j < n and text[j] == " ":
+            j += 1
+        before, after = text[i - 1] if i else "", text[j] if j < n else ""
+        limit = MAX_WS * ((before in "[,") and before != "") + MAX_WS * ((after in "],") and after != "")
+        if j - i > limit or not before or not after:
+            return False
+        i = j
+    return True
+
+
+def _in_language(text: str, validator) -> bool:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return False
+    return _ws_ok(text) and validator.is_valid(value)
+
+
+def _viable(text: str, validator) -> bool:
+    """Whether some completion puts text in the language (over this alphabet these suffice)."""
+    depth = max(text.count("[") - text.count("]"), 0)
+    return any(_in_language(text + mid + "]" * depth, validator) for mid in ("", "1", "[]", "[1]"))
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [{}, {"$defs": {"t": {"type": "array", "items": {"$ref": "#/$defs/t"}}}, "$ref": "#/$defs/t"},
+     {"type": "array", "items": {"anyOf": [{"type": "integer"}, {"$ref": "#"}]}, "maxItems": 2}],
+)  # fmt: skip
+def test_masks_match_brute_force(schema):
+    vocab = _tiny_vocab()
+    compiled = compile_json_schema(GrammarCompiler(vocab), schema)
+    assert isinstance(compiled, CompiledCfg)
+    validator = jsonschema.Draft202012Validator(schema)
+    rng = np.random.default_rng(0)
+    eos = vocab.size - 1
+    for _ in range(12):
+        m, text = compiled.matcher(), ""
+        for _ in range(14):
+            mask = np.zeros((1, (vocab.size + 31) // 32), dtype=np.int32)
+            m.fill_bitmask(mask, 0)
+            allowed = [bool((int(mask[0, i // 32]) >> (i % 32)) & 1) for i in range(vocab.size)]
+            for i, tok in enumerate(TOKENS):
+                assert allowed[i] == _viable(text + tok.decode(), validator), (schema, text, tok)
+            assert allowed[eos] == _in_language(text, validator), (schema, text)
+            choices = [i for i in range(len(TOKENS)) if allowed[i]]
+            if not choices:
+                break
+            pick = int(rng.choice(choices))
+            assert m.accept_token(pick)
+            text += TOKENS[pick].decode()
+
+
+def test_context_free_work_is_bounded_by_mask_timeout(vocab_builtin):
+    """The eager terminal checks and the lazy masks of a context-free grammar honour ``mask_timeout_s``."""
+    from guided.errors import LimitError
+    from guided.grammar.compiler import GrammarCompiler
+    from guided.grammar.tokens.compiled_cfg import CompiledCfg
+    from guided.schema.compiler import compile_json_schema
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "allOf": [{"pattern": "^[a-c]+$"}, {"pattern": "c$"}]},
+            "kids": {"type": "array", "items": {"$ref": "#"}},
+        },
+    }
+    bitmask = np.zeros((1, vocab_builtin.bitmask_words), dtype=np.int32)
+    with pytest.raises(LimitError, match="mask_timeout_s"):  # at compile (terminals) or at the first mask
+        compile_json_schema(GrammarCompiler(vocab_builtin, mask_timeout_s=1e-9), schema).matcher().fill_bitmask(
+            bitmask, 0
+        )
+    compiled = compile_json_schema(GrammarCompiler(vocab_builtin, mask_timeout_s=None), schema)
+    assert isinstance(compiled, CompiledCfg) and compiled.mask_timeout_s is None
+    compiled.matcher().fill_bitmask(bitmask, 0)
+    assert bitmask.any()

@@ -1,0 +1,349 @@
+"""The OpenAI-compatible server, end to end: a real uvicorn server on 127.0.0.1 and the official client.
+
+The default tiny model writes random text; constraints keep it valid. Assertions that need a finished
+answer use schemas with bounded strings and enums, greedy decoding and modest ``max_tokens``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+import jsonschema
+import pytest
+
+openai = pytest.importorskip("openai")
+from pydantic import BaseModel, Field  # noqa: E402
+
+MODEL = "tiny"
+USER = [{"role": "user", "content": "What is the weather in Paris?"}]
+CITY = {
+    "type": "object",
+    "properties": {"city": {"type": "string", "maxLength": 6}, "unit": {"enum": ["c", "f"]}},
+    "required": ["city", "unit"],
+    "additionalProperties": False,
+}
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city", "parameters": CITY}},
+    {"type": "function", "function": {"name": "get_time", "parameters": {
+        "type": "object", "properties": {"zone": {"enum": ["utc", "cet"]}}, "required": ["zone"],
+        "additionalProperties": False}}},
+]  # fmt: skip
+
+
+class Weather(BaseModel):
+    city: str = Field(max_length=6)
+    degrees: int = Field(ge=-50, le=50)
+
+
+@pytest.fixture(scope="module")
+def server():
+    from guided.llm import LLM
+    from guided.server.app import create_app, start_in_thread
+
+    app = create_app(LLM(), model_name=MODEL, max_queue_len=64)
+    srv, thread, port = start_in_thread(app, "127.0.0.1", 0, timeout=60)
+    yield app, f"http://127.0.0.1:{port}"
+    srv.should_exit = True
+    thread.join(30)
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=f"{server[1]}/v1", api_key="unused", max_retries=0, timeout=120)
+
+
+def chat(client, **kwargs):
+    kwargs.setdefault("model", MODEL)
+    kwargs.setdefault("messages", USER)
+    kwargs.setdefault("temperature", 0)
+    return client.chat.completions.create(**kwargs)
+
+
+# ---------------------------------------------------------------------- basics
+def test_models_health_metrics(server, client):
+    assert [m.id for m in client.models.list()] == [MODEL]
+    base = server[1]
+    assert httpx.get(f"{base}/health").json() == {"status": "ok"}
+    chat(client, max_tokens=4)
+    text = httpx.get(f"{base}/metrics").text
+    for name in ("guided_requests_total", "guided_time_to_first_token_seconds_bucket", "guided_num_requests_waiting",
+                 "guided_compile_cache_hits_total", "guided_forced_token_fraction", "guided_generation_tokens_total"):
+        assert name in text
+
+
+def test_chat_text_and_usage(client):
+    r = chat(client, max_tokens=8)
+    choice = r.choices[0]
+    assert r.object == "chat.completion" and choice.message.role == "assistant"
+    assert choice.finish_reason in ("stop", "length") and isinstance(choice.message.content, str)
+    assert r.usage.completion_tokens <= 8 and r.usage.prompt_tokens > 0
+    assert r.usage.prompt_tokens_details.cached_tokens >= 0
+    again = chat(client, max_tokens=8, max_completion_tokens=8)
+    assert again.choices[0].message.content == choice.message.content  # greedy is deterministic
+    assert again.usage.prompt_tokens_details.cached_tokens > 0  # the prompt's blocks were cached
+
+
+def test_seed_n_stop(client):
+    a = chat(client, max_tokens=12, temperature=1.0, seed=7, n=2)
+    b = chat(client, max_tokens=12, temperature=1.0, seed=7, n=2)
+    assert [c.message.content for c in a.choices] == [c.message.content for c in b.choices]
+    assert len(a.choices) == 2 and {c.index for c in a.choices} == {0, 1}
+    text = a.choices[0].message.content
+    if len(text) > 4:
+        stop = text[2:4]
+        cut = chat(client, max_tokens=12, temperature=1.0, seed=7, stop=[stop]).choices[0]
+        assert stop not in cut.message.content and cut.finish_reason == "stop"
+
+
+def test_logprobs(client):
+    r = chat(client, max_tokens=5, logprobs=True, top_logprobs=3, presence_penalty=0.5, frequency_penalty=0.5)
+    content = r.choices[0].logprobs.content
+    assert len(content) == r.usage.completion_tokens
+    for entry in content:
+        assert entry.logprob <= 0 and isinstance(entry.bytes, list) and 1 <= len(entry.top_logprobs) <= 3
+    assert "".join(e.token for e in content) == r.choices[0].message.content
+
+
+# ---------------------------------------------------------------------- structured outputs
+def test_response_format_text_and_json_object(client):
+    assert chat(client, max_tokens=4, response_format={"type": "text"}).choices[0].message.content is not None
+    r = chat(client, max_tokens=40, response_format={"type": "json_object"})
+    text = r.choices[0].message.content
+    assert text.lstrip().startswith("{")
+    if r.choices[0].finish_reason == "stop":
+        assert isinstance(json.loads(text), dict)
+
+
+def test_response_format_json_schema_strict(client):
+    fmt = {"type": "json_schema", "json_schema": {"name": "city", "schema": CITY, "strict": True}}
+    r = chat(client, max_tokens=80, response_format=fmt)
+    assert r.choices[0].finish_reason == "stop"
+    value = json.loads(r.choices[0].message.content)
+    jsonschema.validate(value, CITY)
+    # strict forbids unlisted properties even when the schema leaves additionalProperties open
+    open_schema = {k: v for k, v in CITY.items() if k != "additionalProperties"}
+    fmt = {"type": "json_schema", "json_schema": {"name": "city", "schema": open_schema, "strict": True}}
+    r = chat(client, max_tokens=80, response_format=fmt)
+    assert set(json.loads(r.choices[0].message.content)) == {"city", "unit"}
+
+
+def test_parse_pydantic(client):
+    r = client.chat.completions.parse(model=MODEL, messages=USER, temperature=0, max_tokens=80, response_format=Weather)
+    parsed = r.choices[0].message.parsed
+    assert isinstance(parsed, Weather) and -50 <= parsed.degrees <= 50
+
+
+@pytest.mark.parametrize(
+    "body, check",
+    [
+        ({"guided_regex": "[a-c]{3}-[0-9]{2}"}, lambda t: len(t) == 6 and t[3] == "-"),
+        ({"regex": "(yes|no)!"}, lambda t: t in ("yes!", "no!")),
+        ({"guided_choice": ["red", "green", "blue"]}, lambda t: t in ("red", "green", "blue")),
+        ({"choice": ["up", "down"]}, lambda t: t in ("up", "down")),
+        ({"guided_grammar": 'start: "a" NUM\nNUM: /[0-9]{2}/'}, lambda t: t[0] == "a" and t[1:].isdigit()),
+        ({"grammar": 'root ::= "(" [xy] ")"'}, lambda t: t in ("(x)", "(y)")),
+        ({"guided_json": {"type": "integer", "minimum": 3, "maximum": 9}}, lambda t: 3 <= int(t) <= 9),
+    ],
+    ids=["guided_regex", "regex", "guided_choice", "choice", "lark", "gbnf", "guided_json"],
+)
+def test_extensions(client, body, check):
+    r = chat(client, max_tokens=20, extra_body=body)
+    assert r.choices[0].finish_reason == "stop"
+    assert check(r.choices[0].message.content), r.choices[0].message.content
+
+
+def test_completions(client):
+    r = client.completions.create(model=MODEL, prompt=["Hello", "World"], max_tokens=5, temperature=0, n=2,
+                                  logprobs=2)  # fmt: skip
+    assert len(r.choices) == 4 and sorted(c.index for c in r.choices) == [0, 1, 2, 3]
+    assert all(len(c.logprobs.tokens) == len(c.logprobs.token_logprobs) for c in r.choices)
+    r = client.completions.create(model=MODEL, prompt="Answer:", max_tokens=10, extra_body={"guided_choice": ["A", "B"]})
+    assert r.choices[0].text in ("A", "B") and r.choices[0].finish_reason == "stop"
+    full = client.completions.create(model=MODEL, prompt="Hello", max_tokens=10, temperature=0).choices[0].text
+    parts = client.completions.create(model=MODEL, prompt="Hello", max_tokens=10, temperature=0, stream=True)
+    assert "".join(c.choices[0].text for c in parts if c.choices) == full
+
+
+# ---------------------------------------------------------------------- streaming
+def test_stream_text_matches(client):
+    full = chat(client, max_tokens=16).choices[0]
+    chunks = list(chat(client, max_tokens=16, stream=True, stream_options={"include_usage": True}))
+    assert all(c.object == "chat.completion.chunk" for c in chunks)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == full.message.content
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == full.finish_reason
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens > 0
+
+
+def test_stream_done_marker(server):
+    body = {"model": MODEL, "messages": USER, "max_tokens": 3, "stream": True}
+    with httpx.stream("POST", f"{server[1]}/v1/chat/completions", json=body, timeout=60) as r:
+        lines = [line for line in r.iter_lines() if line]
+    assert lines[-1] == "data: [DONE]" and all(line.startswith("data: ") for line in lines)
+
+
+# ---------------------------------------------------------------------- tools
+def _calls(message):
+    return [(c.function.name, c.function.arguments) for c in message.tool_calls or []]
+
+
+def _check_call(name, arguments):
+    schema = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}[name]
+    jsonschema.validate(json.loads(arguments), schema)
+
+
+def test_tool_choice_required_single(client):
+    r = chat(client, max_tokens=80, tools=TOOLS, tool_choice="required", parallel_tool_calls=False)
+    choice = r.choices[0]
+    assert choice.finish_reason == "tool_calls" and len(choice.message.tool_calls) == 1
+    call = choice.message.tool_calls[0]
+    assert call.id.startswith("call_") and call.type == "function"
+    _check_call(call.function.name, call.function.arguments)
+
+
+def test_tool_choice_named(client):
+    choice = {"type": "function", "function": {"name": "get_time"}}
+    r = chat(client, max_tokens=60, tools=TOOLS, tool_choice=choice)
+    calls = _calls(r.choices[0].message)
+    assert r.choices[0].finish_reason == "tool_calls" and [n for n, _ in calls] == ["get_time"]
+    _check_call(*calls[0])
+
+
+def test_tool_choice_allowed_tools(client):
+    choice = {"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": [
+        {"type": "function", "function": {"name": "get_weather"}}]}}  # fmt: skip
+    r = chat(client, max_tokens=80, tools=TOOLS, tool_choice=choice, parallel_tool_calls=False)
+    assert [n for n, _ in _calls(r.choices[0].message)] == ["get_weather"]
+
+
+def test_tool_choice_parallel(client):
+    r = chat(client, max_tokens=160, tools=TOOLS, tool_choice="required", temperature=1.0, seed=3)
+    calls = _calls(r.choices[0].message)
+    assert calls
+    for call in calls:
+        _check_call(*call)
+    ids = [c.id for c in r.choices[0].message.tool_calls]
+    assert len(set(ids)) == len(ids)
+
+
+def test_tool_choice_auto_and_none(client):
+    for seed in (1, 2):
+        r = chat(client, max_tokens=40, tools=TOOLS, tool_choice="auto", temperature=1.0, seed=seed)
+        message = r.choices[0].message
+        for call in _calls(message):
+            _check_call(*call)
+        if not message.tool_calls:
+            assert "<tool_call>" not in (message.content or "")
+    r = chat(client, max_tokens=10, tools=TOOLS, tool_choice="none")
+    assert r.choices[0].message.tool_calls is None and r.choices[0].finish_reason != "tool_calls"
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_streamed_tool_calls_match(client, parallel):
+    kwargs = dict(max_tokens=120, tools=TOOLS, tool_choice="required", temperature=1.0, seed=11,
+                  parallel_tool_calls=parallel)  # fmt: skip
+    full = chat(client, **kwargs).choices[0]
+    calls: dict[int, dict] = {}
+    finish = None
+    for chunk in chat(client, stream=True, **kwargs):
+        for choice in chunk.choices:
+            finish = choice.finish_reason or finish
+            for d in choice.delta.tool_calls or []:
+                slot = calls.setdefault(d.index, {"id": None, "name": None, "arguments": ""})
+                if d.id:
+                    slot["id"], slot["name"] = d.id, d.function.name
+                slot["arguments"] += d.function.arguments or ""
+    streamed = [(c["name"], c["arguments"]) for _, c in sorted(calls.items())]
+    complete = _calls(full.message)
+    assert streamed[: len(complete)] == complete and finish == full.finish_reason
+    assert all(calls[i]["id"].startswith("call_") for i in calls)
+
+
+def test_tool_history_renders(client):
+    messages = USER + [
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
+            "name": "get_weather", "arguments": '{"city": "Paris", "unit": "c"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "21 degrees"},
+    ]  # fmt: skip
+    r = chat(client, messages=messages, max_tokens=5, tools=TOOLS, tool_choice="none")
+    assert r.usage.prompt_tokens > 40
+
+
+# ---------------------------------------------------------------------- errors
+def test_error_bad_schema_has_path(client):
+    fmt = {"type": "json_schema", "json_schema": {"name": "x", "schema": {
+        "type": "object", "properties": {"a": {"type": "string", "pattern": "(?=x)"}}}}}  # fmt: skip
+    with pytest.raises(openai.BadRequestError) as e:
+        chat(client, response_format=fmt)
+    assert "#/properties/a" in e.value.message and e.value.body["param"] == "response_format"
+
+
+def test_error_bad_grammar_has_position(client):
+    with pytest.raises(openai.BadRequestError) as e:
+        chat(client, extra_body={"guided_grammar": 'root ::= "a" (\n'})
+    assert "line" in e.value.message and e.value.body["code"] == "invalid_grammar"
+
+
+@pytest.mark.parametrize(
+    "kwargs, needle",
+    [
+        (dict(temperature=5), "temperature"),
+        (dict(top_p=0), "top_p"),
+        (dict(extra_body={"bogus_field": 1}), "bogus_field"),
+        (dict(extra_body={"regex": "a", "choice": ["b"]}), "at most one"),
+        (dict(tools=TOOLS, tool_choice={"type": "function", "function": {"name": "nope"}}), "nope"),
+        (dict(logit_bias={"1": 2}), "logit_bias"),
+        (dict(extra_body={"guided_regex": "(?<=a)b"}), "lookaround"),
+    ],
+    ids=["temperature", "top_p", "unknown-field", "two-constraints", "unknown-tool", "logit_bias", "bad-regex"],
+)
+def test_error_bad_parameters(client, kwargs, needle):
+    with pytest.raises(openai.BadRequestError) as e:
+        chat(client, max_tokens=4, **kwargs)
+    assert needle in e.value.message
+
+
+def test_error_unknown_model(client):
+    with pytest.raises(openai.NotFoundError) as e:
+        chat(client, model="gpt-4o")
+    assert "gpt-4o" in e.value.message
+
+
+def test_error_queue_full(server, client):
+    served = server[0].state.served
+    saved = served.max_in_flight
+    served.max_in_flight = served.in_flight
+    try:
+        with pytest.raises(openai.InternalServerError) as e:
+            chat(client, max_tokens=2)
+        assert e.value.status_code == 503 and e.value.response.headers["retry-after"] == "1"
+    finally:
+        served.max_in_flight = saved
+
+
+def test_disconnect_aborts(server):
+    served = server[0].state.served
+    engine = served.llm.engine
+    body = {"model": MODEL, "messages": USER, "max_tokens": 1500, "stream": True, "ignore_eos": True}
+    finished_before = served.metrics.e2e.count
+    with httpx.stream("POST", f"{server[1]}/v1/chat/completions", json=body, timeout=60) as r:
+        for line in r.iter_lines():
+            if line.startswith("data: {"):
+                break
+    deadline = time.monotonic() + 20
+    while (engine.requests or served.in_flight) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not engine.requests and served.in_flight == 0
+    assert served.metrics.e2e.count == finished_before  # aborted, not run to its end
+    # a plain (non-streaming) request whose client gives up is aborted too
+    try:
+        httpx.post(f"{server[1]}/v1/chat/completions", json={**body, "stream": False}, timeout=0.5)
+    except httpx.TimeoutException:
+        pass
+    deadline = time.monotonic() + 20
+    while (engine.requests or served.in_flight) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not engine.requests and served.in_flight == 0
+    assert served.metrics.e2e.count == finished_before
