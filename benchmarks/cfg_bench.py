@@ -114,10 +114,10 @@ class Guided:
 
     def __init__(self, tokenizer):
         from guided.grammar import Vocabulary
-        from guided.grammar.tokens.token_trie import trie_for
+        from guided.grammar.tokens.vocab_index import vocab_index
 
         self.vocab = Vocabulary.from_tokenizer(tokenizer)
-        trie_for(self.vocab)
+        vocab_index(self.vocab)
         self.words = self.vocab.bitmask_words
         self.how: dict[str, str] = {}
         self.schema_ok = self._schema_works()

@@ -61,7 +61,7 @@ def maskbench_schemas(llm: LLM, every: int, limit: int) -> tuple[list, dict]:
             excluded += 1
             continue
         try:
-            llm.compiler.compile(JsonSchema(schema))
+            llm.compile_service.compile(JsonSchema(schema))
         except Exception:  # refused by the compiler (recursive, too large, ...): not part of the workload
             failed += 1
             continue
@@ -153,7 +153,7 @@ def fast_forward_gain(llms: dict, schemas: list, concurrency: int, max_tokens: i
     result = {"requests": len(schemas), "concurrency": concurrency}
     for name, llm in llms.items():
         for s in schemas:  # compile outside the timed region
-            llm.compiler.compile(JsonSchema(s))
+            llm.compile_service.compile(JsonSchema(s))
         llm.generate(
             prompts[:2], params, use_tqdm=False, response_format=[JsonSchema(s) for s in schemas[:2]]
         )
@@ -181,7 +181,7 @@ def run_model(name: str, model_dir: str, args, device: str, dtype: str) -> dict:
     common = dict(device=device, dtype=dtype, max_model_len=max(args.prompt_len + args.max_tokens, args.ff_max_tokens) + 64,
                   max_num_seqs=max(concurrencies), compile_timeout=600.0)  # fmt: skip
     llm = LLM(model_dir, **common)
-    llm.compiler.compiler.cache_size = 4096  # the whole schema pool stays compiled
+    llm.compile_service.grammars.cache_size = 4096  # the whole schema pool stays compiled
     vocab = len(llm.tokenizer) - 16
     t = time.perf_counter()
     schemas, pool = maskbench_schemas(llm, args.every, args.max_schemas)

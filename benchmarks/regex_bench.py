@@ -47,10 +47,10 @@ class GuidedEngine:
 
     def __init__(self, vocab):
         from guided.grammar import GrammarCompiler
-        from guided.grammar.tokens.token_trie import trie_for
+        from guided.grammar.tokens.vocab_index import vocab_index
 
         self.vocab = vocab
-        trie_for(self.vocab)
+        vocab_index(self.vocab)
         self.compiler_cls = GrammarCompiler
         self.words = self.vocab.bitmask_words
         # load the JIT-compiled walk (from numba's on-disk cache, or compile it) before timing anything

@@ -26,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
 sys.path.insert(0, str(REPO / "tests" / "reliability"))  # the drivers the tests use
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "helpers"))
 
 import fuzz_lib as fz  # noqa: E402
 from fault_lib import SCENARIOS  # noqa: E402
@@ -111,14 +111,12 @@ def known_bugs(service, tokenizer) -> list[dict]:
 
 
 def _maskbench(service, vocab, tokenizer, rng, count: int) -> dict:
-    from test_fuzz import mutate
-
     shared = Path(os.environ.get("GUIDED_SHARED", REPO.parent / "shared")) / "data" / "maskbench"
     tally, before, t0 = fz.Tally(), fz.rss_bytes(), time.perf_counter()
     files = sorted(shared.glob("*.json")) if shared.is_dir() else []
     for path in rng.sample(files, min(count, len(files))):
         entry = json.loads(path.read_text())
-        schema = mutate(entry["schema"], rng)
+        schema = fz.mutate(entry["schema"], rng)
         compiled = (
             fz.compile_case(service, JsonSchema(schema), tally, BOUND_S) if isinstance(schema, dict) else None
         )

@@ -1,5 +1,14 @@
-"""Grammar side: regex / grammar -> byte automata -> token-level matchers over a Vocabulary."""
+"""Grammar side: regex / grammar -> byte automata -> token-level matchers over a Vocabulary.
 
+The public face: ``GrammarCompiler`` (constraint -> compiled grammar), ``Vocabulary``, the compiled
+grammars and their ``Matcher``s, the regex front end, and what compilers that lower to the IR
+(``regex_ast``, ``cfg_ir``) need: ``ExprPool`` for exact membership and ``intern_common``. Inside:
+``frontends/`` (text -> IR), ``automata/`` (IR -> lazy byte automata), ``tokens/`` (automata x
+vocabulary -> masks); ``languages`` answers questions about regex languages at compile time.
+"""
+
+from guided.grammar.automata.expr_pool import EMPTY_ID, ExprPool, intern_common
+from guided.grammar.bounded_cache import BoundedCache
 from guided.grammar.compiler import GrammarCompiler
 from guided.grammar.frontends.ecma_regex import parse_regex
 from guided.grammar.tokens.compiled import CompiledGrammar
@@ -7,4 +16,16 @@ from guided.grammar.tokens.compiled_cfg import CfgMatcher, CompiledCfg
 from guided.grammar.tokens.matcher import Matcher
 from guided.grammar.vocab import Vocabulary
 
-__all__ = ["CfgMatcher", "CompiledCfg", "CompiledGrammar", "GrammarCompiler", "Matcher", "Vocabulary", "parse_regex"]
+__all__ = [
+    "EMPTY_ID",
+    "BoundedCache",
+    "CfgMatcher",
+    "CompiledCfg",
+    "CompiledGrammar",
+    "ExprPool",
+    "GrammarCompiler",
+    "Matcher",
+    "Vocabulary",
+    "intern_common",
+    "parse_regex",
+]

@@ -11,10 +11,12 @@ masks are computed on first visit.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 
+import numpy as np
+
 from guided.errors import GrammarError
+from guided.grammar.bounded_cache import BoundedCache
 from guided.grammar.cfg_ir import CfgGrammar
 from guided.grammar.frontends.ecma_regex import parse_regex
 from guided.grammar.frontends.gbnf_grammar import parse_gbnf
@@ -22,9 +24,10 @@ from guided.grammar.frontends.lark_grammar import parse_lark
 from guided.grammar.regex_ast import Node
 from guided.grammar.tokens.compiled import CompiledGrammar
 from guided.grammar.tokens.compiled_cfg import CompiledCfg, compile_cfg
+from guided.grammar.tokens.vocab_index import vocab_index
 from guided.grammar.vocab import Vocabulary
 
-__all__ = ["GrammarCompiler"]
+__all__ = ["GrammarCompiler", "warm_up"]
 
 
 class GrammarCompiler:
@@ -61,8 +64,8 @@ class GrammarCompiler:
         self.max_states = max_states
         self.mask_cache_bytes = mask_cache_bytes
         self.mask_timeout_s = mask_timeout_s
-        self._cache: OrderedDict[tuple, CompiledGrammar] = OrderedDict()
-        self._lock = threading.Lock()
+        self._cache: BoundedCache[tuple, CompiledGrammar | CompiledCfg] = BoundedCache(cache_size)
+        warm_up(vocabulary)
 
     def compile_regex(self, pattern: str, search: bool = False) -> CompiledGrammar:
         """Compile an ECMA-262 regex; the text must match it fully (``search=True``: contain a match)."""
@@ -106,16 +109,24 @@ class GrammarCompiler:
         return self._lookup(key, lambda: CompiledGrammar(self.vocabulary, build(), key=key, **opts))
 
     def _lookup(self, key: tuple, make: Callable[[], CompiledGrammar | CompiledCfg]):
-        full_key = key + (self.vocabulary.fingerprint,)
-        with self._lock:
-            hit = self._cache.get(full_key)
-            if hit is not None:
-                self._cache.move_to_end(full_key)
-                return hit
-        compiled = make()
-        with self._lock:
-            compiled = self._cache.setdefault(full_key, compiled)
-            self._cache.move_to_end(full_key)
-            while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
-        return compiled
+        return self._cache.get_or_create(key + (self.vocabulary.fingerprint,), make)
+
+
+_WARM: set[str] = set()  # fingerprints of the vocabularies warmed up in this process
+_WARM_LOCK = threading.Lock()
+
+
+def warm_up(vocabulary: Vocabulary) -> None:
+    """Build the vocabulary's index and fill one regular and one context-free mask, once per process:
+    numba's JIT compilation (or its cache load, ~10 s cold) then happens here, when a compiler is
+    made, and never inside a compile's or a mask's time bound."""
+    with _WARM_LOCK:
+        if vocabulary.fingerprint in _WARM:
+            return
+        vocab_index(vocabulary).cfg_tables()
+        row = np.zeros(vocabulary.bitmask_words, dtype=np.int32)
+        nested = parse_lark('start: "(" start? ")"', "start")
+        for compiled in (CompiledGrammar(vocabulary, parse_regex("[a-z]{1,3}"), mask_timeout_s=None),
+                         compile_cfg(vocabulary, nested, regular_fast_path=False, mask_timeout_s=None)):  # fmt: skip
+            compiled.matcher().fill_bitmask(row)
+        _WARM.add(vocabulary.fingerprint)

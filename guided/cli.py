@@ -13,7 +13,7 @@ import os
 import sys
 import time
 
-from guided.errors import GuidedError
+from guided.errors import ConfigError, GuidedError
 
 __all__ = ["main"]
 
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         if args.command == "demo":
-            from guided.demo import run_demo
+            from guided.demo import run_demo  # lazy, as every command's imports: --help starts at once
 
             return run_demo(args.model)
         if args.command == "vocab":
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _llm(args):
-    from guided.llm import LLM
+    from guided.llm import LLM  # lazy: torch and the engine load only for commands that run a model
 
     config = {"device": args.device, "dtype": args.dtype, "max_num_seqs": args.max_num_seqs}
     if args.max_model_len is not None:
@@ -152,6 +152,7 @@ def _llm(args):
 def _serve(args) -> int:
     import uvicorn
 
+    # lazy: the server's stack (fastapi, the engine) loads only for `guided serve`
     from guided.server.app import create_app
     from guided.server.guards import GracefulServer
 
@@ -178,8 +179,7 @@ def _limits(items: list[str], **defaults):
     """``Limits`` from ``NAME=VALUE`` strings over ``defaults``; a ConfigError names a bad one."""
     from dataclasses import fields
 
-    from guided.errors import ConfigError
-    from guided.limits import Limits
+    from guided.limits import Limits  # lazy with the server it configures
 
     types = {f.name: f.type for f in fields(Limits)}
     values = dict(defaults)
@@ -197,6 +197,7 @@ def _limits(items: list[str], **defaults):
 def _generate(args) -> int:
     from pathlib import Path
 
+    # lazy: the engine's modules load only for commands that generate
     from guided.constraints import Choice, Grammar, JsonSchema, Regex
     from guided.engine.sampling_params import SamplingParams
 
@@ -213,7 +214,7 @@ def _generate(args) -> int:
     params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed)
     prompt = llm.render_chat([{"role": "user", "content": args.prompt}]) if args.chat else args.prompt
     if constraint is not None:
-        llm.compiler.compile(constraint)  # a bad schema or grammar is reported here, with where
+        llm.compile_service.compile(constraint)  # a bad schema or grammar is reported here, with where
     out = llm.generate(prompt, params, use_tqdm=False, response_format=constraint)[0]
     if out.finish_reason == "error":
         raise GuidedError(out.error or "generation failed")
@@ -223,6 +224,7 @@ def _generate(args) -> int:
 
 
 def _vocab(spec: str) -> int:
+    # lazy: tokenizers and the grammar side load only for `guided vocab`
     from guided.builtin.tokenizers import load_tokenizer
     from guided.grammar.vocab import Vocabulary
 

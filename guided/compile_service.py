@@ -16,9 +16,12 @@ from dataclasses import dataclass
 
 from guided.constraints import Choice, Constraint, Grammar, JsonSchema, Regex
 from guided.errors import CompileTimeoutError, ConfigError, LimitError
+from guided.grammar.bounded_cache import BoundedCache
 from guided.grammar.compiler import GrammarCompiler
+from guided.grammar.regex_ast import alt, literal
 from guided.grammar.vocab import Vocabulary
 from guided.limits import Limits, check_text
+from guided.schema.compiler import compile_json_schema
 
 __all__ = ["CompileService", "PendingGrammar"]
 
@@ -69,10 +72,11 @@ class CompileService:
                  cache_size: int = 256, limits: Limits | None = None):  # fmt: skip
         if timeout_s <= 0:
             raise ConfigError(f"compile timeout must be positive, got {timeout_s}")
-        self.compiler = GrammarCompiler(vocabulary, cache_size=cache_size, encode=encode)
+        self.grammars = GrammarCompiler(vocabulary, cache_size=cache_size, encode=encode)
         self.set_limits(limits or Limits(compile_timeout_s=float(timeout_s)))
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="guided-compile")
         self._inflight: dict[tuple, tuple[Future, list]] = {}
+        self._compiled: BoundedCache[tuple, bool] = BoundedCache(cache_size)  # keys compiled lately
         self._lock = threading.Lock()
         self.compiles = 0  # compiles started (cache misses)
         self.shared = 0  # submissions that joined a compile already in flight
@@ -99,8 +103,8 @@ class CompileService:
         """Apply ``limits`` to compiles submitted from now on."""
         self.limits = limits
         self.timeout_s = limits.compile_timeout_s
-        self.compiler.max_states = limits.automaton_states
-        self.compiler.mask_cache_bytes = limits.mask_cache_bytes
+        self.grammars.max_states = limits.automaton_states
+        self.grammars.mask_cache_bytes = limits.mask_cache_bytes
 
     def compile(self, constraint: Constraint):
         """Compile synchronously (for tools and tests), with the same bound and errors."""
@@ -115,11 +119,17 @@ class CompileService:
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
+    def is_known(self, constraint: Constraint) -> bool:
+        """Whether ``constraint`` compiled lately or is compiling now (a submit would not start a compile)."""
+        return constraint.key in self._compiled or constraint.key in self._inflight
+
     def _done(self, key: tuple, future: Future) -> None:
         with self._lock:
             entry = self._inflight.get(key)
             if entry is not None and entry[0] is future:
                 del self._inflight[key]
+        if not future.cancelled() and future.exception() is None:
+            self._compiled.put(key, True)
 
     def _timed_compile(self, constraint: Constraint, started: list):
         started[0] = time.monotonic()
@@ -142,18 +152,16 @@ class CompileService:
             check_text(limits, "grammar_bytes", "".join(constraint.options), "the choice options")
 
     def _compile(self, constraint: Constraint):
-        compiler = self.compiler
+        compiler = self.grammars
         hook = getattr(constraint, "compile", None)
         if hook is not None:  # constraints defined elsewhere (tool calls) compile themselves: hook(compiler, limits)
             return hook(compiler, self.limits)
         if isinstance(constraint, Regex):
             return compiler.compile_regex(constraint.pattern)
         if isinstance(constraint, Choice):
-            from guided.grammar.regex_ast import alt, literal
 
             return compiler.compile_ast(alt(*(literal(o) for o in constraint.options)), key=constraint.key)
         if isinstance(constraint, JsonSchema):
-            from guided.schema.compiler import compile_json_schema
 
             return compile_json_schema(
                 compiler, constraint.schema, strict=constraint.strict, lenient=constraint.lenient,

@@ -123,6 +123,7 @@ def to_constraint(value: Any, *, strict: bool = False) -> Constraint | None:
     if value is None or isinstance(value, Constraint):
         return value
     if isinstance(value, type) and hasattr(value, "model_json_schema"):
+        # lazy: constraints stay light; the schema compiler loads when a model is given
         from guided.schema.pydantic_models import json_schema_for
 
         # A model that does not allow extra fields should not be generated with them: strict unless

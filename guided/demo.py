@@ -14,7 +14,11 @@ import time
 from importlib.resources import files
 from pathlib import Path
 
+from guided.builtin.tiny_model import default_model_dir
+from guided.constraints import Choice, JsonSchema, Regex
+from guided.engine.sampling_params import SamplingParams
 from guided.errors import ModelLoadError
+from guided.llm import LLM
 
 __all__ = ["run_demo", "demo_schemas"]
 
@@ -31,11 +35,6 @@ def demo_schemas() -> dict[str, dict]:
 
 def run_demo(model: str | None = None, max_tokens: int = 256) -> int:
     import jsonschema
-
-    from guided.builtin.tiny_model import default_model_dir
-    from guided.constraints import Choice, JsonSchema, Regex
-    from guided.engine.sampling_params import SamplingParams
-    from guided.llm import LLM
 
     t0 = time.perf_counter()
     if model is None:

@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from guided.builtin.tiny_model import default_model_dir
 from guided.compile_service import CompileService
 from guided.constraints import Constraint, JsonSchema, to_constraint
 from guided.engine.config import Config
@@ -51,24 +52,23 @@ class LLM:
     def __init__(self, model: str | os.PathLike | None = None, tokenizer=None, compile_timeout: float = 10.0,
                  **config):  # fmt: skip
         if model is None:
-            from guided.builtin.tiny_model import default_model_dir
 
             model = default_model_dir()
             print(f"guided: no model given; using the embedded random-weight default model ({model})",
                   file=sys.stderr)  # fmt: skip
         self.engine = LLMEngine(Config(model=str(model), **config), tokenizer, stream=False)
         self.compile_timeout = compile_timeout
-        self._compiler: CompileService | None = None
+        self._compile_service: CompileService | None = None
 
     @property
-    def compiler(self) -> CompileService:
+    def compile_service(self) -> CompileService:
         """The constraint compiler for this model's vocabulary (built on first use)."""
-        if self._compiler is None:
+        if self._compile_service is None:
             engine = self.engine
             vocab = Vocabulary.from_tokenizer(engine.tokenizer, size=engine.vocab_size, eos_ids=engine.eos_token_ids)
-            self._compiler = CompileService(vocab, encode=continuation_encoder(engine.tokenizer, vocab),
+            self._compile_service = CompileService(vocab, encode=continuation_encoder(engine.tokenizer, vocab),
                                             timeout_s=self.compile_timeout)  # fmt: skip
-        return self._compiler
+        return self._compile_service
 
     @property
     def tokenizer(self):
@@ -105,7 +105,7 @@ class LLM:
         prompts = [prompts] if single else list(prompts)
         params_list = _per_prompt(params, len(prompts))
         constraints = _per_prompt_constraints(response_format, len(prompts))
-        grammars = [self.compiler.submit(c) if c is not None else None for c in constraints]
+        grammars = [self.compile_service.submit(c) if c is not None else None for c in constraints]
         ids = [self.engine.add_request(p, sp, grammar=g) for p, sp, g in zip(prompts, params_list, grammars, strict=True)]
         try:
             done = self._run(set(ids), use_tqdm and len(ids) >= _PROGRESS_MIN)

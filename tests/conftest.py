@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
+from shared_data import SHARED, TOKENIZER_FILES, shared_path
 
 REPO = Path(__file__).resolve().parents[1]
 LONG_TESTS = os.environ.get("GUIDED_LONG_TESTS") == "1"
@@ -28,25 +29,9 @@ def _hypothesis_profiles() -> None:
 
 
 _hypothesis_profiles()
-SHARED = Path(os.environ.get("GUIDED_SHARED", REPO.parent / "shared"))
-
-TOKENIZER_FILES = {
-    "llama3": SHARED / "tokenizers" / "llama3" / "tokenizer.model",
-    "mistral": SHARED / "tokenizers" / "mistral-v1" / "tokenizer.model",
-}
-
-
-def shared_path(*parts: str) -> Path:
-    """A path under ../shared, or a skip naming what is missing."""
-    path = SHARED.joinpath(*parts)
-    if not path.exists():
-        pytest.skip(f"{path} is absent (the shared data directory beside the checkout); CI has it")
-    return path
-
-
 @pytest.fixture
 def shared():
-    """``shared_path`` as a fixture, for test folders whose own ``conftest`` shadows this module's name."""
+    """``shared_path`` as a fixture."""
     return shared_path
 
 

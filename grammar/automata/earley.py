@@ -33,7 +33,7 @@ from guided.grammar.automata.expr_pool import EMPTY_ID, EPS_ID, ExprPool, byte_c
 from guided.grammar.automata.state_table import StateTable
 from guided.grammar.cfg_ir import CfgGrammar
 
-__all__ = ["CfgAutomaton", "CfgState", "DEAD", "UNKNOWN"]
+__all__ = ["CfgAutomaton", "DEAD", "UNKNOWN"]
 
 DEAD = -1
 UNKNOWN = -2  # a transition not computed yet
@@ -462,6 +462,3 @@ def _nullable(n: int, prods) -> list[bool]:
             if not out[head] and all(s >= 0 and out[s] for s in body):
                 out[head] = changed = True
     return out
-
-
-from guided.grammar.automata.cfg_recognizer import CfgState  # noqa: E402  (re-exported: the byte-level recognizer over CfgAutomaton)

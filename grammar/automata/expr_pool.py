@@ -348,14 +348,6 @@ class ExprPool:
             self._or_index[e] = index
         return index
 
-    # ------------------------------------------------------------------ slices
-    def slice_candidate(self, e: int) -> tuple[tuple, int] | None:
-        """(character class key, max repeats or INF) when e starts with a repeated character class
-        (see slices.slice_candidate)."""
-        from guided.grammar.tokens.slices import slice_candidate
-
-        return slice_candidate(self, e)
-
     # ------------------------------------------------------------------ counter clamping
     def clamp(self, e: int, limit: int) -> int:
         """e with repeat counters above ``limit`` clamped (outside AND/NOT).

@@ -10,8 +10,6 @@ vocabulary, and rebuilds its caches on load.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -19,11 +17,13 @@ import numpy as np
 
 from guided.grammar.automata.expr_pool import ExprPool
 from guided.grammar.automata.lazy_dfa import LazyDFA
+from guided.grammar.automata.slice_forms import slice_candidate
+from guided.grammar.bounded_cache import BoundedCache
 from guided.grammar.tokens.forced import ForcedTokenizer
-from guided.grammar.tokens.token_trie import trie_for
+from guided.grammar.tokens.matcher import Matcher
+from guided.grammar.tokens.vocab_index import vocab_index
 
 if TYPE_CHECKING:
-    from guided.grammar.tokens.matcher import Matcher
     from guided.grammar.vocab import Vocabulary
 
 __all__ = ["AutomatonQueries", "CompiledGrammar"]
@@ -72,7 +72,8 @@ class AutomatonQueries:
     def _build_vocabulary_side(self) -> None:
         """What depends on the vocabulary alone: trie, EOS mask, token bytes, the mask LRU, forced tokens."""
         vocab = self.vocabulary
-        self.trie = trie_for(vocab)
+        self.index = vocab_index(vocab)
+        self.trie = self.index.trie
         self.eos_ids = tuple(vocab.eos_ids)
         self._eos_set = frozenset(vocab.eos_ids)
         self._special = vocab.special
@@ -81,9 +82,8 @@ class AutomatonQueries:
         self._eos_mask = np.zeros(self._words, dtype=np.uint32)
         for i in self.eos_ids:
             self._eos_mask[i >> 5] |= np.uint32(1 << (i & 31))
-        self._masks: OrderedDict[int, np.ndarray] = OrderedDict()  # mask key -> uint32 [words]
-        self._max_masks = max(4, self.mask_cache_bytes // (4 * self._words))
-        self._lock = threading.Lock()
+        # mask key -> uint32 [words], bounded in bytes
+        self._masks: BoundedCache[int, np.ndarray] = BoundedCache(max(4, self.mask_cache_bytes // (4 * self._words)))
         self.forced = ForcedTokenizer(self, self.encode)
         self._stack_len = self.trie.max_token_len + 2
 
@@ -123,31 +123,19 @@ class CompiledGrammar(AutomatonQueries):
 
     # ------------------------------------------------------------------ queries
     def matcher(self) -> Matcher:
-        from guided.grammar.tokens.matcher import Matcher
-
         return Matcher(self)
 
     def mask(self, state: int) -> np.ndarray:
         """The allowed-token bitmask of a state: uint32 [words], bit (id & 31) of word (id >> 5). Do not modify."""
         key = self._mask_key.get(state)
-        if key is not None:
-            with self._lock:
+        m = self._masks.get(key) if key is not None else None
+        if m is None:
+            with self.pool.bound.limit(self.mask_timeout_s, "computing a token mask"):
+                if key is None:
+                    key = self._clamped_state(state)
                 m = self._masks.get(key)
-                if m is not None:
-                    self._masks.move_to_end(key)
-                    return m
-        with self.pool.bound.limit(self.mask_timeout_s, "computing a token mask"):
-            if key is None:
-                key = self._clamped_state(state)
-            with self._lock:
-                m = self._masks.get(key)
-            if m is None:
-                m = self._compute_mask(key)
-        with self._lock:
-            self._masks[key] = m
-            self._masks.move_to_end(key)
-            while len(self._masks) > self._max_masks:
-                self._masks.popitem(last=False)
+                if m is None:
+                    m = self._masks.put(key, self._compute_mask(key))
         return m
 
     def _clamped_state(self, state: int) -> int:
@@ -163,8 +151,8 @@ class CompiledGrammar(AutomatonQueries):
         stack = np.zeros(self._stack_len, dtype=np.int32)
         stack[0] = state
         with self.dfa.lock:
-            candidate = self.pool.slice_candidate(self.dfa.exprs[state])
-        sl = None if candidate is None else self.trie.slice_for(candidate[0], lazy=True)
+            candidate = slice_candidate(self.pool, self.dfa.exprs[state])
+        sl = None if candidate is None else self.index.slice_for(candidate[0], lazy=True)
         if sl is None:
             mask = np.zeros(self._words, dtype=np.uint32)
             self.trie.fill(mask, stack, self.dfa)

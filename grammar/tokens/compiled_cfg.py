@@ -20,12 +20,12 @@ import numpy as np
 
 from guided.grammar.automata.earley import LEX, UNKNOWN, CfgAutomaton
 from guided.grammar.automata.expr_pool import ExprPool
+from guided.grammar.automata.slice_forms import slice_candidate
 from guided.grammar.cfg_ir import CfgGrammar
 from guided.grammar.frontends.gbnf_grammar import parse_gbnf
 from guided.grammar.frontends.lark_grammar import parse_lark
 from guided.grammar.tokens.compiled import AutomatonQueries, CompiledGrammar
 from guided.grammar.tokens.matcher import Matcher
-from guided.grammar.tokens.token_trie import trie_parents
 from guided.grammar.vocab import Vocabulary
 
 __all__ = ["CompiledCfg", "CfgMatcher", "compile_cfg", "compile_lark", "compile_gbnf"]
@@ -55,7 +55,7 @@ class CompiledCfg(AutomatonQueries):
         self.dfa.timeout_s = self.mask_timeout_s  # forced-token queries read it
         self.pool = pool
         self._build_vocabulary_side()
-        self._desc, self._next_tok, self._tails = _desc_for(self.trie)
+        self._desc, self._next_tok, self._tails = self.index.cfg_tables()
         self._inside: dict[int, np.ndarray] = {}  # lexer state -> tokens inside its lexeme (any context)
         self._slice_keys: dict[int, tuple | None] = {}  # configuration -> slice_of
         self._lex_slices: dict[int, tuple | None] = {}  # lexer state -> its lexemes' widest slice
@@ -75,17 +75,10 @@ class CompiledCfg(AutomatonQueries):
 
     def mask(self, state: int) -> np.ndarray:
         """The allowed-token bitmask of a configuration: uint32 [words]. Do not modify."""
-        with self._lock:
-            m = self._masks.get(state)
-            if m is not None:
-                self._masks.move_to_end(state)
-                return m
-        with self.pool.bound.limit(self.mask_timeout_s, "computing a token mask"):
-            m = self._compute_mask(state)
-        with self._lock:
-            self._masks[state] = m
-            while len(self._masks) > self._max_masks:
-                self._masks.popitem(last=False)
+        m = self._masks.get(state)
+        if m is None:
+            with self.pool.bound.limit(self.mask_timeout_s, "computing a token mask"):
+                m = self._masks.put(state, self._compute_mask(state))
         return m
 
     def _compute_mask(self, state: int) -> np.ndarray:
@@ -133,7 +126,7 @@ class CompiledCfg(AutomatonQueries):
     def slice_of(self, state: int) -> tuple | None:
         """(character class key, max repeats or -1) when some lexeme in flight at configuration state is
         ``X{lo,hi} rest``: every token of at most hi X-characters then stays inside that lexeme, whatever
-        the parser context (see ``ExprPool.slice_candidate`` and ``slices.Slice``); else None."""
+        the parser context (see ``slice_forms.slice_candidate`` and ``slices.Slice``); else None."""
         if state in self._slice_keys:
             return self._slice_keys[state]
         dfa, best = self.dfa, None
@@ -149,12 +142,12 @@ class CompiledCfg(AutomatonQueries):
         if r is False:
             r = None
             for _, e in self.dfa.lexstates[lex]:
-                r = _wider_slice(r, self.dfa.pool.slice_candidate(e))
+                r = _wider_slice(r, slice_candidate(self.dfa.pool, e))
             self._lex_slices[lex] = r
         return r
 
     def _sync_tails(self) -> tuple[np.ndarray, np.ndarray]:
-        """(configuration -> row of ``_Tails`` or -1, the rows) with an entry for every configuration
+        """(configuration -> row of ``TailRows`` or -1, the rows) with an entry for every configuration
         made so far: the walk skips, below a node whose configuration has an unbounded slice, the
         subtrees that spell only that slice's characters (``Slice.tails``), OR-ing in their tokens."""
         n = self.dfa.n_states
@@ -181,7 +174,7 @@ class CompiledCfg(AutomatonQueries):
     def _slice(self, state: int):
         """(Slice, bound) of the character class some lexeme in flight loops on, or (None, -1)."""
         candidate = self.slice_of(state)
-        sl = None if candidate is None else self.trie.slice_for(candidate[0], lazy=True)
+        sl = None if candidate is None else self.index.slice_for(candidate[0], lazy=True)
         return (None, -1) if sl is None else (sl, sl.bound(candidate[1]))
 
     def __repr__(self) -> str:
@@ -268,22 +261,6 @@ def _walk(node_byte, node_depth, node_end, tok_start, tok_end, token_ids, class_
     return n_out
 
 
-@numba.njit(cache=True)
-def _descendant_bytes(node_byte, node_depth):
-    """uint64 [nodes, 4]: the bytes of each node's strict descendants, as 256-bit masks."""
-    n = len(node_byte)
-    desc = np.zeros((n, 4), np.uint64)
-    parent = trie_parents(node_depth)
-    for j in range(n - 1, -1, -1):
-        p = parent[j]
-        if p >= 0:
-            b = node_byte[j]
-            desc[p, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
-            for w in range(4):
-                desc[p, w] |= desc[j, w]
-    return desc
-
-
 _LOCAL = threading.local()
 
 
@@ -293,60 +270,6 @@ def _buffers(n: int) -> tuple[np.ndarray, np.ndarray]:
     if bufs is None or len(bufs[0]) < n:
         bufs = _LOCAL.bufs = (np.empty((n, 4), dtype=np.int32), np.empty((n, 4), dtype=np.int32))
     return bufs
-
-
-class _Tails:
-    """The ``Slice.tails`` of one trie's unbounded slices, stacked as rows for the walk (shared by
-    every grammar over the trie; rows are only appended, so an older array stays valid for its rows)."""
-
-    def __init__(self, trie):
-        self.trie = trie
-        self.rows = np.zeros((1, trie.n_nodes), dtype=np.uint8)  # one unused row until the first slice
-        self._row: dict[tuple, int] = {}  # slice key -> row, or -1 when the class gets no slice
-        self._lock = threading.Lock()
-
-    def row(self, key: tuple, hi: int) -> int:
-        """The row of the slice (key, hi) when it is unbounded within one token, else -1."""
-        sl = self.trie.slice_for(key, lazy=True)
-        if sl is None or sl.bound(hi) < sl.cap:
-            return -1
-        with self._lock:
-            r = self._row.get(key)
-            if r is None:
-                r = self._row[key] = len(self._row)
-                rows = np.zeros((max(r + 1, len(self.rows)), self.trie.n_nodes), dtype=np.uint8)
-                rows[:r] = self.rows[:r]
-                rows[r] = sl.tails
-                self.rows = rows
-            return r
-
-
-_DESC: dict[int, tuple] = {}
-_DESC_LOCK = threading.Lock()
-
-
-@numba.njit(cache=True)
-def _next_tokens(tok_start, tok_end, n_tokens):
-    """int32 [nodes + 1]: the index (in token_ids) of the first token ending at or after each node in
-    preorder; tokens are in byte order, so a subtree i's tokens are next[i]:next[node_end[i]]."""
-    n = len(tok_start)
-    nxt = np.full(n + 1, n_tokens, np.int32)
-    for i in range(n - 1, -1, -1):
-        nxt[i] = tok_start[i] if tok_end[i] > tok_start[i] else nxt[i + 1]
-    return nxt
-
-
-def _desc_for(trie) -> tuple[np.ndarray, np.ndarray, _Tails]:
-    """(``_descendant_bytes``, ``_next_tokens``, ``_Tails``) of a trie, cached for the few tries in use."""
-    with _DESC_LOCK:
-        hit = _DESC.get(id(trie))
-        if hit is None or hit[0] is not trie:
-            desc = _descendant_bytes(trie.node_byte, trie.node_depth)
-            nxt = _next_tokens(trie.tok_start, trie.tok_end, len(trie.token_ids))
-            hit = _DESC[id(trie)] = (trie, desc, nxt, _Tails(trie))
-            while len(_DESC) > 4:
-                _DESC.pop(next(iter(_DESC)))
-        return hit[1], hit[2], hit[3]
 
 
 def compile_cfg(

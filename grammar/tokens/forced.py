@@ -13,12 +13,13 @@ merge with the forced text (its encoding together does not start with that token
 from __future__ import annotations
 
 import bisect
-import threading
-from collections import OrderedDict
+
+from guided.grammar.bounded_cache import BoundedCache
 
 __all__ = ["ForcedTokenizer"]
 
 MAX_FORCED_BYTES = 512
+MAX_CACHED = 65536  # forced-token answers kept per grammar
 
 
 class ForcedTokenizer:
@@ -26,22 +27,16 @@ class ForcedTokenizer:
         # the parts, not the grammar itself: no reference cycle, so a dropped grammar is freed at once
         self.dfa, self.vocabulary, self.trie = compiled.dfa, compiled.vocabulary, compiled.trie
         self.encode = encode
-        self._cache: OrderedDict = OrderedDict()
-        self._lock = threading.Lock()
+        self._cache: BoundedCache[tuple, tuple[int, ...]] = BoundedCache(MAX_CACHED)  # (state, previous token)
         self._greedy: dict[bytes, int] | None = None
 
     def forced_tokens(self, state: int, prev_token: int | None) -> list[int]:
         key = (state, prev_token)
-        with self._lock:
-            r = self._cache.get(key)
+        r = self._cache.get(key)
         if r is None:
             dfa = self.dfa
             with dfa.pool.bound.limit(getattr(dfa, "timeout_s", None), "computing forced tokens"):
-                r = self._compute(state, prev_token)
-            with self._lock:
-                self._cache[key] = r
-                if len(self._cache) > 65536:
-                    self._cache.popitem(last=False)
+                r = self._cache.put(key, self._compute(state, prev_token))
         return list(r)
 
     def forced_bytes(self, state: int) -> tuple[bytes, int]:

@@ -6,9 +6,12 @@ All heavy work (masks, DFA rows, forced tokens) is cached in the shared Compiled
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from guided.grammar.tokens.compiled import CompiledGrammar
+if TYPE_CHECKING:
+    from guided.grammar.tokens.compiled import CompiledGrammar
 
 __all__ = ["Matcher"]
 

@@ -7,12 +7,10 @@ Special tokens and empty tokens are not in the trie: they never match text.
 
 from __future__ import annotations
 
-import threading
-
 import numba
 import numpy as np
 
-__all__ = ["TokenTrie", "trie_for"]
+__all__ = ["TokenTrie", "trie_parents", "descendant_bytes", "next_tokens"]
 
 
 class TokenTrie:
@@ -41,21 +39,9 @@ class TokenTrie:
             data, offsets, lcp
         )
         self.no_skip = np.full(len(self.node_byte), np.iinfo(np.int32).max, dtype=np.int32)
-        self._slices: dict = {}
-        self._lock = threading.Lock()
 
     def warm_up(self) -> None:
-        """Compile the walk and precompute the slices of the classes JSON strings use (a few ms each,
-        once per vocabulary): neither then counts against a mask's time bound."""
-        from guided.grammar.tokens.slices import COMMON_CLASSES
-
-        self._compile_walk()
-        for key in COMMON_CLASSES:
-            self.slice_for(key)
-
-    def _compile_walk(self) -> None:
         """Run the numba walk once on no jobs (JIT compilation or a cache load, outside any mask)."""
-
         i32, no_jobs = np.int32, np.zeros(0, dtype=np.int32)
         stacks, cont = np.zeros((0, 2), dtype=i32), np.zeros(0, dtype=np.uint8)
         _walk_batch(
@@ -63,26 +49,6 @@ class TokenTrie:
             np.zeros(256, dtype=i32), np.zeros((1, 1), dtype=i32), np.ones(1, dtype=np.uint8), no_jobs, no_jobs,
             stacks, cont, no_jobs, no_jobs, stacks, cont, np.zeros(1, dtype=np.uint32), self.no_skip, -1,
         )  # fmt: skip
-
-    def slice_for(self, key: tuple, lazy: bool = False):
-        """The (cached) Slice of a character class key (see ExprPool.char_class).
-
-        With ``lazy``, None for a class that few tokens are made of (fewer than 20 lowercase
-        letters, e.g. digits or hex): building a slice costs a few ms, more than the walks it saves.
-        """
-        from guided.grammar.tokens.slices import Slice
-
-        with self._lock:
-            sl = self._slices.get(key)
-            if sl is None and lazy and not _dense(key):
-                return None
-        if sl is None:
-            sl = Slice(self, key)
-            with self._lock:
-                sl = self._slices.setdefault(key, sl)
-                while len(self._slices) > 256:
-                    self._slices.pop(next(iter(self._slices)))
-        return sl
 
     @property
     def n_nodes(self) -> int:
@@ -124,31 +90,6 @@ class TokenTrie:
 
 
 _BATCH = 1024
-
-
-def _dense(key: tuple) -> bool:
-    kind, ranges = key
-    if kind != "chars":
-        return False
-    lower = sum(max(0, min(hi, ord("z")) - max(lo, ord("a")) + 1) for lo, hi in ranges)
-    return lower >= 20
-
-
-_TRIES: dict[str, TokenTrie] = {}
-_TRIES_LOCK = threading.Lock()
-
-
-def trie_for(vocab) -> TokenTrie:
-    """The (cached) trie of a vocabulary."""
-    key = vocab.fingerprint
-    with _TRIES_LOCK:
-        trie = _TRIES.get(key)
-        if trie is None:
-            trie = _TRIES[key] = TokenTrie(vocab)
-            trie.warm_up()
-            while len(_TRIES) > 4:
-                _TRIES.pop(next(iter(_TRIES)))
-        return trie
 
 
 @numba.njit(cache=True)
@@ -265,3 +206,30 @@ def trie_parents(node_depth):
         if d > 1:
             parent[j] = path[d - 1]
     return parent
+
+
+@numba.njit(cache=True)
+def descendant_bytes(node_byte, node_depth):
+    """uint64 [nodes, 4]: the bytes of each node's strict descendants, as 256-bit masks."""
+    n = len(node_byte)
+    desc = np.zeros((n, 4), np.uint64)
+    parent = trie_parents(node_depth)
+    for j in range(n - 1, -1, -1):
+        p = parent[j]
+        if p >= 0:
+            b = node_byte[j]
+            desc[p, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+            for w in range(4):
+                desc[p, w] |= desc[j, w]
+    return desc
+
+
+@numba.njit(cache=True)
+def next_tokens(tok_start, tok_end, n_tokens):
+    """int32 [nodes + 1]: the index (in token_ids) of the first token ending at or after each node in
+    preorder; tokens are in byte order, so a subtree i's tokens are next[i]:next[node_end[i]]."""
+    n = len(tok_start)
+    nxt = np.full(n + 1, n_tokens, np.int32)
+    for i in range(n - 1, -1, -1):
+        nxt[i] = tok_start[i] if tok_end[i] > tok_start[i] else nxt[i + 1]
+    return nxt

@@ -15,6 +15,10 @@ import time
 
 import numpy as np
 
+from guided.grammar.compiler import GrammarCompiler
+from guided.grammar.vocab import Vocabulary
+from guided.schema.compiler import compile_json_schema
+
 __all__ = ["make_engine", "ENGINES"]
 
 ENGINES = ("guided", "llguidance", "xgrammar", "outlines-core")
@@ -45,8 +49,6 @@ class GuidedEngine:
     name = "guided"
 
     def __init__(self, tokenizer, registry=None, **options):
-        from guided.grammar.compiler import GrammarCompiler
-        from guided.grammar.vocab import Vocabulary
 
         self.vocab = Vocabulary.from_tokenizer(tokenizer)
         self.compiler = GrammarCompiler(self.vocab, cache_size=2)
@@ -55,7 +57,6 @@ class GuidedEngine:
         self.bitmask = np.zeros((1, self.vocab.bitmask_words), dtype=np.int32)
 
     def compile(self, schema):
-        from guided.schema.compiler import compile_json_schema
 
         compiled = compile_json_schema(self.compiler, schema, registry=self.registry, **self.options)
         compiled.matcher().fill_bitmask(self.bitmask, 0)

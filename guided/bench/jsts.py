@@ -16,7 +16,10 @@ import sys
 from pathlib import Path
 
 from guided.bench.engines import ENGINES, make_engine
+from guided.bench.maskbench import warm_up
 from guided.bench.runner import BenchRunner
+from guided.builtin.tokenizers import load_tokenizer
+from guided.schema.key_order import order_instance
 
 __all__ = ["main", "build_parser", "load_groups", "remote_registry", "serialize"]
 
@@ -61,7 +64,6 @@ def remote_registry(root: str | Path) -> dict:
 
 
 def serialize(schema, data, registry: dict | None = None) -> str:
-    from guided.schema.key_order import order_instance
 
     try:
         data = order_instance(schema, data, registry)
@@ -74,14 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     groups = load_groups(args.dir)[: args.limit]
     registry = remote_registry(args.dir)
-    from guided.builtin.tokenizers import load_tokenizer
-
     tokenizer = load_tokenizer(args.tokenizer)
     opts = {"max_depth": args.max_depth} if args.max_depth is not None and args.engine == "guided" else {}
     engine = make_engine(args.engine, tokenizer, registry, **opts)
-    from guided.bench.maskbench import _warm_up
-
-    _warm_up(engine)
+    warm_up(engine)
 
     def job(i: int) -> dict:
         return run_group(engine, tokenizer, groups[i], registry)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from guided.bench.engines import ENGINES, make_engine
 from guided.bench.runner import BenchRunner, stats
+from guided.builtin.tokenizers import load_tokenizer
 
 __all__ = ["main", "build_parser", "schema_files"]
 
@@ -55,8 +56,6 @@ def schema_files(paths, every: int = 1, limit: int | None = None) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     files = schema_files(args.paths, args.every, args.limit)
-    from guided.builtin.tokenizers import load_tokenizer
-
     tokenizer = load_tokenizer(args.tokenizer)
     opts = {}
     if args.engine == "guided":
@@ -64,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.max_depth is not None:
             opts["max_depth"] = args.max_depth
     engine = make_engine(args.engine, tokenizer, **opts)
-    _warm_up(engine)
+    warm_up(engine)
 
     def job(i: int) -> dict:
         return run_file(engine, tokenizer, files[i])
@@ -81,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _warm_up(engine) -> None:
+def warm_up(engine) -> None:
     """Compile something small in the parent so forked workers inherit JIT-compiled code; then
     freeze what is alive (vocabulary, token trie, JIT state: ~500k objects) out of the garbage
     collector, whose full passes over it would otherwise land in single masks (~0.25 s each)."""

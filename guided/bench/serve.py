@@ -29,6 +29,12 @@ import sys
 import time
 from pathlib import Path
 
+from guided.builtin.tiny_model import default_model_dir
+from guided.constraints import Regex
+from guided.engine.llm_engine import load_hf_tokenizer
+from guided.engine.sampling_params import SamplingParams
+from guided.llm import LLM
+
 __all__ = ["build_parser", "main"]
 
 GUIDED_REGEX = "[a-z0-9 ,.]*"  # unbounded, so ignore_eos keeps every request at max_tokens
@@ -52,8 +58,6 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from guided.builtin.tiny_model import default_model_dir
-
     model = str(args.model or default_model_dir())
     prompts = _prompts(model, args.requests, args.prompt_tokens)
     llm = _offline_llm(model, args)
@@ -90,8 +94,6 @@ def _compare(llm, port: int, args, prompts, name: str, regex) -> dict:
 def _prompts(model: str, n: int, length: int) -> list[list[int]]:
     import random
 
-    from guided.engine.llm_engine import load_hf_tokenizer
-
     tok = load_hf_tokenizer(model)
     words = [w for w in tok.get_vocab() if w.isalpha()][:2000]
     rng = random.Random(0)
@@ -103,13 +105,11 @@ def _prompts(model: str, n: int, length: int) -> list[list[int]]:
 
 
 def _params(args):
-    from guided.engine.sampling_params import SamplingParams
 
     return SamplingParams(max_tokens=args.max_tokens, temperature=1.0, seed=0, ignore_eos=True)
 
 
 def _offline_llm(model: str, args):
-    from guided.llm import LLM
 
     # the same batch the server can see: at most one sequence per client
     return LLM(model, device=args.device, max_num_seqs=min(args.max_num_seqs, args.concurrency))
@@ -117,8 +117,6 @@ def _offline_llm(model: str, args):
 
 def _offline(llm, args, prompts, regex) -> float:
     """Output tokens per second of the offline engine on all requests at once (after a warm-up)."""
-    from guided.constraints import Regex
-
     fmt = Regex(regex) if regex else None
     llm.generate(prompts[:4], _params(args), use_tqdm=False, response_format=fmt)  # warm-up, compile
     t0 = time.perf_counter()

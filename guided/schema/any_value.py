@@ -18,6 +18,8 @@ exponent-free spelling of its values for the complement to be exact on values (s
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from guided.errors import LimitError
 from guided.grammar.languages import is_empty
 from guided.grammar.regex_ast import (
@@ -32,10 +34,16 @@ from guided.grammar.regex_ast import (
     repeat,
     seq,
 )
+from guided.schema.arrays import array_node
 from guided.schema.key_order import KeyOrder
 from guided.schema.numbers import JSON_NUMBER, PLAIN_NUMBER
+from guided.schema.objects import object_node
 from guided.schema.recursion import Hole, has_hole
 from guided.schema.strings import json_string
+
+if TYPE_CHECKING:  # the lowering calls these helpers with itself
+    from guided.schema.lowering import SchemaLowering
+
 
 __all__ = ["AnyValue", "ANY", "ANY_PLAIN", "ANY_NAMES", "FALLBACK_ANY_DEPTH"]
 
@@ -47,29 +55,27 @@ _PROBE_BUDGET = 20_000
 
 
 class AnyValue:
-    """The schema-free value languages of one lowering run (``lw``: its ``SchemaLowering``)."""
+    """The schema-free value languages of one lowering run (``lowering``: its ``SchemaLowering``)."""
 
-    def __init__(self, lw, plain: bool = False):
-        self.lw = lw
+    def __init__(self, lowering: SchemaLowering, plain: bool = False):
+        self.lowering = lowering
         self.plain = plain
         self.hole = Hole(ANY_PLAIN if plain else ANY)
         self.sibling: AnyValue | None = None  # the other one of the run (kinds that mean the same)
         self._bounded: dict[int, Node] = {}
         self._kinds: tuple[Node, Node, Node] | None = None
-        depth = lw.o.any_depth
+        depth = lowering.options.any_depth
         self.fallback_depth = FALLBACK_ANY_DEPTH if depth is None else depth
 
     def kinds(self) -> tuple[Node, Node, Node]:
         """(scalars, arrays of ``any``, objects of ``any``)."""
         if self._kinds is None:
-            from guided.schema.arrays import array_node
-            from guided.schema.objects import object_node
 
-            lw = self.lw
-            place, base = KeyOrder(lw.resolver, []), lw.resolver.root_base
-            with lw.in_mode(lw.PLAIN if self.plain else lw.FREE):
-                arr = array_node(lw, {}, "#", base, place)
-                obj = object_node(lw, {"additionalProperties": True}, "#", base, place)
+            lowering = self.lowering
+            place, base = KeyOrder(lowering.resolver, []), lowering.resolver.root_base
+            with lowering.in_mode(lowering.PLAIN if self.plain else lowering.FREE):
+                arr = array_node(lowering, {}, "#", base, place)
+                obj = object_node(lowering, {"additionalProperties": True}, "#", base, place)
             self._kinds = (self.scalars(), arr, obj)
         return self._kinds
 
@@ -85,21 +91,21 @@ class AnyValue:
         """Every JSON value nesting at most ``d`` arrays/objects deep (a regular language)."""
         node = self._bounded.get(d)
         if node is None:
-            lw = self.lw
+            lowering = self.lowering
             scalars = self.scalars()
             if d == 0:
                 node = scalars
             else:
                 inner = self.bounded(d - 1)
                 arr = seq(
-                    literal("["), lw.ws, optional(seq(inner, repeat(seq(lw.sep, inner)))), lw.ws, literal("]")
+                    literal("["), lowering.ws, optional(seq(inner, repeat(seq(lowering.sep, inner)))), lowering.ws, literal("]")
                 )
-                member = seq(json_string(), lw.colon, inner)
+                member = seq(json_string(), lowering.colon, inner)
                 obj = seq(
                     literal("{"),
-                    lw.ws,
-                    optional(seq(member, repeat(seq(lw.sep, member)))),
-                    lw.ws,
+                    lowering.ws,
+                    optional(seq(member, repeat(seq(lowering.sep, member)))),
+                    lowering.ws,
                     literal("}"),
                 )
                 node = alt(scalars, arr, obj)

@@ -10,17 +10,23 @@ or with ``lenient`` a warning.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from guided.errors import SchemaError
 from guided.grammar.regex_ast import EMPTY, EPSILON, Node, alt, intersect, literal, optional, repeat, seq
 from guided.schema.complement import complement
 from guided.schema.facts import json_equal
+
+if TYPE_CHECKING:  # the lowering calls these helpers with itself
+    from guided.schema.lowering import SchemaLowering
+
 
 __all__ = ["array_node", "MAX_UNIQUE_VALUES"]
 
 MAX_UNIQUE_VALUES = 64
 
 
-def array_node(lw, schema: dict, path: str, base: str, place) -> Node:
+def array_node(lowering: SchemaLowering, schema: dict, path: str, base: str, place) -> Node:
     prefix = schema.get("prefixItems") or []
     items = schema.get("items")
     items_path = f"{path}/items"
@@ -32,22 +38,22 @@ def array_node(lw, schema: dict, path: str, base: str, place) -> Node:
         if "unevaluatedItems" in schema and _no_in_place(schema):
             items, items_path = schema["unevaluatedItems"], f"{path}/unevaluatedItems"
         elif "unevaluatedItems" in schema:
-            lw.relax("unevaluatedItems next to in-place applicators is not supported", f"{path}/unevaluatedItems")
+            lowering.relax("unevaluatedItems next to in-place applicators is not supported", f"{path}/unevaluatedItems")
         if items is None:
             items = True
     if not isinstance(prefix, list):
         raise SchemaError("prefixItems must be an array", prefix_path)
-    lo, hi = lw.count(schema, "minItems", 0, path), lw.count(schema, "maxItems", None, path)
-    heads = [lw.lower(s, f"{prefix_path}/{i}", base, place.item(i)) for i, s in enumerate(prefix)]
-    item = lw.lower(items, items_path, base, place.item(None))
+    lo, hi = lowering.count(schema, "minItems", 0, path), lowering.count(schema, "maxItems", None, path)
+    heads = [lowering.lower(s, f"{prefix_path}/{i}", base, place.item(i)) for i, s in enumerate(prefix)]
+    item = lowering.lower(items, items_path, base, place.item(None))
     if "contains" in schema and not heads and lo == 0 and hi is None:
-        node = _contains(lw, schema, heads, item, path, base, place)  # its elements are items already
+        node = _contains(lowering, schema, heads, item, path, base, place)  # its elements are items already
     else:
-        node = _wrap(lw, _list(lw, heads, item, lo, hi))
+        node = _wrap(lowering, _list(lowering, heads, item, lo, hi))
         if "contains" in schema:
-            node = intersect(node, _contains(lw, schema, heads, item, path, base, place))
+            node = intersect(node, _contains(lowering, schema, heads, item, path, base, place))
     if schema.get("uniqueItems") is True and (hi is None or hi > 1):
-        node = intersect(node, *_unique(lw, schema, prefix, items, path, base))
+        node = intersect(node, *_unique(lowering, schema, prefix, items, path, base))
     return node
 
 
@@ -55,11 +61,11 @@ def _no_in_place(schema: dict) -> bool:
     return not any(k in schema for k in ("allOf", "anyOf", "oneOf", "if", "$ref", "not"))
 
 
-def _wrap(lw, body: Node) -> Node:
-    return seq(literal("["), lw.ws, body, lw.ws, literal("]"))
+def _wrap(lowering: SchemaLowering, body: Node) -> Node:
+    return seq(literal("["), lowering.ws, body, lowering.ws, literal("]"))
 
 
-def _list(lw, heads: list[Node], item: Node, lo: int, hi: int | None) -> Node:
+def _list(lowering: SchemaLowering, heads: list[Node], item: Node, lo: int, hi: int | None) -> Node:
     """Comma-separated elements: heads[i] at index i, then ``item``; lo..hi of them."""
     if hi is not None and hi < lo:
         return EMPTY
@@ -70,63 +76,63 @@ def _list(lw, heads: list[Node], item: Node, lo: int, hi: int | None) -> Node:
     if hi is not None and hi < j:
         rest = EPSILON
     else:
-        rest = repeat(seq(lw.sep, item), max(lo - j, 0), None if hi is None else hi - j)
+        rest = repeat(seq(lowering.sep, item), max(lo - j, 0), None if hi is None else hi - j)
     for i in range(min(k, k if hi is None else hi) - 1, 0, -1):
-        step = seq(lw.sep, heads[i], rest)
+        step = seq(lowering.sep, heads[i], rest)
         rest = optional(step) if i >= lo else step
     first = seq(heads[0] if k else item, rest)
     return optional(first) if lo == 0 else first
 
 
-def _contains(lw, schema: dict, heads, item: Node, path: str, base: str, place) -> Node:
+def _contains(lowering: SchemaLowering, schema: dict, heads, item: Node, path: str, base: str, place) -> Node:
     if heads:
-        lw.relax("contains together with prefixItems is not supported", f"{path}/contains")
-        return lw.any_value()
-    cond = lw.lower(schema["contains"], f"{path}/contains", base, place.item(None))
-    a, b = lw.count(schema, "minContains", 1, path), lw.count(schema, "maxContains", None, path)
+        lowering.relax("contains together with prefixItems is not supported", f"{path}/contains")
+        return lowering.any_value()
+    cond = lowering.lower(schema["contains"], f"{path}/contains", base, place.item(None))
+    a, b = lowering.count(schema, "minContains", 1, path), lowering.count(schema, "maxContains", None, path)
     if b is not None and b < a:
         return EMPTY
-    x = lw.conjoin([item, cond])
+    x = lowering.conjoin([item, cond])
     # the items not counted: refused by `contains` (lower() put this schema in PLAIN mode: `item` is
     # PLAIN, as a complement needs beside it)
-    refused = complement(lw, schema["contains"], f"{path}/contains", base, place.item(None))
-    y = lw.conjoin([item, refused]) if cond != lw.any_value() else EMPTY
-    ys = repeat(seq(lw.sep, y))
-    xs = seq(lw.sep, x, ys)
+    refused = complement(lowering, schema["contains"], f"{path}/contains", base, place.item(None))
+    y = lowering.conjoin([item, refused]) if cond != lowering.any_value() else EMPTY
+    ys = repeat(seq(lowering.sep, y))
+    xs = seq(lowering.sep, x, ys)
     body = alt(
         EPSILON if a == 0 else EMPTY,
         seq(y, ys, repeat(xs, a, b)),
         seq(x, ys, repeat(xs, max(a - 1, 0), None if b is None else b - 1)) if b != 0 else EMPTY,
     )
-    return _wrap(lw, body)
+    return _wrap(lowering, body)
 
 
-def _unique(lw, schema: dict, prefix: list, items, path: str, base: str) -> list[Node]:
-    values = _finite_values(lw, items, base)
+def _unique(lowering: SchemaLowering, schema: dict, prefix: list, items, path: str, base: str) -> list[Node]:
+    values = _finite_values(lowering, items, base)
     for s in prefix:
-        more = _finite_values(lw, s, base)
+        more = _finite_values(lowering, s, base)
         values = None if values is None or more is None else values + [v for v in more if v not in values]
     if values is None or len(values) > MAX_UNIQUE_VALUES:
-        lw.relax("uniqueItems is exact only for items from a small finite set of values", f"{path}/uniqueItems")
+        lowering.relax("uniqueItems is exact only for items from a small finite set of values", f"{path}/uniqueItems")
         return []
-    lits = [lw.value_literal(v) for v in values]
+    lits = [lowering.value_literal(v) for v in values]
     out = []
     for i, lit in enumerate(lits):
         others = alt(*(m for j, m in enumerate(lits) if j != i))
-        many = seq(others, repeat(seq(lw.sep, others)))
-        once = seq(optional(seq(many, lw.sep)), lit, optional(seq(lw.sep, many)))
-        out.append(_wrap(lw, alt(optional(many), once)))
+        many = seq(others, repeat(seq(lowering.sep, others)))
+        once = seq(optional(seq(many, lowering.sep)), lit, optional(seq(lowering.sep, many)))
+        out.append(_wrap(lowering, alt(optional(many), once)))
     return out
 
 
-def _finite_values(lw, schema, base: str) -> list | None:
+def _finite_values(lowering: SchemaLowering, schema, base: str) -> list | None:
     if schema is False:
         return []
     if not isinstance(schema, dict):
         return None
     if "$ref" in schema:
         try:
-            schema = lw.resolver.resolve(schema["$ref"], base, "#")[0]
+            schema = lowering.resolver.resolve(schema["$ref"], base, "#")[0]
         except SchemaError:
             return None
         if not isinstance(schema, dict):

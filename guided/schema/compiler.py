@@ -61,7 +61,7 @@ from dataclasses import replace
 from typing import Any
 
 from guided.errors import LimitError, SchemaError
-from guided.grammar.automata.expr_pool import intern_common
+from guided.grammar import intern_common
 from guided.grammar.cfg_ir import CfgGrammar
 from guided.grammar.regex_ast import EMPTY, Node
 from guided.limits import check_schema
@@ -69,6 +69,7 @@ from guided.schema.any_value import ANY
 from guided.schema.intersections import meet_one
 from guided.schema.lowering import SchemaLowering
 from guided.schema.options import SchemaOptions
+from guided.schema.pydantic_models import json_schema_for
 from guided.schema.recursion import SchemaCfg, has_hole, hole_memo
 from guided.schema.shapes import check_shapes
 from guided.schema.strings import ANY_STRING_BODY, json_string
@@ -96,7 +97,6 @@ def schema_dict(schema: Any) -> dict | bool:
             raise SchemaError("a JSON Schema must be an object or a boolean")
         return value
     if hasattr(schema, "model_json_schema"):
-        from guided.schema.pydantic_models import json_schema_for
 
         return json_schema_for(schema)
     raise SchemaError(f"not a JSON Schema: {type(schema).__name__}")

@@ -20,9 +20,17 @@ small regular language, taken among exponent-free spellings (``schema_lowering``
 
 from __future__ import annotations
 
-from guided.grammar.frontends.ecma_regex import parse_regex
+from typing import TYPE_CHECKING
+
+from guided.errors import SchemaError
+from guided.grammar import parse_regex
 from guided.grammar.regex_ast import EMPTY, Node, Not, alt, intersect, literal, repeat, seq
+from guided.schema.keywords import TYPE_KEYWORDS
 from guided.schema.strings import encode, json_string, none_of, quoted
+
+if TYPE_CHECKING:  # the lowering calls these helpers with itself
+    from guided.schema.lowering import SchemaLowering
+
 
 __all__ = ["complement", "complement_schema", "member_node", "MEMBER"]
 
@@ -52,49 +60,49 @@ class _NoSchema(Exception):
     """The complement has no schema form here."""
 
 
-def complement(lw, schema, path: str, base: str, place) -> Node:
+def complement(lowering: SchemaLowering, schema, path: str, base: str, place) -> Node:
     """A part whose conjunction with the other parts keeps exactly the values ``schema`` refuses:
     the language of ``complement_schema``, or ``Not`` of the ``NEG``-mode language."""
-    other = None if id(schema) in lw.leaves else complement_schema(lw, schema, base)
+    other = None if id(schema) in lowering.leaves else complement_schema(lowering, schema, base)
     if other is not None:  # (a cycle through complements closes like one through $ref)
-        return lw.lower_target(other, path, base, place)
-    inner = lw.negated(schema, path, base, place)
-    return Not(inner) if inner != EMPTY else lw.any_value()
+        return lowering.lower_target(other, path, base, place)
+    inner = lowering.negated(schema, path, base, place)
+    return Not(inner) if inner != EMPTY else lowering.any_value()
 
 
-def complement_schema(lw, schema, base: str):
+def complement_schema(lowering: SchemaLowering, schema, base: str):
     """A schema accepting exactly the values ``schema`` refuses (at ``base``), or None; one per
     (schema, base) and run, so the lowering's memo and cycle checks see the same dict again."""
     key = (id(schema), base)
-    if key not in lw.complements:
+    if key not in lowering.complements:
         try:
-            lw.complements[key] = _complement(lw, schema, base, 0, set())
+            lowering.complements[key] = _complement(lowering, schema, base, 0, set())
         except _NoSchema:
-            lw.complements[key] = None
-        lw.keep((schema, lw.complements[key]))
-    return lw.complements[key]
+            lowering.complements[key] = None
+        lowering.keep((schema, lowering.complements[key]))
+    return lowering.complements[key]
 
 
-def _complement(lw, schema, base: str, depth: int, open_refs: set):
+def _complement(lowering: SchemaLowering, schema, base: str, depth: int, open_refs: set):
     if schema is True:
         return False
     if schema is False:
         return True
     if not isinstance(schema, dict) or depth > _MAX_DEPTH or "$id" in schema or "$anchor" in schema:
         raise _NoSchema
-    if lw.resolver.base_of.get(id(schema), base) != base:
+    if lowering.resolver.base_of.get(id(schema), base) != base:
         raise _NoSchema
     keys = set(schema) - _ANNOTATIONS
     if not keys <= _KNOWN:  # unknown keywords are ignored by the lowering: likewise here
         keys &= _KNOWN
 
     def comp(sub):
-        return _complement(lw, sub, base, depth + 1, open_refs)
+        return _complement(lowering, sub, base, depth + 1, open_refs)
 
     pieces: list = []
     if "$ref" in keys:
         ref = schema["$ref"]
-        target, tbase, _ = _resolve(lw, ref, base)
+        target, tbase, _ = _resolve(lowering, ref, base)
         if tbase != base or id(target) in open_refs:
             raise _NoSchema
         open_refs.add(id(target))
@@ -102,30 +110,28 @@ def _complement(lw, schema, base: str, depth: int, open_refs: set):
             pieces.append(comp(target))
         finally:
             open_refs.discard(id(target))
-        if lw.old_draft:  # before 2019-09, $ref's siblings are ignored
+        if lowering.old_draft:  # before 2019-09, $ref's siblings are ignored
             return _union(pieces)
     types = _types(schema)
     if types is not None:
-        pieces += _type_pieces(lw, types)
+        pieces += _type_pieces(lowering, types)
     for kw in _LEAVES:
         if kw in keys:
-            leaf = _leaf(lw, {kw: schema[kw]})
+            leaf = _leaf(lowering, {kw: schema[kw]})
             pieces.append({"type": _OF_TYPE[kw], "not": leaf} if kw in _OF_TYPE else {"not": leaf})
     pieces += _string_pieces(schema, keys)
-    pieces += _number_pieces(lw, schema, keys)
-    pieces += _object_pieces(lw, schema, keys, comp)
+    pieces += _number_pieces(lowering, schema, keys)
+    pieces += _object_pieces(lowering, schema, keys, comp)
     pieces += _array_pieces(schema, keys, comp)
     pieces += _applicator_pieces(schema, keys, comp)
     return _union(pieces)
 
 
-def _resolve(lw, ref, base: str):
-    from guided.errors import SchemaError
-
+def _resolve(lowering: SchemaLowering, ref, base: str):
     if not isinstance(ref, str):
         raise _NoSchema
     try:
-        return lw.resolver.resolve(ref, base, "#")
+        return lowering.resolver.resolve(ref, base, "#")
     except SchemaError:
         raise _NoSchema from None
 
@@ -162,25 +168,25 @@ def _types(schema: dict) -> list[str] | None:
     return types
 
 
-def _spec(lw, spec: dict) -> dict:
-    """A ``MEMBER`` spec this module wrote (only those are honoured: ``lw.member_specs``)."""
-    lw.member_specs.add(id(spec))
-    lw.keep(spec)
+def _spec(lowering: SchemaLowering, spec: dict) -> dict:
+    """A ``MEMBER`` spec this module wrote (only those are honoured: ``lowering.member_specs``)."""
+    lowering.member_specs.add(id(spec))
+    lowering.keep(spec)
     return spec
 
 
-def _leaf(lw, schema: dict) -> dict:
-    """A keyword left to a complement of its language (never rewritten again: see ``lw.leaves``)."""
-    lw.leaves.add(id(schema))
-    lw.keep(schema)
+def _leaf(lowering: SchemaLowering, schema: dict) -> dict:
+    """A keyword left to a complement of its language (never rewritten again: see ``lowering.leaves``)."""
+    lowering.leaves.add(id(schema))
+    lowering.keep(schema)
     return schema
 
 
-def _type_pieces(lw, types: list[str]) -> list:
+def _type_pieces(lowering: SchemaLowering, types: list[str]) -> list:
     others = [t for t in _TYPES if t not in types and (t != "number" or "integer" not in types)]
     pieces: list = [{"type": others}] if others else []
     if "integer" in types and "number" not in types:  # numbers that are not integers
-        pieces.append({"type": "number", "not": _leaf(lw, {"type": "integer"})})
+        pieces.append({"type": "number", "not": _leaf(lowering, {"type": "integer"})})
     return pieces
 
 
@@ -193,7 +199,7 @@ def _string_pieces(schema: dict, keys: set) -> list:
     return [p for p in out if p is not False]
 
 
-def _number_pieces(lw, schema: dict, keys: set) -> list:
+def _number_pieces(lowering: SchemaLowering, schema: dict, keys: set) -> list:
     out = []
     for kw, opposite in (("minimum", "exclusiveMaximum"), ("maximum", "exclusiveMinimum"),
                          ("exclusiveMinimum", "maximum"), ("exclusiveMaximum", "minimum")):  # fmt: skip
@@ -221,7 +227,7 @@ def _above(kind: str, kw: str, v) -> dict:
     return {"type": kind, kw: _count(v) + 1}
 
 
-def _object_pieces(lw, schema: dict, keys: set, comp) -> list:
+def _object_pieces(lowering: SchemaLowering, schema: dict, keys: set, comp) -> list:
     out: list = []
     props = schema.get("properties", {}) if "properties" in keys else {}
     pats = schema.get("patternProperties", {}) if "patternProperties" in keys else {}
@@ -241,19 +247,19 @@ def _object_pieces(lw, schema: dict, keys: set, comp) -> list:
     for p, sub in pats.items():  # a member whose name matches and whose value the pattern's schema refuses
         c = comp(sub)
         if c is not False:
-            out.append({"type": "object", MEMBER: _spec(lw, {"match": p, "value": c})})
-    if lw.o.strict and "additionalProperties" not in keys and _may_close(schema, keys):
+            out.append({"type": "object", MEMBER: _spec(lowering, {"match": p, "value": c})})
+    if lowering.options.strict and "additionalProperties" not in keys and _may_close(schema, keys):
         raise _NoSchema  # `strict` closes the objects the lowering builds: left to the exact complement
     addl = schema["additionalProperties"] if "additionalProperties" in keys else True
     c = comp(addl)
     if c is not False:  # a member no property or pattern names, with a value refused
-        out.append({"type": "object", MEMBER: _spec(lw, {"names": list(props), "patterns": list(pats), "value": c})})
+        out.append({"type": "object", MEMBER: _spec(lowering, {"names": list(props), "patterns": list(pats), "value": c})})
     if "propertyNames" in keys:
         names = schema["propertyNames"]
         if names is not False and (not isinstance(names, dict) or not set(names) - _ANNOTATIONS <= _NAME_KEYS):
             raise _NoSchema
         if names is not True:
-            out.append({"type": "object", MEMBER: _spec(lw, {"name_not": names, "value": True})})
+            out.append({"type": "object", MEMBER: _spec(lowering, {"name_not": names, "value": True})})
     if "minProperties" in keys:
         out.append(_below("object", "maxProperties", schema["minProperties"]))
     if "maxProperties" in keys:
@@ -274,8 +280,6 @@ def _object_pieces(lw, schema: dict, keys: set, comp) -> list:
 
 def _may_close(schema: dict, keys: set) -> bool:
     """Whether the lowering may build this schema's objects (then ``strict`` closes them)."""
-    from guided.schema.lowering import TYPE_KEYWORDS
-
     types = _types(schema)
     return "object" in types if types is not None else bool(keys & (TYPE_KEYWORDS | {"enum", "const"}))
 
@@ -344,7 +348,7 @@ def _list(value) -> list:
 
 
 # ---------------------------------------------------------------------- the MEMBER keyword
-def member_node(lw, spec: dict, path: str, base: str, place) -> Node:
+def member_node(lowering: SchemaLowering, spec: dict, path: str, base: str, place) -> Node:
     """Objects with at least one member whose name passes the spec's name conditions and whose value
     is in the spec's ``value`` schema; other members anything, in any order."""
     conds = []
@@ -356,24 +360,24 @@ def member_node(lw, spec: dict, path: str, base: str, place) -> Node:
     if spec.get("match") is not None:
         conds.append(encode(parse_regex(spec["match"], search=True)))
     if spec.get("name_not") is not None:
-        decoded = _string_language(lw, spec["name_not"], path)
+        decoded = _string_language(lowering, spec["name_not"], path)
         if decoded is None:
             return EMPTY  # every name is allowed: no member is refused for its name
         conds.append(encode(Not(decoded)))
     key = quoted(intersect(*conds)) if conds else json_string()
-    value = lw.lower(spec.get("value", True), path, base, place.other())
+    value = lowering.lower(spec.get("value", True), path, base, place.other())
     if value == EMPTY or key == EMPTY:
         return EMPTY
-    member = seq(json_string(), lw.colon, lw.any_value())
-    body = seq(repeat(seq(member, lw.sep)), key, lw.colon, value, repeat(seq(lw.sep, member)))
-    return seq(literal("{"), lw.ws, body, lw.ws, literal("}"))
+    member = seq(json_string(), lowering.colon, lowering.any_value())
+    body = seq(repeat(seq(member, lowering.sep)), key, lowering.colon, value, repeat(seq(lowering.sep, member)))
+    return seq(literal("{"), lowering.ws, body, lowering.ws, literal("}"))
 
 
-def _string_language(lw, names, path: str):
+def _string_language(lowering: SchemaLowering, names, path: str):
     """The decoded names a plain-string ``propertyNames`` schema accepts (None: all)."""
     if names is False:
         return EMPTY
     if "enum" in names or "const" in names:
         values = [names["const"]] if "const" in names else names["enum"]
         return alt(*(literal(v) for v in values if isinstance(v, str)))
-    return lw.string_decoded(names, path)
+    return lowering.string_decoded(names, path)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from guided.grammar.frontends.ecma_regex import parse_regex
+from guided.grammar import parse_regex
 from guided.grammar.regex_ast import Node, any_char, intersect, repeat
 
 __all__ = ["format_node", "FORMATS"]

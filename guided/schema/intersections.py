@@ -19,13 +19,18 @@ from __future__ import annotations
 
 import itertools
 import time
+from typing import TYPE_CHECKING
 
 from guided.errors import LimitError, SchemaError
-from guided.grammar.automata.expr_pool import ExprPool
+from guided.grammar import ExprPool
 from guided.grammar.regex_ast import Node, alt, any_string, intersect, literal, seq
 from guided.schema.any_value import ANY_NAMES
 from guided.schema.merge import merge
 from guided.schema.recursion import Hole, fill_holes, has_hole, hole_names
+
+if TYPE_CHECKING:  # the lowering calls these helpers with itself
+    from guided.schema.lowering import SchemaLowering
+
 
 __all__ = ["Unresolved", "meet_one", "holes_meet", "distributed", "disjoint_upper", "upper"]
 
@@ -42,36 +47,36 @@ class Unresolved(Exception):
     """An intersection over holes met while trying a rewritten schema (the rewrite is dropped)."""
 
 
-def meet_one(lw, node: Node, path: str | None, keyword: str | None) -> Node:
+def meet_one(lowering: SchemaLowering, node: Node, path: str | None, keyword: str | None) -> Node:
     """A hole-free replacement for one intersection/complement with holes below."""
-    if lw.probing:
+    if lowering.probing:
         raise Unresolved
     names = hole_names(node)
-    depth = lw.anys.fallback_depth
+    depth = lowering.anys.fallback_depth
     kw = keyword or _INTERSECTION
     for name in sorted(names - ANY_NAMES):
-        lw.relax(
-            f"a recursive reference to {lw.rule_paths[name]} sits under {kw}, which a context-free grammar "
+        lowering.relax(
+            f"a recursive reference to {lowering.rule_paths[name]} sits under {kw}, which a context-free grammar "
             f"cannot express exactly (relaxed: any JSON value nesting <= {depth} deep there)",
-            path or lw.rule_paths[name],
+            path or lowering.rule_paths[name],
         )
     if names & ANY_NAMES:
-        lw.warn(f"a schema-free value under {kw} nests at most {depth} arrays/objects deep", path or "#")
-    return fill_holes(node, lambda h: lw.any_value(depth))
+        lowering.warn(f"a schema-free value under {kw} nests at most {depth} arrays/objects deep", path or "#")
+    return fill_holes(node, lambda h: lowering.any_value(depth))
 
 
-def holes_meet(lw, parts: list[Node]) -> bool:
+def holes_meet(lowering: SchemaLowering, parts: list[Node]) -> bool:
     """Whether conjoining these parts would intersect a language that has holes."""
-    any_ = lw.any_value()
+    any_ = lowering.any_value()
     live = [p for p in parts if p != any_]
     return len(live) > 1 and any(has_hole(p) for p in live)
 
 
-def distributed(lw, schema: dict, base: str) -> dict | None:
+def distributed(lowering: SchemaLowering, schema: dict, base: str) -> dict | None:
     """The schema rewritten without an intersection of its own keywords with a ``$ref`` target or
     with ``anyOf``/``oneOf`` branches, when a merge makes that exact; else None."""
-    if "$ref" in schema and not lw.old_draft:
-        target = _resolved(lw, schema["$ref"], base)
+    if "$ref" in schema and not lowering.old_draft:
+        target = _resolved(lowering, schema["$ref"], base)
         rest = {k: v for k, v in schema.items() if k != "$ref"}
         return merge([rest, target]) if isinstance(target, dict) else None
     for kw in ("anyOf", "oneOf"):
@@ -82,7 +87,7 @@ def distributed(lw, schema: dict, base: str) -> dict | None:
         merged = []
         for sub in subs:
             if isinstance(sub, dict) and set(sub) == {"$ref"}:
-                sub = _resolved(lw, sub["$ref"], base)
+                sub = _resolved(lowering, sub["$ref"], base)
             m = merge([rest, sub]) if isinstance(sub, dict) else None
             if m is None:
                 return None
@@ -91,40 +96,40 @@ def distributed(lw, schema: dict, base: str) -> dict | None:
     return None
 
 
-def _resolved(lw, ref, base: str):
+def _resolved(lowering: SchemaLowering, ref, base: str):
     if not isinstance(ref, str):
         return None
     try:
-        target, tbase, _ = lw.resolver.resolve(ref, base, "#")
+        target, tbase, _ = lowering.resolver.resolve(ref, base, "#")
     except SchemaError:
         return None
     return target if tbase == base else None
 
 
-def upper(lw, node: Node) -> Node:
+def upper(lowering: SchemaLowering, node: Node) -> Node:
     """A hole-free superset of the node's language: holes become every string, except the first
     level of a defined nonterminal and the kinds of a schema-free value."""
 
     def top(h: Hole) -> Node:
         if h.name in ANY_NAMES:
             return alt(
-                lw.any_kinds(h.name)[0], seq(literal("["), any_string()), seq(literal("{"), any_string())
+                lowering.any_kinds(h.name)[0], seq(literal("["), any_string()), seq(literal("{"), any_string())
             )
-        body = lw.rules.get(h.name)
+        body = lowering.rules.get(h.name)
         return any_string() if body is None else fill_holes(body, lambda _: any_string())
 
     return fill_holes(node, top)
 
 
-def disjoint_upper(lw, nodes: list[Node]) -> bool:
+def disjoint_upper(lowering: SchemaLowering, nodes: list[Node]) -> bool:
     """Whether the languages (some with holes) are pairwise disjoint, proved on ``upper`` bounds."""
     if not any(has_hole(n) for n in nodes) or len(nodes) > _MAX_BRANCHES:
         return False
-    left = min(_PROOF_SHARE * lw.o.timeout_s - lw.proof_time, _PROOF_SECONDS)
+    left = min(_PROOF_SHARE * lowering.options.timeout_s - lowering.proof_time, _PROOF_SECONDS)
     if left <= 0:
         return False
     start = time.monotonic()
-    bounds = [upper(lw, n) for n in nodes]
+    bounds = [upper(lowering, n) for n in nodes]
     pool = ExprPool()
     try:
         with pool.bound.limit(left, "a oneOf disjointness proof"):
@@ -133,4 +138,4 @@ def disjoint_upper(lw, nodes: list[Node]) -> bool:
     except LimitError:
         return False
     finally:
-        lw.proof_time += time.monotonic() - start
+        lowering.proof_time += time.monotonic() - start

@@ -42,7 +42,7 @@ from contextlib import contextmanager
 import jsonschema
 
 from guided.errors import CompileTimeoutError, GrammarError, LimitError, SchemaError
-from guided.grammar.frontends.ecma_regex import parse_regex
+from guided.grammar import parse_regex
 from guided.grammar.regex_ast import (
     EMPTY,
     EPSILON,
@@ -57,13 +57,27 @@ from guided.grammar.regex_ast import (
     seq,
 )
 from guided.schema.any_value import ANY_PLAIN, AnyValue
+from guided.schema.arrays import array_node
 from guided.schema.complement import MEMBER, complement, complement_schema, member_node
 from guided.schema.facts import TYPES, disjoint, json_equal, within
 from guided.schema.formats import format_node
 from guided.schema.intersections import Unresolved, disjoint_upper, distributed, holes_meet, meet_one
 from guided.schema.key_order import KeyOrder
+from guided.schema.keywords import (
+    ALL_TYPES,
+    ANNOTATIONS,
+    MAX_ENUM,
+    OBJECT_ONLY,
+    OLD_DRAFTS,
+    SIMPLE_SIBLINGS,
+    TYPE_KEYWORDS,
+    UNSUPPORTED_FORMATS,
+    UNSUPPORTED_KEYWORDS,
+)
 from guided.schema.merge import merge, split_if
 from guided.schema.numbers import PLAIN_NUMBER, integer_node, number_node, plain_number, saturated_number
+from guided.schema.object_bags import value_bag
+from guided.schema.objects import any_order, object_node
 from guided.schema.options import SchemaOptions
 from guided.schema.recursion import Hole, has_hole, map_meets
 from guided.schema.resolver import SchemaResolver
@@ -71,30 +85,6 @@ from guided.schema.strings import json_literal_string, json_string, quoted, stri
 
 __all__ = ["SchemaLowering"]
 
-_UNSUPPORTED = ("$dynamicRef", "$recursiveRef")
-_UNSUPPORTED_FORMATS = frozenset(
-    {"regex", "idn-email", "idn-hostname", "iri", "iri-reference", "uri-template"}
-)
-_SIMPLE_SIBLINGS = frozenset(
-    {"type", "enum", "const", "format", "minLength", "maxLength", "pattern", "minimum", "maximum",
-     "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "nullable", "title", "description",
-     "default", "examples", "$comment", "$schema", "$id"}
-)  # fmt: skip
-_ALL_TYPES = frozenset(TYPES) - {"integer"}
-TYPE_KEYWORDS = frozenset(
-    {"properties", "required", "additionalProperties", "patternProperties", "propertyNames", "minProperties",
-     "maxProperties", "dependentRequired", "dependentSchemas", "dependencies", "unevaluatedProperties",
-     "items", "prefixItems", "additionalItems", "minItems", "maxItems", "contains", "minContains",
-     "maxContains", "uniqueItems", "unevaluatedItems", "minLength", "maxLength", "pattern", "format",
-     "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
-)  # fmt: skip
-_MERGE_IGNORED = frozenset({"title", "description", "$comment", "default", "examples"})
-_OBJECT_ONLY = frozenset(
-    {"properties", "required", "additionalProperties", "patternProperties", "propertyNames", "minProperties",
-     "maxProperties", "dependentRequired"}
-)  # fmt: skip
-_OLD_DRAFTS = ("draft-03", "draft-04", "draft-06", "draft-07")
-MAX_ENUM = 10_000
 _NULL, _BOOLEAN = literal("null"), alt(literal("true"), literal("false"))
 
 
@@ -108,7 +98,7 @@ class SchemaLowering:
 
     def __init__(self, root, options: SchemaOptions, registry: dict | None = None):
         self.root = root
-        self.o = options
+        self.options = options
         self.resolver = SchemaResolver(root if isinstance(root, dict) else {}, registry)
         ws = (
             EPSILON
@@ -142,7 +132,7 @@ class SchemaLowering:
         self.probing = 0  # > 0: an intersection over holes raises Unresolved (schema_meet)
         self.proof_time = 0.0  # seconds spent proving oneOf branches disjoint (schema_meet)
         schema_uri = root.get("$schema", "") if isinstance(root, dict) else ""
-        self.old_draft = isinstance(schema_uri, str) and any(d in schema_uri for d in _OLD_DRAFTS)
+        self.old_draft = isinstance(schema_uri, str) and any(d in schema_uri for d in OLD_DRAFTS)
         # draft-03/04 count 1.0 as a number, not an integer
         self.draft4 = isinstance(schema_uri, str) and any(d in schema_uri for d in ("draft-03", "draft-04"))
 
@@ -176,16 +166,16 @@ class SchemaLowering:
 
     def relax(self, message: str, path: str) -> None:
         """A keyword cannot be enforced exactly: an error, or a warning when lenient."""
-        if not self.o.lenient:
+        if not self.options.lenient:
             raise SchemaError(message, path)
         self.warn(message + "; the keyword is not enforced", path)
 
     def tick(self, path: str) -> None:
         self.visited += 1
-        if self.visited > self.o.max_nodes:
-            raise LimitError(f"JSON Schema lowering exceeded {self.o.max_nodes} schema nodes (at {path})")
+        if self.visited > self.options.max_nodes:
+            raise LimitError(f"JSON Schema lowering exceeded {self.options.max_nodes} schema nodes (at {path})")
         if time.monotonic() > self.deadline:
-            raise CompileTimeoutError(f"JSON Schema lowering exceeded {self.o.timeout_s} s (at {path})")
+            raise CompileTimeoutError(f"JSON Schema lowering exceeded {self.options.timeout_s} s (at {path})")
 
     # ------------------------------------------------------------------ schemas
     def lower(self, schema, path: str, base: str, place: KeyOrder | None) -> Node:
@@ -227,7 +217,7 @@ class SchemaLowering:
             finally:
                 for t in inlined:
                     self.inlined[t] -= 1
-        for kw in _UNSUPPORTED:
+        for kw in UNSUPPORTED_KEYWORDS:
             if kw in schema:
                 raise SchemaError(f"{kw} is not supported", f"{path}/{kw}")
         if "$ref" in schema:
@@ -244,7 +234,7 @@ class SchemaLowering:
             parts.append(member)
         parts.append(self.own(schema, path, base, place))
         parts += self.applicators(schema, path, base, place)
-        if self.o.max_depth is None and holes_meet(self, parts):
+        if self.options.max_depth is None and holes_meet(self, parts):
             node = self._rewritten(distributed(self, schema, base), path, base, place)
             if node is not None:
                 return node
@@ -303,13 +293,13 @@ class SchemaLowering:
             while (
                 isinstance(sub, dict)
                 and "$ref" in sub
-                and (self.old_draft or set(sub) - _MERGE_IGNORED <= {"$ref"})
+                and (self.old_draft or set(sub) - ANNOTATIONS <= {"$ref"})
             ):
                 try:
                     sub, sub_base, _ = self.resolver.resolve(sub["$ref"], base, "#")
                 except SchemaError:
                     return None
-                if sub_base != base or (self.o.max_depth is None and self.inlined.get(id(sub), 0) >= 2):
+                if sub_base != base or (self.options.max_depth is None and self.inlined.get(id(sub), 0) >= 2):
                     return None
                 inlined.append(id(sub))
             parts.append(sub)
@@ -341,7 +331,7 @@ class SchemaLowering:
     def lower_target(self, target, tpath: str, tbase: str, place: KeyOrder) -> Node:
         """A schema reached by reference (a ``$ref`` target, a complement schema): a cycle through
         it closes here as a nonterminal (or, with ``max_depth``, is unrolled)."""
-        if self.o.max_depth is not None:
+        if self.options.max_depth is not None:
             return self._unroll(target, tbase, tpath, place)
         if not isinstance(target, dict):
             return self.lower(target, tpath, tbase, place)
@@ -366,7 +356,7 @@ class SchemaLowering:
     def _unroll(self, target, tbase: str, tpath: str, place: KeyOrder) -> Node:
         """``max_depth`` given: a cycle is unrolled that many levels, deeper levels accept nothing."""
         count = self.active.get(id(target), 0)
-        if count > self.o.max_depth:
+        if count > self.options.max_depth:
             return EMPTY
         self.active[id(target)] = count + 1
         self.unrolling += 1 if count else 0
@@ -468,14 +458,14 @@ class SchemaLowering:
 
     def _object_only(self, schema, base: str) -> dict | None:
         """The schema (a ``$ref`` resolved) when all its keywords constrain objects only, else None."""
-        if isinstance(schema, dict) and set(schema) - _MERGE_IGNORED == {"$ref"}:
+        if isinstance(schema, dict) and set(schema) - ANNOTATIONS == {"$ref"}:
             try:
                 schema, tbase, _ = self.resolver.resolve(schema["$ref"], base, "#")
             except SchemaError:
                 return None
             if tbase != base:
                 return None
-        if not isinstance(schema, dict) or not set(schema) - _MERGE_IGNORED <= _OBJECT_ONLY:
+        if not isinstance(schema, dict) or not set(schema) - ANNOTATIONS <= OBJECT_ONLY:
             return None
         return schema
 
@@ -498,7 +488,7 @@ class SchemaLowering:
         types = self.types(schema, path)
         if "const" in schema or "enum" in schema:
             return self.enum(schema, types, path, base, place)
-        if _ALL_TYPES <= set(types) and not (schema.keys() & TYPE_KEYWORDS):
+        if ALL_TYPES <= set(types) and not (schema.keys() & TYPE_KEYWORDS):
             return self.any_value()
         return alt(*(self.of_type(t, schema, path, base, place) for t in types))
 
@@ -524,18 +514,15 @@ class SchemaLowering:
             return _BOOLEAN
         if t == "integer":
             frac, zeros = not self.draft4, self.mode == NEG  # NEG: every spelling without exponent
-            return integer_node(schema, path, self.o.lenient, self.warn, frac=frac, zeros=zeros)
+            return integer_node(schema, path, self.options.lenient, self.warn, frac=frac, zeros=zeros)
         if t == "number":
-            node = number_node(schema, path, self.o.lenient, self.warn, zeros=self.mode == NEG)
+            node = number_node(schema, path, self.options.lenient, self.warn, zeros=self.mode == NEG)
             return intersect(node, PLAIN_NUMBER) if self.mode == PLAIN else node
         if t == "string":
             return self.string(schema, path)
         if t == "array":
-            from guided.schema.arrays import array_node
 
             return array_node(self, schema, path, base, place)
-        from guided.schema.objects import object_node
-
         return object_node(self, schema, path, base, place)
 
     def count(self, schema: dict, kw: str, default, path: str):
@@ -566,7 +553,7 @@ class SchemaLowering:
             node = format_node(fmt)
             if node is not None:
                 parts.append(node)
-            elif fmt in _UNSUPPORTED_FORMATS:
+            elif fmt in UNSUPPORTED_FORMATS:
                 self.relax(f"format {fmt!r} has no regular grammar here", f"{path}/format")
         if (lo or hi is not None) and not (parts and within(parts, lo, hi)):
             parts.append(repeat(any_char(), lo, hi) if hi is None or hi >= lo else EMPTY)
@@ -582,7 +569,7 @@ class SchemaLowering:
             raise LimitError(f"enum has {len(values)} values, more than {MAX_ENUM} (at {path}/enum)")
         if "const" in schema and "enum" in schema:
             values = [v for v in values if any(json_equal(v, e) for e in schema["enum"])]
-        if set(schema) <= _SIMPLE_SIBLINGS:  # siblings are simple: filter in Python, exactly
+        if set(schema) <= SIMPLE_SIBLINGS:  # siblings are simple: filter in Python, exactly
             sibling = {k: v for k, v in schema.items() if k not in ("enum", "const", "nullable")}
             if schema.get("nullable") is True and "type" in sibling:
                 sibling["type"] = types
@@ -618,12 +605,8 @@ class SchemaLowering:
         if isinstance(v, dict):
             members = [seq(json_literal_string(k), self.colon, self.value_literal(x)) for k, x in v.items()]
             if self.mode == NEG:  # every order: any len(v) of the members
-                from guided.schema.object_bags import value_bag
-
                 return value_bag(self, members)
             # key order is free in a value the schema spells out: any order of up to MAX_PERMUTED members
-            from guided.schema.objects import any_order
-
             return seq(literal("{"), self.ws, any_order(self, members), self.ws, literal("}"))
         raise SchemaError(f"not a JSON value: {v!r}")
 
@@ -634,7 +617,7 @@ class SchemaLowering:
         return self._any_of(self.anys_p if self.mode == PLAIN else self.anys, depth)
 
     def _any_of(self, anys: AnyValue, depth: int | None = None) -> Node:
-        d = self.o.any_depth if depth is None else depth
+        d = self.options.any_depth if depth is None else depth
         if d is None:
             self.plain_used |= anys.plain
             return anys.hole

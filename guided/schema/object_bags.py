@@ -11,7 +11,13 @@ again only more, never less.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from guided.grammar.regex_ast import EMPTY, EPSILON, Node, alt, literal, repeat, seq
+
+if TYPE_CHECKING:  # the lowering calls these helpers with itself
+    from guided.schema.lowering import SchemaLowering
+
 
 __all__ = ["bag", "value_bag", "MAX_TRACKED_REQUIRED", "MAX_BAG_STATES"]
 
@@ -19,7 +25,7 @@ MAX_TRACKED_REQUIRED = 8
 MAX_BAG_STATES = 4096
 
 
-def bag(lw, slots: list[tuple[Node, bool]], other: Node, lo: int, hi: int | None) -> Node:
+def bag(lowering: SchemaLowering, slots: list[tuple[Node, bool]], other: Node, lo: int, hi: int | None) -> Node:
     """The members between the braces: ``slots`` (one member per declared name, and whether it is
     required) and ``other`` (one member of any other name), comma-separated, in any order."""
     required = [m for m, req in slots if req][:MAX_TRACKED_REQUIRED]
@@ -29,7 +35,7 @@ def bag(lw, slots: list[tuple[Node, bool]], other: Node, lo: int, hi: int | None
     if (1 << len(required)) * ((hi if hi is not None else lo) + 1) > MAX_BAG_STATES:
         lo, hi = 0, None  # forget the count: a larger language
     n, full = len(required), (1 << len(required)) - 1
-    sep = lw.sep
+    sep = lowering.sep
 
     def generic(seen: int) -> Node:
         """A member that leaves ``seen`` as it is: optional, other, or a required one seen before
@@ -64,11 +70,11 @@ def bag(lw, slots: list[tuple[Node, bool]], other: Node, lo: int, hi: int | None
     return alt(EPSILON if n == 0 and lo == 0 else EMPTY, start)
 
 
-def value_bag(lw, members: list[Node]) -> Node:
+def value_bag(lowering: SchemaLowering, members: list[Node]) -> Node:
     """An object spelled out by a schema (``const``/``enum``) in every order: at least
     ``len(members)`` members, each one of them (repeated names make the larger language)."""
     body = EPSILON
     if members:
         one = alt(*members)
-        body = seq(one, repeat(seq(lw.sep, one), len(members) - 1, None))
-    return seq(literal("{"), lw.ws, body, lw.ws, literal("}"))
+        body = seq(one, repeat(seq(lowering.sep, one), len(members) - 1, None))
+    return seq(literal("{"), lowering.ws, body, lowering.ws, literal("}"))

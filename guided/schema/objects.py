@@ -15,13 +15,19 @@ from __future__ import annotations
 import itertools
 import json
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from guided.errors import GrammarError, LimitError, SchemaError
-from guided.grammar.automata.expr_pool import EMPTY_ID, ExprPool
-from guided.grammar.frontends.ecma_regex import parse_regex
+from guided.grammar import EMPTY_ID, ExprPool, parse_regex
+from guided.grammar.bounded_cache import BoundedCache
 from guided.grammar.regex_ast import EMPTY, EPSILON, Node, Not, alt, intersect, literal, optional, repeat, seq
 from guided.schema.key_order import MAX_PERMUTED
+from guided.schema.object_bags import bag
 from guided.schema.strings import ANY_STRING_BODY, encode, json_literal_string, none_of, quoted
+
+if TYPE_CHECKING:  # the lowering calls these helpers with itself
+    from guided.schema.lowering import SchemaLowering
+
 
 __all__ = ["object_node", "any_order", "MAX_PATTERN_PROPERTIES", "MAX_DEPENDENCIES"]
 
@@ -34,10 +40,10 @@ _STRING_ONLY = frozenset(
 )
 
 
-def object_node(lw, schema: dict, path: str, base: str, place) -> Node:
+def object_node(lowering: SchemaLowering, schema: dict, path: str, base: str, place) -> Node:
     deps = _dependencies(schema, path)
     if not deps:
-        return _object(lw, schema, path, base, place, (), (), (), ())
+        return _object(lowering, schema, path, base, place, (), (), (), ())
     involved = list(dict.fromkeys(n for trigger, names, _, _ in deps for n in (trigger, *names)))
     if len(deps) > MAX_DEPENDENCIES:
         raise LimitError(f"more than {MAX_DEPENDENCIES} property dependencies in one object (at {path})")
@@ -51,7 +57,7 @@ def object_node(lw, schema: dict, path: str, base: str, place) -> Node:
                     extra.append((sub, sub_path))
             else:
                 forbidden.append(trigger)
-        variants.append(_object(lw, schema, path, base, place, required, forbidden, extra, involved))
+        variants.append(_object(lowering, schema, path, base, place, required, forbidden, extra, involved))
     return alt(*variants)
 
 
@@ -76,7 +82,7 @@ def _dependencies(schema: dict, path: str) -> list:
 
 
 def _object(
-    lw, schema: dict, path: str, base: str, place, required_extra, forbidden, extra, involved
+    lowering, schema: dict, path: str, base: str, place, required_extra, forbidden, extra, involved
 ) -> Node:
     props = schema.get("properties") or {}
     pats = schema.get("patternProperties") or {}
@@ -86,17 +92,17 @@ def _object(
     if addl is None:
         addl = schema.get("unevaluatedProperties") if _no_in_place(schema) else None
         if addl is None and "unevaluatedProperties" in schema:
-            lw.relax(
+            lowering.relax(
                 "unevaluatedProperties next to in-place applicators is not supported",
                 f"{path}/unevaluatedProperties",
             )
     if addl is None:
-        addl = not lw.o.strict
+        addl = not lowering.options.strict
     required = list(
         dict.fromkeys([r for r in schema.get("required", []) if isinstance(r, str)] + list(required_extra))
     )
     names = list(dict.fromkeys(place.names + required + list(props) + list(involved)))
-    pattern_nodes = {p: _pattern(lw, p, f"{path}/patternProperties") for p in pats}
+    pattern_nodes = {p: _pattern(lowering, p, f"{path}/patternProperties") for p in pats}
     names_schema = schema.get("propertyNames")
     key_filter = None  # a value language every key (as a JSON string) must be in
     name_lang = None  # or, for plain string schemas, a language of decoded names
@@ -106,9 +112,9 @@ def _object(
             and set(names_schema) <= _STRING_ONLY
             and names_schema.get("type", "string") == "string"
         ):
-            name_lang = lw.string_decoded(names_schema, f"{path}/propertyNames")
+            name_lang = lowering.string_decoded(names_schema, f"{path}/propertyNames")
         else:
-            key_filter = lw.lower(names_schema, f"{path}/propertyNames", base, None)
+            key_filter = lowering.lower(names_schema, f"{path}/propertyNames", base, None)
 
     slots = []  # (member node or EMPTY, required)
     slot_names = []
@@ -121,24 +127,22 @@ def _object(
         ):
             value = EMPTY
         else:
-            value = _value(lw, name, props, pats, pattern_nodes, addl, path, base, place)
+            value = _value(lowering, name, props, pats, pattern_nodes, addl, path, base, place)
         if value != EMPTY:
-            slots.append((seq(key, lw.colon, value), name in required))
+            slots.append((seq(key, lowering.colon, value), name in required))
             slot_names.append(name)
         elif name in required:
             return EMPTY
-    other = _other_members(lw, names, pats, pattern_nodes, addl, key_filter, name_lang, path, base, place)
-    lo = lw.count(schema, "minProperties", 0, path)
-    hi = lw.count(schema, "maxProperties", None, path)
-    if lw.mode == lw.NEG and (slots or lo or hi is not None):  # to be complemented: every order
-        from guided.schema.object_bags import bag
-
-        return _wrap(lw, bag(lw, slots, other, lo, hi), extra, base, place)
-    policy = place.policy(lw.o.key_order)
+    other = _other_members(lowering, names, pats, pattern_nodes, addl, key_filter, name_lang, path, base, place)
+    lo = lowering.count(schema, "minProperties", 0, path)
+    hi = lowering.count(schema, "maxProperties", None, path)
+    if lowering.mode == lowering.NEG and (slots or lo or hi is not None):  # to be complemented: every order
+        return _wrap(lowering, bag(lowering, slots, other, lo, hi), extra, base, place)
+    policy = place.policy(lowering.options.key_order)
     if policy == "permuted":
-        return _wrap(lw, _permuted(lw, slots, other), extra, base, place)
+        return _wrap(lowering, _permuted(lowering, slots, other), extra, base, place)
     around = policy == "around"
-    body = _members(lw, slots, other, lo, hi, around)
+    body = _members(lowering, slots, other, lo, hi, around)
     rank = {n: i for i, n in enumerate(place.required_first)}
     order = sorted(range(len(slots)), key=lambda i: rank.get(slot_names[i], len(rank)))
     if around:  # required first, then the optional ones in any order (when few enough)
@@ -146,16 +150,16 @@ def _object(
         fixed = [slots[i] for i in order if slot_names[i] in first]
         free = [slots[i] for i in order if slot_names[i] not in first]
         if sum(n not in first for n in place.names) <= MAX_PERMUTED:  # the place decides, not the slots
-            return _wrap(lw, alt(body, _members(lw, fixed, other, 0, None, True, free)), extra, base, place)
+            return _wrap(lowering, alt(body, _members(lowering, fixed, other, 0, None, True, free)), extra, base, place)
     if order != sorted(order):  # the required-first order differs: accept it too
-        body = alt(body, _members(lw, [slots[i] for i in order], other, lo, hi, around))
-    return _wrap(lw, body, extra, base, place)
+        body = alt(body, _members(lowering, [slots[i] for i in order], other, lo, hi, around))
+    return _wrap(lowering, body, extra, base, place)
 
 
-def _wrap(lw, body: Node, extra, base: str, place) -> Node:
-    node = seq(_OPEN, lw.ws, body, lw.ws, _CLOSE)
+def _wrap(lowering: SchemaLowering, body: Node, extra, base: str, place) -> Node:
+    node = seq(_OPEN, lowering.ws, body, lowering.ws, _CLOSE)
     for sub, sub_path in extra:
-        node = intersect(node, lw.lower(sub, sub_path, base, place))
+        node = intersect(node, lowering.lower(sub, sub_path, base, place))
     return node
 
 
@@ -163,20 +167,20 @@ def _no_in_place(schema: dict) -> bool:
     return not any(k in schema for k in ("allOf", "anyOf", "oneOf", "if", "$ref", "dependentSchemas", "not"))
 
 
-def _value(lw, name, props, pats, pattern_nodes, addl, path, base, place) -> Node:
+def _value(lowering: SchemaLowering, name, props, pats, pattern_nodes, addl, path, base, place) -> Node:
     subs = []
     child = place.child(name)
     if name in props:
-        subs.append(lw.lower(props[name], f"{path}/properties/{_esc(name)}", base, child))
+        subs.append(lowering.lower(props[name], f"{path}/properties/{_esc(name)}", base, child))
     for p, node in pattern_nodes.items():
         if node is not None and _member(node, name):
-            subs.append(lw.lower(pats[p], f"{path}/patternProperties/{_esc(p)}", base, child))
+            subs.append(lowering.lower(pats[p], f"{path}/patternProperties/{_esc(p)}", base, child))
     if not subs:
-        subs.append(lw.lower(addl, f"{path}/additionalProperties", base, child))
-    return lw.conjoin(subs)
+        subs.append(lowering.lower(addl, f"{path}/additionalProperties", base, child))
+    return lowering.conjoin(subs)
 
 
-def _other_members(lw, names, pats, pattern_nodes, addl, key_filter, name_lang, path, base, place) -> Node:
+def _other_members(lowering: SchemaLowering, names, pats, pattern_nodes, addl, key_filter, name_lang, path, base, place) -> Node:
     """One member whose name is none of ``names``, with the value its name calls for."""
     usable = {p: n for p, n in pattern_nodes.items() if n is not None}
     if len(usable) > MAX_PATTERN_PROPERTIES:
@@ -186,11 +190,11 @@ def _other_members(lw, names, pats, pattern_nodes, addl, key_filter, name_lang, 
     for mask in itertools.product((True, False), repeat=len(usable)):
         chosen = [p for p, on in zip(usable, mask, strict=True) if on]
         if chosen:
-            value = lw.conjoin(
-                [lw.lower(pats[p], f"{path}/patternProperties/{_esc(p)}", base, other_place) for p in chosen]
+            value = lowering.conjoin(
+                [lowering.lower(pats[p], f"{path}/patternProperties/{_esc(p)}", base, other_place) for p in chosen]
             )
         else:
-            value = lw.lower(addl, f"{path}/additionalProperties", base, other_place)
+            value = lowering.lower(addl, f"{path}/additionalProperties", base, other_place)
         if value == EMPTY:
             continue
         # the key's conditions, each over encoded strings (encode commutes with And and Not)
@@ -204,20 +208,20 @@ def _other_members(lw, names, pats, pattern_nodes, addl, key_filter, name_lang, 
         key = quoted(intersect(*conds) if conds else ANY_STRING_BODY)
         if key_filter is not None:
             key = intersect(key, key_filter)
-        out.append(seq(key, lw.colon, value))
+        out.append(seq(key, lowering.colon, value))
     return alt(*out)
 
 
-def _members(lw, slots, other: Node, lo: int, hi: int | None, around: bool = False, free=()) -> Node:
+def _members(lowering: SchemaLowering, slots, other: Node, lo: int, hi: int | None, around: bool = False, free=()) -> Node:
     """The comma-separated members: slots in order (optional unless required), then the ``free``
     slots in any order; others after them, or (``around``) before or after them."""
     if lo or hi is not None:
-        return _counted(lw, slots, other, lo, hi)
-    sep = lw.sep
+        return _counted(lowering, slots, other, lo, hi)
+    sep = lowering.sep
     tail_rest = repeat(seq(sep, other)) if other != EMPTY else EPSILON
     around = around and other != EMPTY
     # after[i]: members from slot i on, when one member has already been written
-    start, tail = _any_order_parts(lw, free, tail_rest) if free else (None, tail_rest)
+    start, tail = _any_order_parts(lowering, free, tail_rest) if free else (None, tail_rest)
     after = [tail]
     for member, req in reversed(slots):
         item = seq(sep, member)
@@ -235,22 +239,22 @@ def _members(lw, slots, other: Node, lo: int, hi: int | None, around: bool = Fal
     return alt(first, seq(other, tail_rest, after[0])) if around else first
 
 
-def any_order(lw, members: list[Node]) -> Node:
+def any_order(lowering: SchemaLowering, members: list[Node]) -> Node:
     """All the members, comma-separated, in any order (up to ``MAX_PERMUTED`` members; past that in
     the given order only)."""
     if len(members) > MAX_PERMUTED:
-        return seq(*[x for i, m in enumerate(members) for x in ((lw.sep, m) if i else (m,))])
-    return _permuted(lw, [(m, True) for m in members], EMPTY)
+        return seq(*[x for i, m in enumerate(members) for x in ((lowering.sep, m) if i else (m,))])
+    return _permuted(lowering, [(m, True) for m in members], EMPTY)
 
 
-def _permuted(lw, slots, other: Node) -> Node:
+def _permuted(lowering: SchemaLowering, slots, other: Node) -> Node:
     """The members in any order: each slot at most once, required ones present, others anywhere."""
-    others = repeat(seq(lw.sep, other)) if other != EMPTY else EPSILON
-    start, after = _any_order_parts(lw, slots, others)
+    others = repeat(seq(lowering.sep, other)) if other != EMPTY else EPSILON
+    start, after = _any_order_parts(lowering, slots, others)
     return alt(start, seq(other, after)) if other != EMPTY else start
 
 
-def _any_order_parts(lw, slots, others: Node) -> tuple[Node, Node]:
+def _any_order_parts(lowering: SchemaLowering, slots, others: Node) -> tuple[Node, Node]:
     """(members in any order when none was written yet, what follows once one was written).
 
     ``after(seen)`` is what may follow once a member was written and the slots in ``seen`` (a
@@ -260,7 +264,7 @@ def _any_order_parts(lw, slots, others: Node) -> tuple[Node, Node]:
     """
     n = len(slots)
     need = sum(1 << i for i, (_, req) in enumerate(slots) if req)
-    sep = lw.sep
+    sep = lowering.sep
     memo: dict[int, Node] = {}
 
     def after(seen: int) -> Node:
@@ -275,7 +279,7 @@ def _any_order_parts(lw, slots, others: Node) -> tuple[Node, Node]:
     return alt(EPSILON if not need else EMPTY, *first), after(0)
 
 
-def _counted(lw, slots, other: Node, lo: int, hi: int | None) -> Node:
+def _counted(lowering: SchemaLowering, slots, other: Node, lo: int, hi: int | None) -> Node:
     """Members with their count in [lo, hi]: a walk over (slot, members so far)."""
     n = len(slots)
     cap = max(lo, 1) if hi is None else hi
@@ -295,15 +299,15 @@ def _counted(lw, slots, other: Node, lo: int, hi: int | None) -> Node:
                 r = EPSILON if need == 0 else EMPTY
             elif c == 0:
                 rest = repeat(
-                    seq(lw.sep, other), max(need - 1, 0), None if room is None else max(room - 1, 0)
+                    seq(lowering.sep, other), max(need - 1, 0), None if room is None else max(room - 1, 0)
                 )
                 r = alt(EPSILON if need == 0 else EMPTY, seq(other, rest) if room != 0 else EMPTY)
             else:
-                r = repeat(seq(lw.sep, other), need, room) if room is None or room >= need else EMPTY
+                r = repeat(seq(lowering.sep, other), need, room) if room is None or room >= need else EMPTY
         else:
             member, req = slots[i]
             nxt = min(c + 1, cap) if hi is None else c + 1
-            take = seq(lw.sep if c else EPSILON, member, go(i + 1, nxt)) if hi is None or c < hi else EMPTY
+            take = seq(lowering.sep if c else EPSILON, member, go(i + 1, nxt)) if hi is None or c < hi else EMPTY
             r = take if req else alt(take, go(i + 1, c))
         memo[(i, c)] = r
         return r
@@ -316,26 +320,25 @@ def _pattern_cached(pattern: str):
     return parse_regex(pattern, search=True)
 
 
-def _pattern(lw, pattern: str, path: str):
+def _pattern(lowering: SchemaLowering, pattern: str, path: str):
     try:
         return _pattern_cached(pattern)
     except GrammarError as e:
-        lw.relax(f"patternProperties pattern cannot be enforced exactly: {e}", f"{path}/{_esc(pattern)}")
+        lowering.relax(f"patternProperties pattern cannot be enforced exactly: {e}", f"{path}/{_esc(pattern)}")
         return None
 
 
-_POOLS: dict = {}
+_POOLS: BoundedCache[Node, tuple[ExprPool, int]] = BoundedCache(256)  # name patterns, interned
+
+
+def _interned(node: Node) -> tuple[ExprPool, int]:
+    pool = ExprPool()
+    return pool, pool.intern(node)
 
 
 def _member(node: Node, text: str) -> bool:
     """Whether text is in node's language (exactly, through byte derivatives)."""
-    entry = _POOLS.get(node)
-    if entry is None:
-        if len(_POOLS) > 256:
-            _POOLS.clear()
-        pool = ExprPool()
-        entry = _POOLS[node] = (pool, pool.intern(node))
-    pool, e = entry
+    pool, e = _POOLS.get_or_create(node, lambda: _interned(node))
     for b in text.encode("utf-8"):
         e = pool.deriv(e, b)
         if e == EMPTY_ID:

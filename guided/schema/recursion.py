@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from guided.errors import CompileTimeoutError, GrammarError, LimitError, SchemaError
-from guided.grammar.automata.expr_pool import ExprPool
+from guided.grammar import ExprPool
 from guided.grammar.cfg_ir import CfgGrammar, EAlt, ERepeat, ESeq, Expr, GrammarBuilder, Lex, Ref, Rule
 from guided.grammar.regex_ast import EMPTY, Alt, And, ByteSet, Chars, Node, Not, Repeat, Seq, alt, repeat, seq
 

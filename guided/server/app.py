@@ -31,6 +31,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from guided.errors import ConfigError
 from guided.limits import Limits
+from guided.llm import LLM
 from guided.server.api_errors import ApiError, api_error
 from guided.server.guards import ApiKeyCheck, BodyLimit, GracefulServer
 from guided.server.protocol import ChatCompletionRequest, CompletionRequest
@@ -73,7 +74,6 @@ def create_app(llm=None, *, model_name: str | None = None, api_key: str | None =
     if api_key is not None and not api_key:
         raise ConfigError("the API key must not be empty")
     if llm is None:
-        from guided.llm import LLM
 
         llm = LLM()
     if not isinstance(llm, ServedModel):
@@ -125,14 +125,14 @@ def create_app(llm=None, *, model_name: str | None = None, api_key: str | None =
 
     @app.get("/health")
     async def health():
-        alive = served.front._thread.is_alive()
+        alive = served.async_engine._thread.is_alive()
         return JSONResponse(
             {"status": "ok" if alive else "engine stopped"}, status_code=200 if alive else 503
         )
 
     @app.get("/metrics", response_class=PlainTextResponse)
     async def metrics():
-        text = served.metrics.render(served.llm.engine.stats(), served.compiler, served.in_flight)
+        text = served.metrics.render(served.llm.engine.stats(), served.compile_service, served.in_flight)
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
     @app.get("/v1/models")

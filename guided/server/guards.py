@@ -107,4 +107,4 @@ class GracefulServer(uvicorn.Server):
 
     async def _end_in_flight(self) -> None:
         await asyncio.sleep(self.grace_s)
-        await asyncio.to_thread(self.served.front.shutdown)  # remaining requests end with an error
+        await asyncio.to_thread(self.served.async_engine.shutdown)  # remaining requests end with an error

@@ -12,7 +12,6 @@ import asyncio
 import json
 import logging
 import time
-from collections import OrderedDict
 from pathlib import Path
 
 from guided.constraints import Choice, Grammar, JsonSchema, Regex, to_constraint
@@ -98,10 +97,10 @@ class ServedModel:
             raise ConfigError(f"max_queue_len must be >= 0, got {max_queue_len}")
         self.llm = llm
         self.name = name or Path(llm.engine.config.model).name
-        self.compiler = llm.compiler  # built now, not inside the first request
-        self.limits = limits or self.compiler.limits
-        self.compiler.set_limits(self.limits)
-        self.vocab = self.compiler.compiler.vocabulary
+        self.compile_service = llm.compile_service  # built now, not inside the first request
+        self.limits = limits or self.compile_service.limits
+        self.compile_service.set_limits(self.limits)
+        self.vocab = self.compile_service.grammars.vocabulary
         template = getattr(llm.tokenizer, "chat_template", None)
         self.template_has_tools = bool(template) and "tools" in template
         self.tool_format = FORMATS[tool_format or detect_format(template)]
@@ -109,9 +108,8 @@ class ServedModel:
         self.max_model_len = llm.engine.max_seq_len
         self.in_flight = 0
         self.metrics = ServerMetrics()
-        self._compiled_keys: OrderedDict = OrderedDict()
         llm.engine.stream = True
-        self.front = AsyncEngine(llm.engine)
+        self.async_engine = AsyncEngine(llm.engine)
         self.created = int(time.time())
         self.active: set[str] = set()  # engine request ids in flight
         self.draining: set[str] | None = None  # those in flight when shutdown began
@@ -127,7 +125,7 @@ class ServedModel:
         """Stop the engine; requests still running end with an error. Logs and returns which of the
         requests in flight at ``begin_shutdown`` finished and which were aborted."""
         self.begin_shutdown()
-        ended = set(self.front.shutdown())
+        ended = set(self.async_engine.shutdown())
         finished = sorted(r for r in self.draining if self.outcomes.get(r) == "finished" and r not in ended)
         aborted = sorted(r for r in self.draining | ended if r not in finished)
         self.shutdown_report = {"finished": finished, "aborted": aborted}
@@ -344,25 +342,20 @@ class ServedModel:
         if constraint is None:
             return None
         self.metrics.compile_requests += 1
-        key = constraint.key
-        if key in self._compiled_keys:
+        if self.compile_service.is_known(constraint):
             self.metrics.compile_cache_hits += 1
-        pending = self.compiler.submit(constraint)
+        pending = self.compile_service.submit(constraint)
         try:
             while not pending.ready():  # the bound runs from when a worker starts the compile
                 await asyncio.sleep(COMPILE_POLL_S)
             compiled = pending.result()
         except Exception as e:  # CompileTimeoutError and the compiler's own errors: 400s
             raise api_error(e, param) from None
-        self._compiled_keys[key] = True
-        self._compiled_keys.move_to_end(key)
-        while len(self._compiled_keys) > self.compiler.compiler.cache_size:
-            self._compiled_keys.popitem(last=False)
         return compiled
 
     def generate(self, prompt_ids: list[int], params: SamplingParams, grammar, request_id: str):
         self.active.add(request_id)
-        return self.front.generate(prompt_ids, params, request_id=request_id, grammar=grammar)
+        return self.async_engine.generate(prompt_ids, params, request_id=request_id, grammar=grammar)
 
     def token_text(self, token_id: int) -> tuple[str, list[int]]:
         """A token's text and bytes, for logprobs."""

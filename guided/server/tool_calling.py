@@ -29,7 +29,10 @@ import secrets
 from dataclasses import dataclass, field
 
 from guided.constraints import Constraint
-from guided.errors import ConfigError
+from guided.errors import ConfigError, LimitError, SchemaError
+from guided.grammar.regex_ast import alt, any_string, complement, literal, repeat, seq
+from guided.limits import Limits
+from guided.schema.compiler import json_schema_to_node
 
 __all__ = ["ToolFormat", "FORMATS", "detect_format", "ToolCalls", "ToolCallParser", "ParsedCall", "new_call_id"]
 
@@ -112,26 +115,18 @@ class ToolCalls(Constraint):
 
     def node(self, limits=None):
         """The regex AST of the allowed outputs."""
-        from guided.grammar.regex_ast import alt as alt_
-        from guided.grammar.regex_ast import any_string, complement, literal, repeat, seq
-
         fmt = FORMATS[self.format]
-        one = alt_(*(self._call_node(fmt, name, schema, strict, limits) for name, schema, strict in self.tools))
+        one = alt(*(self._call_node(fmt, name, schema, strict, limits) for name, schema, strict in self.tools))
         calls = seq(one, repeat(seq(literal(fmt.separator), one), 0, None)) if self.parallel else one
         if self.mode == "required":
             return calls
         # free text that never opens a call (so a call, once started, is always constrained)
         opener = fmt.opener.split("\n")[0] if self.format == "hermes" else fmt.opener
         free = complement(seq(any_string(), literal(opener), any_string()))
-        return alt_(free, calls)
+        return alt(free, calls)
 
     @staticmethod
     def _call_node(fmt: ToolFormat, name: str, schema: str, strict: bool, limits=None):
-        from guided.errors import LimitError, SchemaError
-        from guided.grammar.regex_ast import literal, seq
-        from guided.limits import Limits
-        from guided.schema.compiler import json_schema_to_node
-
         try:
             args = json_schema_to_node(
                 json.loads(schema), whitespace="compact", strict=strict, limits=limits or Limits()

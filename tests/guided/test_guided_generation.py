@@ -94,7 +94,7 @@ FIXED = {"type": "object", "properties": {"status": {"const": "ok"}, "code": {"e
 
 def test_fast_forward_prefills_forced_text(llm):
     engine = llm.engine
-    grammar = llm.compiler.compile(JsonSchema(FIXED, whitespace="compact"))
+    grammar = llm.compile_service.compile(JsonSchema(FIXED, whitespace="compact"))
     rid = engine.add_request("Status:", sampling(None, 100), grammar=grammar)
     steps = 0
     out = None
@@ -134,13 +134,13 @@ def test_free_requests_unaffected_by_guided_neighbours(llm):
 
 def test_failed_compile_fails_only_its_request(llm):
     good = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
-    compiles = llm.compiler.compiles
+    compiles = llm.compile_service.compiles
     outs = llm.generate(["a", "b", "c", "d"], sampling(None, 40), use_tqdm=False,
                         response_format=[Regex("(?<=x)y"), good, good, None])  # fmt: skip
     assert outs[0].finish_reason == "error" and "lookaround" in outs[0].error.lower()
     assert outs[1].finish_reason in ("stop", "length") and outs[1].error is None
     assert outs[3].error is None
-    assert llm.compiler.compiles - compiles == 2  # the bad regex and the schema, once
+    assert llm.compile_service.compiles - compiles == 2  # the bad regex and the schema, once
 
 
 def test_logprobs_mark_forced_tokens(llm):

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import shared_path
+from shared_data import shared_path
 
 from guided.builtin.tiny_model import TinyModelSpec, tiny_model_dir
 from guided.constraints import Grammar, JsonSchema
@@ -70,7 +70,7 @@ def make_llm(fast_forward: bool) -> LLM:
     # compile_timeout: generous, so that a loaded CI machine cannot turn a slow compile into a failure
     llm = LLM(tiny_model_dir("builtin", SPEC), device="cpu", max_model_len=512, max_num_seqs=512,
               compile_timeout=600.0, fast_forward=fast_forward)  # fmt: skip
-    llm.compiler.compiler.cache_size = 1024  # keep the whole sample compiled across configurations
+    llm.compile_service.grammars.cache_size = 1024  # keep the whole sample compiled across configurations
     return llm
 
 
@@ -123,7 +123,7 @@ def runs(llm, sample):
         else:
             if llm_no_ff is None:
                 llm_no_ff = make_llm(False)
-                llm_no_ff._compiler = llm.compiler  # same vocabulary: reuse the compiled sample
+                llm_no_ff._compile_service = llm.compile_service  # same vocabulary: reuse the compiled sample
             engine = llm_no_ff
         part = sample[::every]
         culprits: list[str] = []
@@ -237,7 +237,7 @@ def test_grammar_outputs_are_sentences(llm, grammar_runs):
         if out.finish_reason != "stop":
             continue
         stopped += 1
-        matcher = llm.compiler.compile(Grammar(text, syntax=syntax)).matcher()
+        matcher = llm.compile_service.compile(Grammar(text, syntax=syntax)).matcher()
         assert matcher.accept_text(out.text) and matcher.is_accepting(), (name, seed, out.text)
         if syntax == "lark":
             if name not in oracles:

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 
 import jsonschema
+from engine_testlib import greedy, run_all
 
 from guided.constraints import Constraint, JsonSchema, Regex
 from guided.engine.sampling_params import SamplingParams
@@ -48,19 +49,6 @@ def make_llm(**config) -> LLM:
     config.setdefault("block_size", 4)
     config.setdefault("max_model_len", 512)
     return LLM(**config)
-
-
-def greedy(max_tokens: int = 12) -> SamplingParams:
-    return SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
-
-
-def run_all(engine) -> dict:
-    final = {}
-    while engine.has_unfinished():
-        for out in engine.step():
-            if out.finished:
-                final[out.request_id] = out
-    return final
 
 
 def solo(llm, prompt, params, grammar=None) -> list[int]:
@@ -116,7 +104,7 @@ def abort_during_fast_forward() -> FaultResult:
     llm, result = make_llm(), FaultResult("abort during fast-forward")
     refs = _healthy(llm, result)
     engine = llm.engine
-    engine.add_request("say:", greedy(40), request_id="victim", grammar=llm.compiler.compile(FORCED))
+    engine.add_request("say:", greedy(40), request_id="victim", grammar=llm.compile_service.compile(FORCED))
     result.faulted = 1
     for _ in range(20):
         engine.step()
@@ -167,12 +155,12 @@ def compile_timeout_among_others() -> FaultResult:
     llm, result = make_llm(compile_timeout=0.3), FaultResult("compile timeout while others run")
     refs = _healthy(llm, result)
     engine = llm.engine
-    engine.add_request("x", greedy(8), request_id="slow", grammar=llm.compiler.submit(SlowConstraint(1.5)))
+    engine.add_request("x", greedy(8), request_id="slow", grammar=llm.compile_service.submit(SlowConstraint(1.5)))
     engine.add_request(
         "json:",
         greedy(40),
         request_id="json",
-        grammar=llm.compiler.submit(JsonSchema(SCHEMA, whitespace="compact")),
+        grammar=llm.compile_service.submit(JsonSchema(SCHEMA, whitespace="compact")),
     )
     result.faulted, result.healthy = 1, result.healthy + 1
     final = run_all(engine)
@@ -192,7 +180,7 @@ def identical_schemas(count: int = 8) -> FaultResult:
         **SCHEMA,
         "properties": {**SCHEMA["properties"], "n": {"type": "integer", "minimum": 0, "maximum": 5}},
     }
-    engine, service = llm.engine, llm.compiler
+    engine, service = llm.engine, llm.compile_service
     compiles, shared, pendings = service.compiles, service.shared, []
     for i in range(count):
         params = SamplingParams(temperature=1.0, seed=i, max_tokens=40)

@@ -15,6 +15,7 @@ accepts must satisfy the independent oracle (``jsonschema``, Python ``re``, Lark
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -443,3 +444,38 @@ def check_lark_samples(compiled, text: str, vocab, rng: random.Random, tally: Ta
             parser.parse(s)
         except lark.exceptions.LarkError:
             tally.violations.append((text, s, "Lark refuses an accepted string"))
+
+
+# ---------------------------------------------------------------------- mutations of real schemas
+MUTATIONS = ("drop", "number", "type", "not", "nest", "huge")
+
+
+def mutate(schema, rng: random.Random):
+    """One random edit somewhere in a copy of ``schema``."""
+    schema = copy.deepcopy(schema)
+    spots = [schema]
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        for value in node.values() if isinstance(node, dict) else node if isinstance(node, list) else ():
+            if isinstance(value, (dict, list)):
+                spots.append(value)
+                stack.append(value)
+    dicts = [s for s in spots if isinstance(s, dict) and s] or [schema]
+    spot, how = rng.choice(dicts), rng.choice(MUTATIONS)
+    key = rng.choice(list(spot)) if spot else None
+    if how == "drop" and key is not None:
+        del spot[key]
+    elif how == "number":
+        spot[rng.choice(["minLength", "maxItems", "minimum", "maxProperties"])] = rng.choice(
+            [0, 3, -1, 10**7, 2.5]
+        )
+    elif how == "type":
+        spot["type"] = rng.choice(["string", "object", ["integer", "null"], "bogus", 7])
+    elif how == "not" and key is not None:
+        spot[key] = {"not": spot[key]} if isinstance(spot[key], dict) else spot[key]
+    elif how == "nest":
+        spot["items"] = {"type": "array", "items": {"anyOf": [{"type": "string"}, copy.deepcopy(spot)]}}
+    else:
+        spot["maxLength"] = 10**30
+    return schema

@@ -146,7 +146,7 @@ PHASES = {
 
 def _healthy_requests(llm) -> dict:
     """Seven healthy requests: four free-text, three guided (JSON Schema, forced regex, choice); greedy."""
-    compile_ = llm.compiler.compile
+    compile_ = llm.compile_service.compile
     grammars = [None, None, None, None, compile_(JsonSchema(SCHEMA)), compile_(FORCED),
                 compile_(Choice(["alpha", "beta", "gamma"]))]  # fmt: skip
     requests = {}
@@ -162,7 +162,7 @@ def one_sequence_fails(phase: str) -> FaultResult:
     llm, result = make_llm(), FaultResult(f"one of 8 sequences fails in {phase}")
     healthy = _healthy_requests(llm)
     refs = {rid: solo(llm, prompt, params, grammar) for rid, (prompt, params, grammar) in healthy.items()}
-    compiled = llm.compiler.compile(Regex("[a-z]{3,40}"))
+    compiled = llm.compile_service.compile(Regex("[a-z]{3,40}"))
     fault = changes.get("fault")
     grammar = FaultyGrammar(compiled, fault) if fault else compiled
     params = SamplingParams(temperature=0.7, seed=VICTIM_SEED, max_tokens=30, ignore_eos=True,

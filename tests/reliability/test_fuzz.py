@@ -6,7 +6,6 @@ accepts only what the oracle accepts (see ``fuzz_lib``). Counts grow with ``GUID
 
 from __future__ import annotations
 
-import copy
 import json
 import random
 
@@ -25,6 +24,7 @@ from fuzz_lib import (
     junk_regexes,
     lark_grammars,
     malformed_schemas,
+    mutate,
     regexes,
     rss_bytes,
     scaled,
@@ -95,38 +95,6 @@ def test_fuzz_malformed_schemas(world):
     assert len(tally.outcomes) > 1, tally.outcomes  # both errors and successes were seen
 
 
-MUTATIONS = ("drop", "number", "type", "not", "nest", "huge")
-
-
-def mutate(schema, rng: random.Random):
-    """One random edit somewhere in a copy of ``schema``."""
-    schema = copy.deepcopy(schema)
-    spots = [schema]
-    stack = [schema]
-    while stack:
-        node = stack.pop()
-        for value in node.values() if isinstance(node, dict) else node if isinstance(node, list) else ():
-            if isinstance(value, (dict, list)):
-                spots.append(value)
-                stack.append(value)
-    dicts = [s for s in spots if isinstance(s, dict) and s] or [schema]
-    spot, how = rng.choice(dicts), rng.choice(MUTATIONS)
-    key = rng.choice(list(spot)) if spot else None
-    if how == "drop" and key is not None:
-        del spot[key]
-    elif how == "number":
-        spot[rng.choice(["minLength", "maxItems", "minimum", "maxProperties"])] = rng.choice(
-            [0, 3, -1, 10**7, 2.5]
-        )
-    elif how == "type":
-        spot["type"] = rng.choice(["string", "object", ["integer", "null"], "bogus", 7])
-    elif how == "not" and key is not None:
-        spot[key] = {"not": spot[key]} if isinstance(spot[key], dict) else spot[key]
-    elif how == "nest":
-        spot["items"] = {"type": "array", "items": {"anyOf": [{"type": "string"}, copy.deepcopy(spot)]}}
-    else:
-        spot["maxLength"] = 10**30
-    return schema
 
 
 def test_fuzz_maskbench_mutations(world, shared):

@@ -7,10 +7,11 @@ import itertools
 import random
 
 import pytest
-from test_cfg_grammars import ChartOracle
+from cfg_oracle import ChartOracle
 
 from guided.errors import GrammarError
-from guided.grammar.automata.earley import CfgAutomaton, CfgState
+from guided.grammar.automata.cfg_recognizer import CfgState
+from guided.grammar.automata.earley import CfgAutomaton
 from guided.grammar.cfg_ir import CfgGrammar, Rule, Terminal
 from guided.grammar.regex_ast import chars, literal, repeat, seq
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from grammar_oracle import boolean_regexes, tiny_vocab
+from grammar_oracle import BOOL_REGEX, live_by_whole_search, tiny_vocab
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,28 +23,6 @@ from guided.grammar.regex_ast import (
     repeat,
     seq,
 )
-
-
-def live_by_whole_search(pool: ExprPool, e: int) -> bool:
-    """The reference: breadth-first over every derivative of e (no structure), live iff a nullable
-    state is reachable."""
-    reps = pool.classes_of(e)[1]
-    seen, frontier = {e}, [e]
-    while frontier:
-        nxt = []
-        for x in frontier:
-            if pool.nullable[x]:
-                return True
-            for b in reps:
-                y = pool.deriv(x, b)
-                if y != EMPTY_ID and y not in seen:
-                    seen.add(y)
-                    nxt.append(y)
-        frontier = nxt
-    return False
-
-
-BOOL_REGEX = boolean_regexes()
 
 
 @settings(max_examples=300, deadline=None)

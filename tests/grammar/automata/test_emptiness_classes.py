@@ -5,9 +5,9 @@ search of the whole derivative automaton."""
 from __future__ import annotations
 
 import pytest
+from grammar_oracle import BOOL_REGEX, live_by_whole_search
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_emptiness import BOOL_REGEX, live_by_whole_search
 
 from guided.grammar.automata.expr_pool import ExprPool, byte_classes
 from guided.grammar.regex_ast import alt, any_char, chars, intersect, literal, repeat, seq

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from guided.errors import GrammarError
-from guided.grammar.automata.earley import CfgAutomaton, CfgState
+from guided.grammar.automata.cfg_recognizer import CfgState
+from guided.grammar.automata.earley import CfgAutomaton
 from guided.grammar.cfg_ir import CfgGrammar, Rule, Terminal
 from guided.grammar.frontends.gbnf_grammar import parse_gbnf
 from guided.grammar.frontends.lark_grammar import parse_lark

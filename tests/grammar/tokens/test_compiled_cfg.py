@@ -10,10 +10,11 @@ from collections import deque
 
 import numpy as np
 import pytest
+from cfg_oracle import OK, automaton, sentences
 from grammar_oracle import byte_splits, tiny_vocab
-from test_cfg_grammars import OK, automaton, sentences
 
-from guided.grammar.automata.earley import CfgAutomaton, CfgState
+from guided.grammar.automata.cfg_recognizer import CfgState
+from guided.grammar.automata.earley import CfgAutomaton
 from guided.grammar.frontends.gbnf_grammar import parse_gbnf
 from guided.grammar.frontends.lark_grammar import parse_lark
 from guided.grammar.tokens.compiled_cfg import CfgMatcher, compile_cfg, compile_gbnf, compile_lark

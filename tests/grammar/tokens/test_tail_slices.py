@@ -10,7 +10,8 @@ import random
 import pytest
 from grammar_oracle import byte_splits, check_masks_on_random_paths, tiny_vocab
 
-from guided.grammar.automata.earley import CfgAutomaton, CfgState
+from guided.grammar.automata.cfg_recognizer import CfgState
+from guided.grammar.automata.earley import CfgAutomaton
 from guided.grammar.frontends.lark_grammar import parse_lark
 from guided.grammar.tokens.compiled_cfg import compile_cfg
 

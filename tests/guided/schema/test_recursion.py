@@ -13,7 +13,7 @@ import warnings
 import jsonschema
 import numpy as np
 import pytest
-from conftest import shared_path
+from shared_data import shared_path
 
 from guided.errors import SchemaError
 from guided.grammar.cfg_ir import CfgGrammar

@@ -13,8 +13,8 @@ import warnings
 from pathlib import Path
 
 import pytest
-from conftest import shared_path
 from json_schema_oracle import accepts
+from shared_data import shared_path
 
 from guided.errors import GuidedError
 from guided.schema.compiler import json_schema_to_node

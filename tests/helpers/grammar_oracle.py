@@ -8,6 +8,7 @@ import itertools
 import interegular
 import numpy as np
 
+from guided.grammar.automata.expr_pool import EMPTY_ID, ExprPool
 from guided.grammar.vocab import Vocabulary
 
 ALPHABET = ["a", "b", "c", "é", "中"]
@@ -155,3 +156,25 @@ def check_masks_on_random_paths(compiled, new_state, tokens, vocab, rng, walks: 
                 break
             tid = int(rng.choice(options))
             assert m.accept_token(tid) and state.feed_bytes(tokens[tid])
+
+
+def live_by_whole_search(pool: ExprPool, e: int) -> bool:
+    """The reference: breadth-first over every derivative of e (no structure), live iff a nullable
+    state is reachable."""
+    reps = pool.classes_of(e)[1]
+    seen, frontier = {e}, [e]
+    while frontier:
+        nxt = []
+        for x in frontier:
+            if pool.nullable[x]:
+                return True
+            for b in reps:
+                y = pool.deriv(x, b)
+                if y != EMPTY_ID and y not in seen:
+                    seen.add(y)
+                    nxt.append(y)
+        frontier = nxt
+    return False
+
+
+BOOL_REGEX = boolean_regexes()

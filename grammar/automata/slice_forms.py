@@ -1,0 +1,68 @@
+"""Slice forms: which expressions a vocabulary slice serves, read off the interned expression.
+
+A state ``X{lo,hi} rest`` (or a union with such a live branch), X a character class the pool knows
+(``ExprPool.char_class``), allows every token made of at most hi X-characters whatever ``rest`` is;
+``slice_candidate`` finds (X, hi) so the token side can use the precomputed ``tokens.slices.Slice``.
+"""
+
+from __future__ import annotations
+
+from guided.grammar.automata.expr_pool import INF, K_BYTES, K_CAT, K_OR, K_REP, ExprPool
+
+__all__ = ["slice_candidate", "wider"]
+
+def slice_candidate(pool: ExprPool, e: int) -> tuple[tuple, int] | None:
+    """(character class key, max repeats or INF) when e is ``X{lo,hi} rest``, or a union with such a
+    live branch: every token of at most hi X-characters is then allowed (see Slice)."""
+    memo = pool.__dict__.setdefault("_slice_memo", {})
+    if e in memo:
+        return memo[e]
+    best = _slice_form(pool, e)
+    if best is None and pool.kind[e] == K_OR:
+        for x in pool.args[e]:
+            c = _slice_form(pool, x)
+            if c is not None and (best is None or wider(c[1], best[1])) and pool.is_live(x):
+                best = c
+    memo[e] = best
+    return best
+
+
+def _slice_form(pool: ExprPool, e: int):
+    k = pool.kind[e]
+    if k == K_CAT:
+        e = pool.args[e][0]
+        k = pool.kind[e]
+    if k != K_REP:
+        return None
+    x, _, hi = pool.args[e]
+    key = pool.char_class.get(x)
+    if key is None and pool.kind[x] == K_OR:  # (X|other){lo,hi}: X-strings are still allowed
+        key = _widest_class_in(pool, x)
+    return None if key is None else (key, hi)
+
+
+def _widest_class_in(pool: ExprPool, x: int):
+    """The widest character class whose language is contained in the union x (flattened by or_)."""
+    memo = pool.__dict__.setdefault("_class_in_memo", {})
+    if x in memo:
+        return memo[x]
+    children = set(pool.args[x])
+    bytes_mask = sum(pool.args[y] for y in children if pool.kind[y] == K_BYTES)
+    best = None
+    for cx, key in pool.char_class.items():
+        parts = pool.args[cx] if pool.kind[cx] == K_OR else (cx,)
+        ok = all(
+            (pool.args[y] & ~bytes_mask) == 0 if pool.kind[y] == K_BYTES else y in children for y in parts
+        )
+        if ok and (best is None or _class_size(key) > _class_size(best)):
+            best = key
+    memo[x] = best
+    return best
+
+
+def _class_size(key: tuple) -> int:
+    return sum(hi - lo + 1 for lo, hi in key[1])
+
+
+def wider(a: int, b: int) -> bool:
+    return b != INF and (a == INF or a > b)

@@ -1,0 +1,39 @@
+"""Keyword tables the schema passes share (lowering, complement), apart from the passes themselves."""
+
+from __future__ import annotations
+
+from guided.schema.facts import TYPES
+
+__all__ = ["UNSUPPORTED_KEYWORDS", "UNSUPPORTED_FORMATS", "SIMPLE_SIBLINGS", "ALL_TYPES", "TYPE_KEYWORDS",
+           "ANNOTATIONS", "OBJECT_ONLY", "OLD_DRAFTS", "MAX_ENUM"]  # fmt: skip
+
+# keywords guided refuses (dynamic scopes have no static grammar)
+UNSUPPORTED_KEYWORDS = ("$dynamicRef", "$recursiveRef")
+# formats with no exact grammar here: a SchemaError (lenient: relaxed to any string)
+UNSUPPORTED_FORMATS = frozenset(
+    {"regex", "idn-email", "idn-hostname", "iri", "iri-reference", "uri-template"}
+)
+# keywords an enum/const may sit beside and be filtered against in Python, exactly
+SIMPLE_SIBLINGS = frozenset(
+    {"type", "enum", "const", "format", "minLength", "maxLength", "pattern", "minimum", "maximum",
+     "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "nullable", "title", "description",
+     "default", "examples", "$comment", "$schema", "$id"}
+)  # fmt: skip
+ALL_TYPES = frozenset(TYPES) - {"integer"}
+# keywords that restrict instances of one type only (others pass them)
+TYPE_KEYWORDS = frozenset(
+    {"properties", "required", "additionalProperties", "patternProperties", "propertyNames", "minProperties",
+     "maxProperties", "dependentRequired", "dependentSchemas", "dependencies", "unevaluatedProperties",
+     "items", "prefixItems", "additionalItems", "minItems", "maxItems", "contains", "minContains",
+     "maxContains", "uniqueItems", "unevaluatedItems", "minLength", "maxLength", "pattern", "format",
+     "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
+)  # fmt: skip
+# keywords that never change the language
+ANNOTATIONS = frozenset({"title", "description", "$comment", "default", "examples"})
+# keywords that only concern objects
+OBJECT_ONLY = frozenset(
+    {"properties", "required", "additionalProperties", "patternProperties", "propertyNames", "minProperties",
+     "maxProperties", "dependentRequired"}
+)  # fmt: skip
+OLD_DRAFTS = ("draft-03", "draft-04", "draft-06", "draft-07")
+MAX_ENUM = 10_000
