@@ -55,7 +55,11 @@ class Config:
         Guided decoding: tokens a grammar forces are appended and prefilled as one chunk instead of
         being decoded one step each.
     mask_threads : int
-        Threads that fill guided bitmask rows while the forward pass runs.
+        Threads that compute guided masks not computed before, while the forward pass runs; 0
+        computes them on the engine thread (a slow mask then holds up the step).
+    mask_wait_s : float
+        How long a step waits, once its logits are ready, for masks still being computed; a sequence
+        whose mask is later is held back (it samples in a later step, from the same logits).
     """
 
     model: str
@@ -76,6 +80,7 @@ class Config:
     seed: int = 0
     fast_forward: bool = True
     mask_threads: int = 4
+    mask_wait_s: float = 0.005
     hf_config: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -105,7 +110,10 @@ class Config:
         _positive("max_num_seqs", self.max_num_seqs)
         _positive("max_num_batched_tokens", self.max_num_batched_tokens)
         _positive("cuda_graph_max_batch", self.cuda_graph_max_batch)
-        _positive("mask_threads", self.mask_threads)
+        if isinstance(self.mask_threads, bool) or not isinstance(self.mask_threads, int) or self.mask_threads < 0:
+            raise ConfigError(f"mask_threads must be an integer >= 0, got {self.mask_threads!r}")
+        if not 0.0 <= self.mask_wait_s < 60.0:
+            raise ConfigError(f"mask_wait_s must be in [0, 60), got {self.mask_wait_s}")
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise ConfigError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
         if self.num_kv_blocks is not None:

@@ -12,6 +12,8 @@ import time
 from itertools import count
 from pathlib import Path
 
+import torch
+
 from guided.errors import ConfigError, GuidedError, ModelLoadError
 
 from .block_manager import BlockManager
@@ -19,9 +21,9 @@ from .config import Config
 from .grammar_masks import GrammarMasks
 from .model_runner import BitmaskProvider, ModelRunner
 from .request import Completion, Request, RequestOutput
-from .sampler import sequence_seed
+from .sampler import SampledTokens, sequence_seed
 from .sampling_params import SamplingParams
-from .scheduler import Scheduler
+from .scheduler import ScheduledBatch, Scheduler
 from .sequence import Sequence
 
 logger = logging.getLogger(__name__)
@@ -67,7 +69,7 @@ class LLMEngine:
         self.completions: dict[int, Completion] = {}
         self.bitmask_provider: BitmaskProvider | None = None
         self.grammar_masks = GrammarMasks(
-            self.vocab_size, config.max_num_seqs, self.runner.device, config.mask_threads
+            self.vocab_size, config.max_num_seqs, self.runner.device, config.mask_threads, config.mask_wait_s
         )
         self.pending_grammars: dict[str, Request] = {}  # requests whose constraint is still compiling
         self._finished_early: list[Request] = []  # finished before any step (forced text only)
@@ -241,14 +243,19 @@ class LLMEngine:
         batch = self.scheduler.schedule()
         touched: dict[str, Request] = {}
         self._fail_all(batch.failed, touched)
-        if not batch:
-            if self.pending_grammars and not outputs and not touched:
+        masks = self.grammar_masks if self.bitmask_provider is None else None
+        ready = masks.take_ready() if masks is not None else []  # held back earlier, mask ready now
+        if not batch and not ready:
+            if masks is not None and masks.held:
+                masks.wait_for_held(GRAMMAR_POLL_S)  # only slow masks are in flight: do not spin
+            elif self.pending_grammars and not outputs and not touched:
                 time.sleep(GRAMMAR_POLL_S)  # only compiles are in flight: do not spin
             return outputs + [self._output(r) for r in touched.values()]
-        sampled = self.runner.execute(batch, self.bitmask_provider or self.grammar_masks)
-        for seq, n in zip(batch.seqs, batch.num_tokens, strict=True):
-            seq.num_computed_tokens += n
-            self.block_manager.cache_computed_blocks(seq)
+        if masks is not None:
+            sampled = self._run(batch, ready)
+        else:  # a custom provider: called while the forward pass runs, never held back
+            sampled = self.runner.execute(batch, self.bitmask_provider)
+            self._computed(batch)
         self._fail_all(sampled.failed, touched)
         now = time.perf_counter()
         for seq, token_id, logprobs in zip(sampled.seqs, sampled.token_ids, sampled.logprobs, strict=True):
@@ -258,6 +265,37 @@ class LLMEngine:
             if self.stream or seq.is_finished:
                 touched[seq.request_id] = request
         return outputs + [self._output(r) for r in touched.values() if self.stream or r.finished]
+
+    def _run(self, batch: ScheduledBatch, ready: list) -> SampledTokens:
+        """Forward pass over ``batch`` while the workers compute masks not computed before; then sample
+        every sequence whose mask is ready (``ready``: held back before, with their logits) and hold
+        back those whose mask is not."""
+        masks = self.grammar_masks
+        to_sample = [s for s, n in zip(batch.seqs, batch.num_tokens, strict=True) if s.num_computed_tokens + n == s.num_tokens]
+        masks.start(to_sample)
+        seqs, logits = self.runner.forward(batch) if batch else ([], None)
+        logits_ready = self.runner.logits_ready()
+        self._computed(batch)
+        if ready:
+            seqs = seqs + [s for s, _ in ready]
+            held_rows = torch.stack([row for _, row in ready])
+            logits = held_rows if logits is None else torch.cat([logits, held_rows])
+        if not seqs:
+            return SampledTokens()
+        bitmask, rows, late = masks.collect(seqs, logits_ready)
+        if late:
+            for i in late:
+                masks.hold(seqs[i], logits[i])
+            held = set(late)
+            keep = [i for i in range(len(seqs)) if i not in held]
+            seqs, rows = [seqs[i] for i in keep], [rows[i] for i in keep]
+            logits = logits[torch.tensor(keep, dtype=torch.long, device=logits.device)]
+        return self.runner.sample(seqs, logits, bitmask, rows) if seqs else SampledTokens()
+
+    def _computed(self, batch: ScheduledBatch) -> None:
+        for seq, n in zip(batch.seqs, batch.num_tokens, strict=True):
+            seq.num_computed_tokens += n
+            self.block_manager.cache_computed_blocks(seq)
 
     def _advance(self, seq: Sequence, token_id: int, logprobs: dict[int, float] | None) -> None:
         """Append the sampled token, then what the grammar forces; an error ends this sequence alone."""
@@ -376,6 +414,7 @@ class LLMEngine:
     def _forget(self, request: Request) -> None:
         for seq in request.seqs:
             self.completions.pop(seq.seq_id, None)
+            self.grammar_masks.forget(seq)
 
 
 def _top(row: dict[int, float], token_id: int, k: int) -> dict[int, float]:

@@ -128,8 +128,9 @@ class ModelRunner:
 
     # ------------------------------------------------------------------ one step
     @torch.inference_mode()
-    def execute(self, batch: ScheduledBatch, bitmask_provider: BitmaskProvider | None = None) -> SampledTokens:
-        """Run ``batch``; return the tokens sampled for the sequences whose chunk reached their end."""
+    def forward(self, batch: ScheduledBatch) -> tuple[list[Sequence], torch.Tensor | None]:
+        """Run ``batch``; the sequences whose chunk reached their end and their logits (float32
+        ``[n, vocab_size]``; None when none did). On CUDA this returns before the device is done."""
         ids, positions, slots, cu, seq_lens, tables, sample_rows, sample_seqs = self._prepare(batch)
         if self.graphs is not None and self.graphs.can_run(batch, len(sample_seqs)):
             hidden = self.graphs.run(ids, positions, slots, seq_lens, tables)
@@ -137,32 +138,59 @@ class ModelRunner:
             ctx = self._context(slots, cu, seq_lens, tables, max(batch.num_tokens))
             hidden = self.model(self._to_device(ids, torch.long), self._to_device(positions, torch.long), ctx)
         if not sample_seqs:
-            return SampledTokens()
-        return self._sample(hidden, sample_rows, sample_seqs, bitmask_provider)
+            return sample_seqs, None
+        # hidden: [num_tokens, hidden_size]; sample_rows index the last token of each sampled sequence
+        return sample_seqs, self.model.logits(hidden[self._to_device(sample_rows, torch.long)]).float()
 
-    def _sample(self, hidden, rows: list[int], seqs: list[Sequence], provider) -> SampledTokens:
-        """Sample the rows together; if that raises, row by row, so the rows that fail end alone."""
+    def logits_ready(self):
+        """A callable that says whether the device has finished what was queued so far (always True on CPU)."""
+        if self.device.type != "cuda":
+            return None
+        event = torch.cuda.Event()
+        event.record()
+        return event.query
+
+    @torch.inference_mode()
+    def sample(self, seqs: list[Sequence], logits: torch.Tensor, bitmask=None, rows: list[int] | None = None) -> SampledTokens:
+        """Sample one token per row of ``logits`` (``bitmask`` rows by ``rows``, -1 = unconstrained);
+        if the batch raises, row by row, so that the rows that fail end alone."""
         try:
-            return self._sample_rows(hidden, rows, seqs, provider)
+            return self._sample_rows(seqs, logits, bitmask, rows)
         except Exception:
             if len(seqs) > 1:
                 logger.exception("sampling a batch of %d rows failed; sampling row by row", len(seqs))
         out = SampledTokens()
-        for row, seq in zip(rows, seqs, strict=True):
+        for i, seq in enumerate(seqs):
             try:
-                out.extend(self._sample_rows(hidden, [row], [seq], provider))
+                out.extend(self._sample_rows([seq], logits[i : i + 1], bitmask, None if rows is None else [rows[i]]))
             except Exception as e:  # this row alone: its request ends with the error
                 logger.exception("sampling failed for sequence %s of request %s", seq.seq_id, seq.request_id)
                 out.failed.append((seq, f"sampling failed: {type(e).__name__}: {e}"))
         return out
 
-    def _sample_rows(self, hidden, rows: list[int], seqs: list[Sequence], provider) -> SampledTokens:
-        # hidden: [num_tokens, hidden_size]; rows index the last token of each sampled sequence
-        logits = self.model.logits(hidden[self._to_device(rows, torch.long)])
+    @torch.inference_mode()
+    def execute(self, batch: ScheduledBatch, bitmask_provider: BitmaskProvider | None = None) -> SampledTokens:
+        """``forward`` then ``sample``, with a custom bitmask provider (called while the device runs)."""
+        seqs, logits = self.forward(batch)
+        if not seqs:
+            return SampledTokens()
+        try:
+            result = bitmask_provider(seqs) if bitmask_provider is not None else None
+        except Exception as e:  # the provider failed for the whole step: each row ends alone
+            logger.exception("the bitmask provider failed")
+            return SampledTokens(failed=[(s, f"computing the token mask failed: {type(e).__name__}: {e}") for s in seqs])
+        bitmask, rows = result if result is not None else (None, None)
+        return self.sample(seqs, logits, bitmask, rows)
+
+    def _sample_rows(self, seqs: list[Sequence], logits: torch.Tensor, bitmask, rows) -> SampledTokens:
         sampling = self.sampler.prepare(seqs)
-        bitmask, bitmask_rows = self._bitmask(provider, seqs)
+        if bitmask is not None and rows is not None and any(r >= 0 for r in rows):
+            bitmask = bitmask.to(self.device, non_blocking=True)
+            rows = self._to_device(rows, torch.int32)
+        else:  # no constrained row here
+            bitmask = rows = None
         out = SampledTokens()
-        out.add(seqs, self.sampler(logits, sampling, bitmask, bitmask_rows))
+        out.add(seqs, self.sampler(logits, sampling, bitmask, rows))
         return out
 
     def _prepare(self, batch: ScheduledBatch):
@@ -199,11 +227,3 @@ class ModelRunner:
     def _to_device(self, values: list, dtype: torch.dtype) -> torch.Tensor:
         pin = self.device.type == "cuda"
         return torch.tensor(values, dtype=dtype, pin_memory=pin).to(self.device, non_blocking=True)
-
-    def _bitmask(self, provider: BitmaskProvider | None, seqs: list[Sequence]):
-        """Ask the provider (while the GPU is still busy with the forward pass) for the step's bitmask."""
-        result = provider(seqs) if provider is not None else None
-        if result is None:
-            return None, None
-        bitmask, rows = result
-        return bitmask.to(self.device, non_blocking=True), self._to_device(rows, torch.int32)

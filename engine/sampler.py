@@ -109,13 +109,14 @@ class Sampler:
         bitmask: torch.Tensor | None = None,
         bitmask_rows: torch.Tensor | None = None,
     ) -> SampleOutput:
-        # logits: [B, vocab_size] float32, modified in place
+        # logits: [B, vocab_size] float32; only -inf is written into it in place (idempotent), so a
+        # failed batch can be sampled again row by row
         if self.num_text_tokens < self.vocab_size:
             logits[:, self.num_text_tokens :] = float("-inf")
         if batch.banned is not None:
             logits[batch.banned] = float("-inf")
         if batch.penalties is not None:
-            apply_penalties(logits, *batch.penalties)
+            logits = apply_penalties(logits, *batch.penalties)
         if not logits.is_cuda and batch.all_greedy and bitmask is None and not batch.return_logprob:
             return SampleOutput(logits.argmax(dim=1))  # CPU fast path; the kernel's greedy rule exactly
         sample = fused_sample if logits.is_cuda else fused_sample_ref  # CPU: never Triton's interpreter
@@ -164,8 +165,8 @@ class Sampler:
         return self._tensor(rows, torch.int64), self._tensor(ids, torch.int64)
 
 
-def apply_penalties(logits, rows, ids, prompt_rows, prompt_ids, rep, freq, pres) -> None:
-    """Repetition (prompt + output), frequency and presence (output) penalties, in place.
+def apply_penalties(logits, rows, ids, prompt_rows, prompt_ids, rep, freq, pres) -> torch.Tensor:
+    """Repetition (prompt + output), frequency and presence (output) penalties, as new logits.
 
     logits: [B, V]; (rows, ids) are the output tokens, (prompt_rows, prompt_ids) the prompt tokens of
     the rows with a repetition penalty; rep/freq/pres: [B].
@@ -177,5 +178,5 @@ def apply_penalties(logits, rows, ids, prompt_rows, prompt_ids, rep, freq, pres)
     seen_any[prompt_rows, prompt_ids] = True
     r = rep[:, None]
     penalised = torch.where(logits > 0, logits / r, logits * r)
-    logits.copy_(torch.where(seen_any, penalised, logits))
-    logits -= freq[:, None] * counts + pres[:, None] * seen.to(logits.dtype)
+    out = torch.where(seen_any, penalised, logits)
+    return out - (freq[:, None] * counts + pres[:, None] * seen.to(logits.dtype))

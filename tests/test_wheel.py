@@ -5,6 +5,7 @@ installed into a fresh virtual environment outside the checkout, and ``guided ge
 from __future__ import annotations
 
 import os
+import shutil
 import site
 import subprocess
 import sys
@@ -27,7 +28,14 @@ def installed(tmp_path_factory):
     """A fresh venv with the wheel installed; the dependencies are this environment's (a path entry,
     whose own .pth files, the editable install's among them, are not read)."""
     tmp = tmp_path_factory.mktemp("wheel")
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp), str(REPO)],
+    source = tmp / "source"  # a copy of the tracked files: the build writes nothing into the checkout
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO, capture_output=True, check=True).stdout
+    for name in filter(None, files.decode().split("\0")):
+        target = source / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if (REPO / name).is_file():
+            shutil.copy2(REPO / name, target)
+    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp), str(source)],
          cwd=tmp)  # fmt: skip
     (wheel,) = tmp.glob("guided-*.whl")
     venv = tmp / "venv"

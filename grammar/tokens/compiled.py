@@ -125,6 +125,11 @@ class CompiledGrammar(AutomatonQueries):
     def matcher(self) -> Matcher:
         return Matcher(self)
 
+    def cached_mask(self, state: int) -> np.ndarray | None:
+        """The state's mask when it is computed already (microseconds), else None; never computes."""
+        key = self._mask_key.get(state)
+        return self._masks.get(key) if key is not None else None
+
     def mask(self, state: int) -> np.ndarray:
         """The allowed-token bitmask of a state: uint32 [words], bit (id & 31) of word (id >> 5). Do not modify."""
         key = self._mask_key.get(state)

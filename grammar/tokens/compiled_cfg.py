@@ -73,6 +73,10 @@ class CompiledCfg(AutomatonQueries):
         with self.pool.bound.limit(self.mask_timeout_s, "accepting a token"):
             return super().next_state(state, token_id)
 
+    def cached_mask(self, state: int) -> np.ndarray | None:
+        """The configuration's mask when it is computed already, else None; never computes."""
+        return self._masks.get(state)
+
     def mask(self, state: int) -> np.ndarray:
         """The allowed-token bitmask of a configuration: uint32 [words]. Do not modify."""
         m = self._masks.get(state)

@@ -74,6 +74,22 @@ class Matcher:
         mask = self.compiled._eos_mask if s == TERMINATED else self.compiled.mask(s)
         out[:] = mask.view(np.int32)
 
+    def has_cached_mask(self) -> bool:
+        """Whether the current mask is computed already (``fill_bitmask`` then takes microseconds)."""
+        s = self._states[-1]
+        return s == TERMINATED or self.compiled.cached_mask(s) is not None
+
+    def fill_bitmask_if_cached(self, bitmask, row: int = 0) -> bool:
+        """``fill_bitmask`` when the mask is computed already (a copy, microseconds); False, leaving
+        the row alone, when it would have to be computed (the engine then computes it off the step)."""
+        s = self._states[-1]
+        mask = self.compiled._eos_mask if s == TERMINATED else self.compiled.cached_mask(s)
+        if mask is None:
+            return False
+        arr = bitmask if isinstance(bitmask, np.ndarray) else bitmask.numpy()
+        (arr[row] if arr.ndim == 2 else arr)[:] = mask.view(np.int32)
+        return True
+
     def allowed_tokens(self) -> np.ndarray:
         """bool [vocabulary.size]: the current mask, unpacked (for tests and debugging)."""
         words = np.zeros(self.compiled.vocabulary.bitmask_words, dtype=np.int32)

@@ -46,9 +46,15 @@ class FaultyMatcher:
             if self.calls > self.after:
                 raise InjectedFault(MESSAGE)
 
-    def fill_bitmask(self, bitmask, row):
+    def fill_bitmask(self, bitmask, row=0):
         self._maybe_raise("fill_bitmask")
         return self.inner.fill_bitmask(bitmask, row)
+
+    def has_cached_mask(self) -> bool:
+        return self.method != "fill_bitmask" and self.inner.has_cached_mask()
+
+    def fill_bitmask_if_cached(self, bitmask, row=0) -> bool:
+        return self.method != "fill_bitmask" and self.inner.fill_bitmask_if_cached(bitmask, row)
 
     def accept_token(self, token_id):
         self._maybe_raise("accept_token")
