@@ -76,6 +76,19 @@ class BoundedCache(Generic[K, V]):
             value = self.setdefault(key, create())
         return value
 
+    def __getstate__(self):
+        with self._lock:
+            return {"max_entries": self.max_entries, "data": list(self._data.items())}
+
+    def __setstate__(self, state) -> None:
+        self.__init__(state["max_entries"])
+        self._data.update(state["data"])
+
+    def items(self) -> list[tuple[K, V]]:
+        """A snapshot of the entries, least recently used first (not counted as uses)."""
+        with self._lock:
+            return list(self._data.items())
+
     def pop(self, key: K, default=None):
         with self._lock:
             return self._data.pop(key, default)

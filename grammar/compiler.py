@@ -10,7 +10,9 @@ masks are computed on first visit.
 
 from __future__ import annotations
 
+import re
 import threading
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -18,6 +20,7 @@ import numpy as np
 from guided.errors import GrammarError
 from guided.grammar.bounded_cache import BoundedCache
 from guided.grammar.cfg_ir import CfgGrammar
+from guided.grammar.disk_cache import GrammarDiskCache
 from guided.grammar.frontends.ecma_regex import parse_regex
 from guided.grammar.frontends.gbnf_grammar import parse_gbnf
 from guided.grammar.frontends.lark_grammar import parse_lark
@@ -47,6 +50,9 @@ class GrammarCompiler:
         Bound on the memory of cached masks per grammar.
     mask_timeout_s : float or None
         Bound on the lazy work of one mask / token transition of a regular grammar (LimitError past it).
+    disk_cache : GrammarDiskCache, optional
+        Where compiled grammars persist across processes: a grammar missing from the memory cache is
+        loaded from there when it is stored, else compiled and stored.
     """
 
     def __init__(
@@ -57,6 +63,7 @@ class GrammarCompiler:
         max_states: int = 500_000,
         mask_cache_bytes: int = 256 << 20,
         mask_timeout_s: float | None = 5.0,
+        disk_cache: GrammarDiskCache | None = None,
     ):
         self.vocabulary = vocabulary
         self.cache_size = cache_size
@@ -64,6 +71,7 @@ class GrammarCompiler:
         self.max_states = max_states
         self.mask_cache_bytes = mask_cache_bytes
         self.mask_timeout_s = mask_timeout_s
+        self.disk_cache = disk_cache
         self._cache: BoundedCache[tuple, CompiledGrammar | CompiledCfg] = BoundedCache(cache_size)
         warm_up(vocabulary)
 
@@ -79,7 +87,10 @@ class GrammarCompiler:
     def compile_lark(self, text: str, start: str = "start", import_paths=()) -> CompiledGrammar | CompiledCfg:
         """Compile Lark grammar text (context-free; a grammar without recursion takes the regular path)."""
         key = ("lark", text, start, tuple(import_paths))
-        return self._cached_grammar(key, lambda: parse_lark(text, start, import_paths))
+        # a grammar that imports files other than Lark's common.lark is not kept on disk: the key does not
+        # hold those files, which may change between processes
+        persist = not import_paths and all(m.startswith("common.") for m in re.findall(r"%import\s+([\w.]+)", text))
+        return self._cached_grammar(key, lambda: parse_lark(text, start, import_paths), persist)
 
     def compile_gbnf(self, text: str, start: str = "root") -> CompiledGrammar | CompiledCfg:
         """Compile llama.cpp GBNF grammar text (``root`` is the start rule by default)."""
@@ -97,19 +108,47 @@ class GrammarCompiler:
         """Compile a grammar IR built directly (e.g. a recursive JSON Schema); ``key`` names it."""
         return self._cached_grammar(("cfg", key), lambda: grammar)
 
+    def compile_lowered(self, key: tuple, lower: Callable[[], Node | CfgGrammar]) -> CompiledGrammar | CompiledCfg:
+        """Compile what ``lower()`` builds (a regex AST, or grammar IR for the context-free path), cached
+        under ``key`` (plain values: it names the disk entry too). A cached grammar, in memory or on
+        disk, never calls ``lower``."""
+        opts = dict(self._options(), mask_timeout_s=self.mask_timeout_s)
+
+        def make():
+            lang = lower()
+            if isinstance(lang, CfgGrammar):
+                return compile_cfg(self.vocabulary, lang, key=key, **opts)
+            return CompiledGrammar(self.vocabulary, lang, key=key, **opts)
+
+        return self._lookup(key, make)
+
     def _options(self) -> dict:
         return dict(encode=self.encode, max_states=self.max_states, mask_cache_bytes=self.mask_cache_bytes)
 
-    def _cached_grammar(self, key: tuple, build: Callable[[], CfgGrammar]):
+    def _cached_grammar(self, key: tuple, build: Callable[[], CfgGrammar], persist: bool = True):
         opts = dict(self._options(), mask_timeout_s=self.mask_timeout_s)
-        return self._lookup(key, lambda: compile_cfg(self.vocabulary, build(), key=key, **opts))
+        return self._lookup(key, lambda: compile_cfg(self.vocabulary, build(), key=key, **opts), persist)
 
     def _cached(self, key: tuple, build: Callable[[], Node]) -> CompiledGrammar:
         opts = dict(self._options(), mask_timeout_s=self.mask_timeout_s)
         return self._lookup(key, lambda: CompiledGrammar(self.vocabulary, build(), key=key, **opts))
 
-    def _lookup(self, key: tuple, make: Callable[[], CompiledGrammar | CompiledCfg]):
-        return self._cache.get_or_create(key + (self.vocabulary.fingerprint,), make)
+    def _lookup(self, key: tuple, make: Callable[[], CompiledGrammar | CompiledCfg], persist: bool = True):
+        load = (lambda: self._load_or_make(key, make)) if persist else make
+        return self._cache.get_or_create(key + (self.vocabulary.fingerprint,), load)
+
+    def _load_or_make(self, key: tuple, make: Callable[[], CompiledGrammar | CompiledCfg]):
+        disk = self.disk_cache
+        if disk is None:
+            return make()
+        bounds = dict(max_states=self.max_states, mask_cache_bytes=self.mask_cache_bytes,
+                      mask_timeout_s=self.mask_timeout_s)  # fmt: skip
+        compiled = disk.load(key, self.vocabulary, self.encode, **bounds)
+        if compiled is None:
+            t0 = time.perf_counter()
+            compiled = make()
+            disk.save(key, compiled, build_s=time.perf_counter() - t0)  # before any other thread sees it
+        return compiled
 
 
 _WARM: set[str] = set()  # fingerprints of the vocabularies warmed up in this process

@@ -52,6 +52,16 @@ def _engine_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--compile-timeout", type=float, default=10.0, help="seconds per constraint compile (default: 10)"
     )
+    p.add_argument(
+        "--grammar-cache",
+        default="auto",
+        metavar="DIR|off",
+        help="directory where compiled grammars persist across restarts, or 'off' "
+        "(default: $GUIDED_GRAMMAR_CACHE, else grammars/ under $GUIDED_CACHE or ~/.cache/guided)",
+    )
+    p.add_argument(
+        "--grammar-cache-mb", type=int, default=1024, help="bound on the grammar cache's size in MiB (default: 1024)"
+    )
 
 
 def _add_serve(sub) -> None:
@@ -146,7 +156,10 @@ def _llm(args):
     config = {"device": args.device, "dtype": args.dtype, "max_num_seqs": args.max_num_seqs}
     if args.max_model_len is not None:
         config["max_model_len"] = args.max_model_len
-    return LLM(args.model, compile_timeout=args.compile_timeout, **config)
+    if args.grammar_cache_mb <= 0:
+        raise ConfigError(f"--grammar-cache-mb must be positive, got {args.grammar_cache_mb}")
+    return LLM(args.model, compile_timeout=args.compile_timeout, grammar_cache=args.grammar_cache,
+               grammar_cache_bytes=args.grammar_cache_mb << 20, **config)  # fmt: skip
 
 
 def _serve(args) -> int:

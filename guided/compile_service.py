@@ -9,21 +9,67 @@ still lands in the cache.
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 from guided.constraints import Choice, Constraint, Grammar, JsonSchema, Regex
 from guided.errors import CompileTimeoutError, ConfigError, LimitError
 from guided.grammar.bounded_cache import BoundedCache
 from guided.grammar.compiler import GrammarCompiler
+from guided.grammar.disk_cache import GrammarDiskCache
 from guided.grammar.regex_ast import alt, literal
 from guided.grammar.vocab import Vocabulary
 from guided.limits import Limits, check_text
 from guided.schema.compiler import compile_json_schema
 
-__all__ = ["CompileService", "PendingGrammar"]
+__all__ = ["CompileService", "PendingGrammar", "grammar_cache_dir"]
+
+logger = logging.getLogger("guided.compile_service")
+GRAMMAR_CACHE_ENV = "GUIDED_GRAMMAR_CACHE"
+_OFF = ("", "0", "off", "none", "false", "no")
+
+
+def grammar_cache_dir(spec: str | os.PathLike | None = "auto") -> Path | None:
+    """Where compiled grammars persist: ``spec`` a directory, None / "off" for nowhere, "auto" for
+    ``$GUIDED_GRAMMAR_CACHE`` (a directory, or "off") else ``grammars/`` under ``$GUIDED_CACHE``
+    (``~/.cache/guided`` by default)."""
+    if spec is None:
+        return None
+    if str(spec) == "auto":
+        spec = os.environ.get(GRAMMAR_CACHE_ENV)
+        if spec is None:
+            from guided.builtin.tokenizers import cache_dir  # lazy: only a default cache needs it
+
+            return cache_dir() / "grammars"
+    if str(spec).strip().lower() in _OFF:
+        return None
+    return Path(spec).expanduser()
+
+
+def _disk_cache(spec, max_bytes: int) -> GrammarDiskCache | None:
+    """The disk cache ``spec`` names (see ``grammar_cache_dir``). A directory that cannot be made is a
+    ConfigError when named, a warning (and no disk cache) when it is the default."""
+    directory = grammar_cache_dir(spec)
+    if directory is None:
+        return None
+    if max_bytes <= 0:
+        raise ConfigError(f"grammar_cache_bytes must be positive, got {max_bytes}")
+    import guided  # lazy: the package's __init__ imports this module (its version is read at call time)
+    import guided.schema
+
+    try:
+        return GrammarDiskCache(directory, max_bytes=max_bytes, version=guided.__version__,
+                                source_dirs=[Path(guided.schema.__file__).parent])  # fmt: skip
+    except OSError as e:
+        if str(spec) != "auto":
+            raise ConfigError(f"grammar cache directory {str(directory)!r} cannot be used: {e}") from None
+        logger.warning("grammar cache %s cannot be used (%s); compiled grammars are not kept on disk", directory, e)
+        return None
 
 
 @dataclass(slots=True)
@@ -66,13 +112,20 @@ class CompileService:
     limits : Limits, optional
         Size bounds checked before compiling (text sizes, schema pre-pass, automaton states, mask
         cache); its ``compile_timeout_s`` replaces ``timeout_s`` when given.
+    grammar_cache : path, "auto" or None
+        Directory where compiled grammars persist (``GrammarDiskCache``): a restarted process loads a
+        grammar compiled before instead of compiling it. "auto": see ``grammar_cache_dir``; None: off.
+    grammar_cache_bytes : int
+        Bound on that directory (least recently used entries removed past it).
     """
 
     def __init__(self, vocabulary: Vocabulary, encode=None, workers: int = 2, timeout_s: float = 10.0,
-                 cache_size: int = 256, limits: Limits | None = None):  # fmt: skip
+                 cache_size: int = 256, limits: Limits | None = None, grammar_cache: str | os.PathLike | None = None,
+                 grammar_cache_bytes: int = 1 << 30):  # fmt: skip
         if timeout_s <= 0:
             raise ConfigError(f"compile timeout must be positive, got {timeout_s}")
-        self.grammars = GrammarCompiler(vocabulary, cache_size=cache_size, encode=encode)
+        disk = _disk_cache(grammar_cache, grammar_cache_bytes)
+        self.grammars = GrammarCompiler(vocabulary, cache_size=cache_size, encode=encode, disk_cache=disk)
         self.set_limits(limits or Limits(compile_timeout_s=float(timeout_s)))
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="guided-compile")
         self._inflight: dict[tuple, tuple[Future, list]] = {}

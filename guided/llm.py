@@ -39,6 +39,13 @@ class LLM:
         Overrides the model directory's tokenizer.
     compile_timeout : float
         Seconds a constraint may take to compile before its request fails.
+    grammar_cache : path, "auto" or None
+        Directory where compiled grammars persist, so that a restarted process loads a constraint it
+        compiled before instead of compiling it again. "auto" (the default): ``$GUIDED_GRAMMAR_CACHE``
+        (a directory, or "off") else ``grammars/`` under ``$GUIDED_CACHE`` (``~/.cache/guided``);
+        None or "off": no disk cache.
+    grammar_cache_bytes : int
+        Bound on that directory (least recently used entries are removed past it).
     **config
         Any ``guided.engine.config.Config`` field: ``dtype``, ``block_size``, ``max_num_seqs``,
         ``max_num_batched_tokens``, ``gpu_memory_utilization``, ``enable_prefix_caching``, ...
@@ -50,6 +57,7 @@ class LLM:
     """
 
     def __init__(self, model: str | os.PathLike | None = None, tokenizer=None, compile_timeout: float = 10.0,
+                 grammar_cache: str | os.PathLike | None = "auto", grammar_cache_bytes: int = 1 << 30,
                  **config):  # fmt: skip
         if model is None:
 
@@ -58,6 +66,7 @@ class LLM:
                   file=sys.stderr)  # fmt: skip
         self.engine = LLMEngine(Config(model=str(model), **config), tokenizer, stream=False)
         self.compile_timeout = compile_timeout
+        self.grammar_cache, self.grammar_cache_bytes = grammar_cache, grammar_cache_bytes
         self._compile_service: CompileService | None = None
 
     @property
@@ -67,7 +76,8 @@ class LLM:
             engine = self.engine
             vocab = Vocabulary.from_tokenizer(engine.tokenizer, size=engine.vocab_size, eos_ids=engine.eos_token_ids)
             self._compile_service = CompileService(vocab, encode=continuation_encoder(engine.tokenizer, vocab),
-                                            timeout_s=self.compile_timeout)  # fmt: skip
+                                                   timeout_s=self.compile_timeout, grammar_cache=self.grammar_cache,
+                                                   grammar_cache_bytes=self.grammar_cache_bytes)  # fmt: skip
         return self._compile_service
 
     @property

@@ -13,6 +13,9 @@ import pytest
 from shared_data import SHARED, TOKENIZER_FILES, shared_path
 
 REPO = Path(__file__).resolve().parents[1]
+# No test reads a grammar another test (or an earlier run) compiled: the on-disk grammar cache is off
+# for the suite, and the tests of that cache name their own directories.
+os.environ["GUIDED_GRAMMAR_CACHE"] = "off"
 LONG_TESTS = os.environ.get("GUIDED_LONG_TESTS") == "1"
 
 

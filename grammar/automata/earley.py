@@ -337,6 +337,14 @@ class CfgAutomaton(StateTable):
             r = self._exit_cache[lex] = np.array(words, dtype=np.uint64)
         return r
 
+    def __getstate__(self):
+        """As ``StateTable``, without the terminals' AST nodes: their exit bytes are read off first."""
+        for t in range(len(self.term_nodes)):
+            self._term_exit(t)
+        state = super().__getstate__()
+        state["term_nodes"] = None
+        return state
+
     def _term_exit(self, t: int) -> int:
         """The bytes (a 256-bit int) that can end a string of terminal t, read off its regex: a superset
         of the bytes that take a lexer state of a lexeme of t to an accepting one."""

@@ -87,6 +87,18 @@ class ExprPool:
         common = _common
         return cls() if common is None else common.fork()
 
+    def __getstate__(self):
+        """Everything but the AST memo (rebuilt as nodes are interned again) and the thread-local bound:
+        an on-disk grammar cache loads a pool without building any AST node."""
+        state = dict(self.__dict__)
+        state["_interned"] = {}
+        del state["bound"]
+        return state
+
+    def __setstate__(self, state) -> None:
+        self.__dict__.update(state)
+        self.bound = WorkBound()
+
     def fork(self) -> ExprPool:
         """A new pool holding this pool's expressions under the same ids, with its interning memos
         but none of the caches of lazy work (derivatives, emptiness, classes)."""

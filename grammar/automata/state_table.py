@@ -7,12 +7,25 @@ which computes every transition of state s.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 __all__ = ["StateTable"]
 
 
 class StateTable:
+    def __getstate__(self):
+        """The automaton as built so far (an on-disk grammar cache keeps it); the lock is made anew."""
+        with self.lock:
+            state = dict(self.__dict__)
+        del state["lock"]
+        return state
+
+    def __setstate__(self, state) -> None:
+        self.__dict__.update(state)
+        self.lock = threading.RLock()
+
     def is_accepting(self, s: int) -> bool:
         return bool(self.accepting[s])
 

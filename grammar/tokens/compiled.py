@@ -5,11 +5,13 @@ bytes). Masks are keyed by the state's *clamped* expression: counters past the l
 are indistinguishable within one token, so ``x{0,100000}`` shares one mask over most of its states
 (only where the expression has no intersection/complement, whose emptiness counters can decide).
 Immutable from the outside and safe to share across threads; pickles as its source AST plus the
-vocabulary, and rebuilds its caches on load.
+vocabulary, and rebuilds its caches on load. ``disk_state`` / ``from_disk_state`` keep the built
+automaton instead (the on-disk grammar cache, ``guided.grammar.disk_cache``).
 """
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -19,6 +21,7 @@ from guided.grammar.automata.expr_pool import ExprPool
 from guided.grammar.automata.lazy_dfa import LazyDFA
 from guided.grammar.automata.slice_forms import slice_candidate
 from guided.grammar.bounded_cache import BoundedCache
+from guided.grammar.safe_pickle import safe_loads
 from guided.grammar.tokens.forced import ForcedTokenizer
 from guided.grammar.tokens.matcher import Matcher
 from guided.grammar.tokens.vocab_index import vocab_index
@@ -57,17 +60,55 @@ class AutomatonQueries:
         self.mask_timeout_s = mask_timeout_s  # bounds one mask / transition / forced query (LimitError)
         self._build()
 
+    # what depends on the vocabulary alone (``_build_vocabulary_side``) or on this process: a disk cache
+    # keeps neither, the loading process builds them again
+    _VOCABULARY_SIDE = ("vocabulary", "encode", "index", "trie", "eos_ids", "_eos_set", "_special", "_tokens",
+                        "_words", "_eos_mask", "_masks", "forced", "_stack_len")  # fmt: skip
+
     def __getstate__(self):
-        fields = (
-            "vocabulary",
-            self._SOURCE,
-            "key",
-            "encode",
-            "max_states",
-            "mask_cache_bytes",
-            "mask_timeout_s",
-        )
-        return {k: getattr(self, k) for k in fields}
+        fields = ("vocabulary", "key", "encode", "max_states", "mask_cache_bytes", "mask_timeout_s")
+        return {self._SOURCE: self.source, **{k: getattr(self, k) for k in fields}}
+
+    @property
+    def source(self):
+        """The constraint's source (regex AST or grammar IR); loaded on demand after a disk cache load."""
+        src = getattr(self, self._SOURCE)
+        if src is None:
+            src = safe_loads(self._source_blob)
+            setattr(self, self._SOURCE, src)
+        return src
+
+    def disk_state(self) -> dict:
+        """The built automaton, its masks and forced-token caches aside: what an on-disk cache keeps
+        (``from_disk_state`` takes it back). The source travels as a pickled blob, unpickled only if
+        asked for. Call it before the grammar is shared with other threads."""
+        skip = {*self._VOCABULARY_SIDE, self._SOURCE, "_source_blob"}
+        state = {k: v for k, v in self.__dict__.items() if k not in skip}
+        state["_source_blob"] = getattr(self, "_source_blob", None) or pickle.dumps(self.source, protocol=5)
+        state["_saved_masks"] = self._masks.items()
+        return state
+
+    @classmethod
+    def from_disk_state(cls, state: dict, vocabulary: Vocabulary, encode: Encode | None = None,
+                        max_states: int = 500_000, mask_cache_bytes: int = 256 << 20,
+                        mask_timeout_s: float | None = 5.0):  # fmt: skip
+        """A grammar from ``disk_state()`` for the same vocabulary, under this process's bounds."""
+        self = cls.__new__(cls)
+        state = dict(state)
+        masks = state.pop("_saved_masks")
+        self.__dict__.update(state)
+        setattr(self, self._SOURCE, None)
+        self.vocabulary, self.encode = vocabulary, encode
+        self.max_states, self.mask_cache_bytes, self.mask_timeout_s = max_states, mask_cache_bytes, mask_timeout_s
+        self.dfa.max_states, self.dfa.timeout_s = max_states, mask_timeout_s
+        self._build_vocabulary_side()
+        self._attach()
+        for key, mask in masks:
+            self._masks.put(key, mask)
+        return self
+
+    def _attach(self) -> None:
+        """After ``from_disk_state``: what a subclass keeps beside the vocabulary side."""
 
     def _build_vocabulary_side(self) -> None:
         """What depends on the vocabulary alone: trie, EOS mask, token bytes, the mask LRU, forced tokens."""

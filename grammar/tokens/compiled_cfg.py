@@ -46,6 +46,8 @@ class CompiledCfg(AutomatonQueries):
     """A context-free grammar's automaton over a vocabulary; create with ``compile_cfg``, use via ``matcher()``."""
 
     _SOURCE = "grammar"
+    _VOCABULARY_SIDE = (*AutomatonQueries._VOCABULARY_SIDE, "_desc", "_next_tok", "_tails", "_cfg_tail",
+                        "_tail_rows", "_tail_done", "_tail_lock")  # fmt: skip
 
     def _build(self) -> None:
         pool = ExprPool.with_common()
@@ -55,11 +57,15 @@ class CompiledCfg(AutomatonQueries):
         self.dfa.timeout_s = self.mask_timeout_s  # forced-token queries read it
         self.pool = pool
         self._build_vocabulary_side()
-        self._desc, self._next_tok, self._tails = self.index.cfg_tables()
+        self._attach()
         self._inside: dict[int, np.ndarray] = {}  # lexer state -> tokens inside its lexeme (any context)
         self._slice_keys: dict[int, tuple | None] = {}  # configuration -> slice_of
         self._lex_slices: dict[int, tuple | None] = {}  # lexer state -> its lexemes' widest slice
-        # mid-token slices: configuration -> row of self._tails (an unbounded slice's tails) or -1
+
+    def _attach(self) -> None:
+        self._desc, self._next_tok, self._tails = self.index.cfg_tables()
+        # mid-token slices: configuration -> row of self._tails (an unbounded slice's tails) or -1; the
+        # rows live in this process's vocabulary index, so a disk cache load starts them again
         self._cfg_tail = np.full(64, -1, dtype=np.int32)
         self._tail_rows: dict[tuple, int] = {}  # slice candidate -> its row or -1
         self._tail_done = 0  # configurations below this have their _cfg_tail entry

@@ -181,11 +181,8 @@ def compile_json_schema(compiler, schema: Any, *, registry: dict | None = None, 
     regular engine ``CompiledGrammar`` or a context-free ``CompiledCfg`` (same Matcher API)."""
     _intern_common_lexemes()
     opts = SchemaOptions(**options)
-    lang = json_schema_to_grammar(schema, registry=registry, options=opts)
-    key = ("json-schema", cache_key(schema, opts, registry))
-    if isinstance(lang, CfgGrammar):
-        return compiler.compile_cfg(lang, key=key)
-    return compiler.compile_ast(lang, key=key)
+    key = ("json-schema", cache_key(schema, opts, registry))  # a cached grammar skips the lowering
+    return compiler.compile_lowered(key, lambda: json_schema_to_grammar(schema, registry=registry, options=opts))
 
 
 _common_done = threading.Event()
