@@ -1,13 +1,15 @@
 """MaskBench and the JSON Schema Test Suite, guided beside its peers, in one run (Llama 3 tokenizer).
 
-    .venv/bin/python benchmarks/maskbench.py [--every K] [--jobs N] [--engines guided,llguidance]
-        [--timeout S] [--jsts] [--tag NAME]
+    .venv/bin/python benchmarks/maskbench.py [--sets maskbench,maskbench-hard] [--every K] [--jobs N]
+        [--engines guided,llguidance] [--timeout S] [--jsts] [--tag NAME] [--compare OLD.json[,OLD2.json]]
 
 Runs ``guided bench maskbench`` (``guided.bench.maskbench``) once per engine on the same schema files
-(every K-th of ../shared/data/maskbench, sorted by name), each engine single-threaded per schema with
-N schemas in flight, and writes every engine's per-schema lines and summary to
-``benchmarks/results/maskbench-<tag>.json`` with guided's ratios to each peer. ``--jsts`` does the
-same for the JSON Schema Test Suite (``jsts-<tag>.json``).
+(every K-th of each set under ../shared/data, sorted by name), each engine single-threaded per schema
+with N schemas in flight, and writes every engine's per-schema lines, its summary over all files and
+per split (the file name's prefix: ``Github_hard``, ``JsonSchemaStore``, ...) to
+``benchmarks/results/maskbench-<tag>.json`` with guided's ratios to each peer. ``--compare`` diffs
+guided's per-schema outcome against an earlier result file (schemas that stopped passing, or started
+accepting invalid instances). ``--jsts`` does the same for the JSON Schema Test Suite.
 """
 
 from __future__ import annotations
@@ -52,8 +54,54 @@ def ratios(ours: dict, peer: dict) -> dict:
     return out
 
 
+def split_of(name: str) -> str:
+    """MaskBench's split of a file: ``JsonSchemaStore---x.json`` -> JsonSchemaStore, ``Github_hard_12`` -> Github_hard."""
+    return name.split("---")[0] if "---" in name else name.removesuffix(".json").rsplit("_", 1)[0]
+
+
+def split_summaries(lines: list[dict]) -> dict:
+    """Per split: schemas, passing, compile errors, timeouts, invalid accepted, valid rejected, TTFM p50/p99."""
+    import numpy as np
+
+    out: dict[str, dict] = {}
+    for line in lines:
+        s = out.setdefault(split_of(line["file"]), {"schemas": 0, "passing": 0, "compile_errors": 0, "timeouts": 0,
+                                                     "accepts_invalid": 0, "rejects_valid": 0, "ttfm": []})  # fmt: skip
+        s["schemas"] += 1
+        s["passing"] += bool(line.get("passed"))
+        s["compile_errors"] += line["status"] == "compile_error"
+        s["timeouts"] += line["status"] == "timeout"
+        s["accepts_invalid"] += line.get("accepts_invalid", 0)
+        s["rejects_valid"] += line.get("rejects_valid", 0)
+        if "ttfm_us" in line:
+            s["ttfm"].append(line["ttfm_us"])
+    for s in out.values():
+        t = s.pop("ttfm")
+        s["ttfm_p50_us"], s["ttfm_p99_us"] = (round(float(np.percentile(t, q)), 1) for q in (50, 99)) if t else (0, 0)
+    return dict(sorted(out.items()))
+
+
+def compare(old: list[dict], new: list[dict]) -> dict:
+    """Schemas whose outcome got worse (or better) between two runs of guided."""
+    before = {x["file"]: x for x in old}
+    out: dict[str, list] = {"stopped_passing": [], "now_accept_invalid": [], "started_passing": []}
+    for x in new:
+        y = before.get(x["file"])
+        if y is None:
+            continue
+        if y.get("passed") and not x.get("passed"):
+            out["stopped_passing"].append(x["file"])
+        if x.get("accepts_invalid", 0) > y.get("accepts_invalid", 0):
+            out["now_accept_invalid"].append(x["file"])
+        if x.get("passed") and not y.get("passed"):
+            out["started_passing"].append(x["file"])
+    return out
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--sets", default="maskbench", help="comma-separated data sets under ../shared/data")
+    p.add_argument("--compare", default=None, help="earlier maskbench-*.json files, comma-separated: per-schema diff of guided")
     p.add_argument("--every", type=int, default=1)
     p.add_argument("--limit", type=int, default=None)
     p.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2))
@@ -69,15 +117,23 @@ def main() -> int:
             "jobs": a.jobs, "timeout_s": a.timeout, "tokenizer": "llama3"}  # fmt: skip
     RESULTS.mkdir(parents=True, exist_ok=True)
 
-    mb = [str(SHARED / "data" / "maskbench"), "--every", str(a.every)] + (["--limit", str(a.limit)] if a.limit else [])
-    report = {"meta": {**meta, "every": a.every, "limit": a.limit}, "summaries": {}, "wall_s": {}, "lines": {}}
+    sets = a.sets.split(",")
+    mb = [str(SHARED / "data" / name) for name in sets] + ["--every", str(a.every)]
+    mb += ["--limit", str(a.limit)] if a.limit else []
+    report = {"meta": {**meta, "sets": sets, "every": a.every, "limit": a.limit}, "summaries": {}, "wall_s": {},
+              "splits": {}, "lines": {}}  # fmt: skip
     for e in engines:
         lines, summary, wall = run_engine("guided.bench.maskbench", mb + common, e)
         report["summaries"][e], report["wall_s"][e], report["lines"][e] = summary, round(wall, 1), lines
+        report["splits"][e] = split_summaries(lines)
         print(json.dumps(summary), flush=True)
     if "guided" in engines:
         report["ratios"] = {e: ratios(report["summaries"]["guided"], report["summaries"][e]) for e in engines if e != "guided"}
         print(json.dumps(report["ratios"]), flush=True)
+    if a.compare:
+        old = [x for f in a.compare.split(",") for x in json.loads(Path(f).read_text())["lines"]["guided"]]
+        report["compare"] = compare(old, report["lines"]["guided"])
+        print(json.dumps({k: len(v) for k, v in report["compare"].items()}), flush=True)
     (RESULTS / f"maskbench-{tag}.json").write_text(json.dumps(report, indent=1) + "\n")
 
     if a.jsts:
