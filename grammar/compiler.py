@@ -89,7 +89,7 @@ class GrammarCompiler:
         key = ("lark", text, start, tuple(import_paths))
         # a grammar that imports files other than Lark's common.lark is not kept on disk: the key does not
         # hold those files, which may change between processes
-        persist = not import_paths and all(m.startswith("common.") for m in re.findall(r"%import\s+([\w.]+)", text))
+        persist = not import_paths and all(m == "common" or m.startswith("common.") for m in re.findall(r"%import\s+([\w.]+)", text))
         return self._cached_grammar(key, lambda: parse_lark(text, start, import_paths), persist)
 
     def compile_gbnf(self, text: str, start: str = "root") -> CompiledGrammar | CompiledCfg:

@@ -220,7 +220,7 @@ def _generate(args) -> int:
     elif args.regex is not None:
         constraint = Regex(args.regex)
     elif args.grammar:
-        constraint = Grammar(Path(args.grammar).read_text())
+        constraint = Grammar.from_file(args.grammar)  # a Lark grammar's relative %imports: from its folder
     elif args.choice:
         constraint = Choice(args.choice)
     llm = _llm(args)

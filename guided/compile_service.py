@@ -221,5 +221,7 @@ class CompileService:
                 whitespace=constraint.whitespace, limits=self.limits,
             )  # fmt: skip
         if isinstance(constraint, Grammar):
+            if constraint.import_paths:
+                return compiler.compile_lark(constraint.text, import_paths=constraint.import_paths)
             return compiler.compile_grammar(constraint.text, syntax=constraint.syntax)
         raise ConfigError(f"unknown constraint {constraint!r}")

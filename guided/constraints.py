@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from guided.errors import ConfigError
@@ -95,10 +96,13 @@ class Grammar(Constraint):
     """Output is a sentence of a context-free grammar in Lark or GBNF syntax.
 
     ``syntax="auto"`` takes GBNF when the text defines rules with ``::=``, Lark otherwise.
+    ``import_paths``: folders searched for a Lark grammar's relative ``%import`` (``%import .csv.start``);
+    ``Grammar.from_file`` sets it to the file's folder.
     """
 
     text: str
     syntax: Literal["auto", "lark", "gbnf"] = "auto"
+    import_paths: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str) or not self.text.strip():
@@ -107,10 +111,26 @@ class Grammar(Constraint):
             raise ConfigError(f"grammar syntax must be 'lark', 'gbnf' or 'auto', got {self.syntax!r}")
         if self.syntax == "auto":
             object.__setattr__(self, "syntax", "gbnf" if "::=" in self.text else "lark")
+        if isinstance(self.import_paths, str) or not all(isinstance(p, str) for p in self.import_paths):
+            raise ConfigError(f"import_paths is a sequence of folder paths, got {self.import_paths!r}")
+        object.__setattr__(self, "import_paths", tuple(self.import_paths))
+        if self.import_paths and self.syntax != "lark":
+            raise ConfigError("import_paths apply to Lark grammars only (GBNF has no %import)")
+
+    @classmethod
+    def from_file(cls, path, syntax: Literal["auto", "lark", "gbnf"] = "auto") -> Grammar:
+        """The grammar in file ``path`` (``.gbnf``: GBNF, ``.lark``: Lark, else by its text); a Lark
+        grammar's relative ``%import``s are read from the file's folder."""
+        path = Path(path)
+        text = path.read_text(encoding="utf-8")
+        if syntax == "auto" and path.suffix in (".gbnf", ".lark"):
+            syntax = path.suffix[1:]
+        probe = cls(text, syntax)
+        return cls(text, probe.syntax, (str(path.resolve().parent),) if probe.syntax == "lark" else ())
 
     @property
     def key(self) -> tuple:
-        return ("grammar", self.syntax, self.text)
+        return ("grammar", self.syntax, self.text, self.import_paths)
 
 
 def to_constraint(value: Any, *, strict: bool = False) -> Constraint | None:

@@ -100,17 +100,27 @@ class _Loaded:
         self.terminals, self.rules, self.ignore_tokens = terminals, rules, ignore_tokens
 
 
+_RELATIVE_IMPORT = re.compile(r"^[ \t]*%import[ \t]+\.\S*", re.MULTILINE)
+
+
 def _load(text: str, start: str, import_paths: list) -> _Loaded:
     try:
         from lark.exceptions import LarkError
         from lark.load_grammar import load_grammar
     except ImportError as e:  # pragma: no cover
         raise GrammarError("Lark grammars need the 'lark' package: pip install lark") from e
+    if not import_paths and (m := _RELATIVE_IMPORT.search(text)):
+        # Lark would read it from the process's working directory: a grammar sent to a server must not
+        # read the server's files. A grammar file's own folder is given by Grammar.from_file.
+        raise GrammarError(f"Lark grammar: the relative import {m.group(0).strip()!r} needs the folder to read it "
+                           "from (import_paths; Grammar.from_file(path) uses the file's folder)")  # fmt: skip
     try:  # the loader alone: building Lark's own parser would double the compile time
         grammar, _ = load_grammar(text, "<grammar>", import_paths, False)
         return _Loaded(*grammar.compile([start], set()))
     except LarkError as e:
         raise GrammarError(f"Lark grammar: {e}".strip()) from None
+    except AssertionError as e:  # Lark's loader asserts on some imports it cannot resolve
+        raise GrammarError(f"Lark grammar: {e}") from None
     except (OSError, re.error) as e:
         raise GrammarError(f"Lark grammar: {e}") from None
 

@@ -37,6 +37,13 @@ def test_generate_constraints(tmp_path):
     assert out.returncode == 2 and "lookaround" in out.stderr
 
 
+def test_generate_with_a_lark_file_that_imports_its_siblings(shared):
+    path = shared("data", "grammars", "lark", "storage.lark")  # %import .csv.start, .json.start
+    out = _guided("generate", "Data:", "--grammar", str(path), "--max-tokens", "12")
+    assert out.returncode == 0, out.stderr
+    assert "finish_reason=" in out.stderr and out.stdout.strip()
+
+
 def test_bench_passes_arguments_through():
     for suite in ("maskbench", "json-schema-test-suite", "serve"):
         out = _guided("bench", suite, "--help", timeout=60)

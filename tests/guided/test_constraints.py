@@ -120,3 +120,43 @@ def test_timeout_fails_only_that_request(vocab_builtin):
     finally:
         gate.set()
         service.shutdown()
+
+
+def test_a_lark_grammar_file_imports_its_siblings(vocab_builtin, shared):
+    """storage.lark imports csv.lark and json.lark from its folder (``%import .csv.start``)."""
+    import lark
+
+    path = shared("data", "grammars", "lark", "storage.lark")
+    grammar = Grammar.from_file(path)
+    assert grammar.syntax == "lark" and grammar.import_paths == (str(path.parent.resolve()),)
+    assert grammar.key != Grammar(grammar.text).key  # another folder's csv.lark is another language
+    oracle = lark.Lark(path.read_text(), parser="earley", import_paths=[str(path.parent)])
+    service = CompileService(vocab_builtin)
+    try:
+        compiled = service.compile(grammar)
+        verdicts = []
+        for text in ("# a b\n1,2\n", '{"k":[1,2.5]}', '# h\nx\n{"a":null}', '{"k":[1,}', "# a\n", "",
+                     '{"k": [1, 2]}\n{"j":true}'):  # fmt: skip
+            try:
+                oracle.parse(text)
+                valid = True
+            except lark.exceptions.LarkError:
+                valid = False
+            m = compiled.matcher()
+            assert (m.accept_text(text) and m.is_accepting()) == valid, text
+            verdicts.append(valid)
+        assert True in verdicts and False in verdicts
+    finally:
+        service.shutdown()
+    with pytest.raises(GrammarError, match="csv.lark"):  # without the folder, the import is not found
+        CompileService(vocab_builtin).compile(Grammar(grammar.text))
+
+
+def test_grammar_import_paths_are_checked(tmp_path):
+    with pytest.raises(ConfigError, match="sequence of folder paths"):
+        Grammar('start: "a"', import_paths="dir")
+    with pytest.raises(ConfigError, match="Lark grammars only"):
+        Grammar('root ::= "a"', import_paths=("dir",))
+    (tmp_path / "g.gbnf").write_text('root ::= "a" | "b"')
+    g = Grammar.from_file(tmp_path / "g.gbnf")
+    assert (g.syntax, g.import_paths) == ("gbnf", ())

@@ -145,3 +145,19 @@ def test_builder_lowers_ebnf_for_generated_grammars():
     assert not accepts(g, '{"value": 1,"children": [{"value":2},]}')
     deep = "".join('{"value":1,"children":[' for _ in range(60)) + '{"value":2}' + "]}" * 60
     assert accepts(g, deep)
+
+
+def test_lark_relative_imports_never_read_the_working_directory(tmp_path, monkeypatch):
+    """A grammar sent to a server must not read the server's files: without import_paths a relative
+    %import is an error, even where the working directory holds the file; with them it is read there."""
+    (tmp_path / "words.lark").write_text('WORD: "w"+\n')
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "more.lark").write_text('NUM: "1"+\n')
+    monkeypatch.chdir(tmp_path)
+    for text in ('%import .words.WORD\nstart: WORD', 'start: NUM\n  %import .sub.more.NUM', '%import .words (WORD)\nstart: WORD'):
+        with pytest.raises(GrammarError, match="relative import .* needs the folder"):
+            parse_lark(text)
+    with pytest.raises(GrammarError, match="Lark grammar"):  # not Lark's AssertionError
+        parse_lark("%import words.WORD\nstart: WORD")
+    grammar = parse_lark('%import .words.WORD\nstart: WORD "!"', import_paths=[str(tmp_path)])
+    assert isinstance(grammar, CfgGrammar)

@@ -286,6 +286,14 @@ def test_error_bad_grammar_has_position(client):
     assert "line" in e.value.message and e.value.body["code"] == "invalid_grammar"
 
 
+def test_a_grammar_cannot_import_the_servers_files(client, tmp_path, monkeypatch):
+    (tmp_path / "secret.lark").write_text('KEY: "hunter2"\n')
+    monkeypatch.chdir(tmp_path)  # where Lark would look for a relative %import
+    with pytest.raises(openai.BadRequestError) as e:
+        chat(client, extra_body={"guided_grammar": '%import .secret.KEY\nstart: KEY'})
+    assert "relative import" in e.value.message and e.value.body["code"] == "invalid_grammar"
+
+
 @pytest.mark.parametrize(
     "kwargs, needle",
     [
