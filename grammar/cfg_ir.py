@@ -110,31 +110,30 @@ class CfgGrammar:
         place, ``%ignore`` terminals allowed around every lexeme. Such grammars can use the regular
         engine."""
         ig = repeat(alt(*(self.terminals[n].node for n in self.ignore))) if self.ignore else EPSILON
-        memo: dict[str, Node | None] = {}
-        active: set[str] = set()
+        if self.start in self.terminals:
+            return seq(ig, self.terminals[self.start].node, ig)
 
-        def go(name: str) -> Node | None:
-            if name in self.terminals:
-                return seq(self.terminals[name].node, ig)
-            if name in memo:
-                return memo[name]
-            if name in active:
-                return None  # recursion
-            active.add(name)
-            alts = []
-            for a in self.rules[name].alternatives:
-                parts = [go(x) for x in a]
-                if any(p is None for p in parts):
-                    active.discard(name)
-                    memo[name] = None
-                    return None
-                alts.append(seq(*parts))
+        def nonterminals(name: str):
+            return (x for a in self.rules[name].alternatives for x in a if x not in self.terminals)
+
+        # depth-first with an explicit stack (a chain of thousands of rules is no RecursionError)
+        memo: dict[str, Node] = {}
+        stack, active = [(self.start, nonterminals(self.start))], {self.start}
+        while stack:
+            name, children = stack[-1]
+            child = next((c for c in children if c not in memo), None)
+            if child is not None:
+                if child in active:
+                    return None  # recursion: not a regular language as written
+                active.add(child)
+                stack.append((child, nonterminals(child)))
+                continue
+            stack.pop()
             active.discard(name)
+            alts = [seq(*(seq(self.terminals[x].node, ig) if x in self.terminals else memo[x] for x in a))
+                    for a in self.rules[name].alternatives]  # fmt: skip
             memo[name] = alt(*alts)
-            return memo[name]
-
-        body = go(self.start)
-        return None if body is None else seq(ig, body)
+        return seq(ig, memo[self.start])
 
     def _reachable(self) -> set[str]:
         seen, stack = {self.start}, [self.start]

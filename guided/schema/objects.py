@@ -114,7 +114,11 @@ def _object(
         ):
             name_lang = lowering.string_decoded(names_schema, f"{path}/propertyNames")
         else:
-            key_filter = lowering.lower(names_schema, f"{path}/propertyNames", base, None)
+            # a name is a string: meeting the string language resolves what the schema's other types
+            # bring (e.g. `not: {enum}` refuses values of every type, a nonterminal the name test cannot use)
+            where = f"{path}/propertyNames"
+            key_filter = lowering.both(lowering.lower(names_schema, where, base, None), lowering.string({}, where),
+                                       path=where, keyword="propertyNames")  # fmt: skip
 
     slots = []  # (member node or EMPTY, required)
     slot_names = []

@@ -59,3 +59,21 @@ def test_mutations_get_the_oracles_verdict(name):
             assert recognizes(a, m) == verdict, (m, verdict)
             rejected += not verdict
     assert rejected > 0 or name in ("gbnf/english.gbnf", "gbnf/japanese.gbnf", "gbnf/list.gbnf")
+
+
+def test_a_chain_of_thousands_of_rules_is_regular_without_deep_recursion():
+    """to_regex walks with an explicit stack: a non-recursive chain deeper than Python's recursion
+    limit (a big schema's nesting) still takes the regular engine; recursion still does not."""
+    import sys
+
+    from guided.grammar.cfg_ir import CfgGrammar, Rule, Terminal
+    from guided.grammar.regex_ast import literal
+
+    depth = sys.getrecursionlimit() + 500
+    rules = {f"r{i}": Rule(f"r{i}", ((f"r{i + 1}", "A"), ("B",))) for i in range(depth)}
+    rules[f"r{depth}"] = Rule(f"r{depth}", (("B",),))
+    terms = {"A": Terminal("A", literal("a")), "B": Terminal("B", literal("b"))}
+    node = CfgGrammar(rules, terms, "r0").to_regex()
+    assert node is not None
+    looped = dict(rules, **{f"r{depth}": Rule(f"r{depth}", (("r0",), ("B",)))})
+    assert CfgGrammar(looped, terms, "r0").to_regex() is None

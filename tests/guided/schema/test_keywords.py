@@ -89,6 +89,12 @@ CASES = {
         [{}, {"x_a": 1}, {"x_a": 1, "x_b": 2}, {"x_a": "s"}, {"y": 1}],
     ),
     "property-names": ({"type": "object", "propertyNames": {"maxLength": 2}}, [{}, {"ab": 1}, {"abc": 1}]),
+    # `not` refuses values of every type: only its strings concern names (a nonterminal once leaked here)
+    "property-names-not-enum": (
+        {"type": "object", "properties": {"a": {}, "1": {}}, "propertyNames": {"not": {"enum": ["1", "3", 1]}},
+         "additionalProperties": {"type": "integer"}},  # fmt: skip
+        [{}, {"a": 1}, {"1": 1}, {"3": 2}, {"a": 1, "2": 5}, {"13": 1}],
+    ),
     "min-max-properties": (
         {"type": "object", "properties": {"a": {}, "b": {}}, "minProperties": 1, "maxProperties": 2},
         [{}, {"a": 1}, {"a": 1, "b": 2}, {"a": 1, "b": 2, "c": 3}, {"c": 1}],
