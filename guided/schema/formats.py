@@ -5,8 +5,8 @@ two deliberate restrictions that only narrow what is generated: a leap second (`
 only at 23:59 UTC spelled with a zero offset, and hostnames have no A-labels (``xn--...``: their
 punycode validity is not a regular language), as RFC 5891 forbids "--" in a label's 3rd and 4th
 positions otherwise. Formats with no regular
-grammar here (``regex``, ``idn-*``, ``iri*``, ``uri-template``) raise ``SchemaError`` unless the
-caller is lenient.
+grammar here (``regex``, ``idn-*``, ``uri-template``) raise ``SchemaError`` unless the caller is
+lenient.
 """
 
 from __future__ import annotations
@@ -72,26 +72,38 @@ _ATEXT = r"[A-Za-z0-9!#$%&'*+\-/=?^_`{|}~]"
 _LOCAL = rf'(?:{_ATEXT}+(?:\.{_ATEXT}+)*|"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\[\x20-\x7e])*")'
 EMAIL = rf"{_LOCAL}@(?:{HOSTNAME}|\[{IPV4}\]|\[IPv6:{IPV6}\])"
 
-_UNRESERVED = r"A-Za-z0-9\-._~"
-_SUB = r"!$&'()*+,;="
-_PCT = r"%[0-9A-Fa-f]{2}"
-_PCHAR = rf"(?:[{_UNRESERVED}{_SUB}:@]|{_PCT})"
-_SEGMENT = rf"{_PCHAR}*"
-_SEGMENT_NZ = rf"{_PCHAR}+"
-_SEGMENT_NZ_NC = rf"(?:[{_UNRESERVED}{_SUB}@]|{_PCT})+"
-_IP_LITERAL = rf"\[(?:{IPV6}|v[0-9A-Fa-f]+\.[{_UNRESERVED}{_SUB}:]+)\]"
-_REG_NAME = rf"(?:[{_UNRESERVED}{_SUB}]|{_PCT})*"
-_USERINFO = rf"(?:[{_UNRESERVED}{_SUB}:]|{_PCT})*"
-_AUTHORITY = rf"(?:{_USERINFO}@)?(?:{_IP_LITERAL}|{IPV4}|{_REG_NAME})(?::\d*)?"
-_PATH_ABEMPTY = rf"(?:/{_SEGMENT})*"
-_PATH_ABSOLUTE = rf"/(?:{_SEGMENT_NZ}(?:/{_SEGMENT})*)?"
-_PATH_ROOTLESS = rf"{_SEGMENT_NZ}(?:/{_SEGMENT})*"
-_PATH_NOSCHEME = rf"{_SEGMENT_NZ_NC}(?:/{_SEGMENT})*"
-_QUERY = rf"(?:{_PCHAR}|[/?])*"
-_TAIL = rf"(?:\?{_QUERY})?(?:#{_QUERY})?"
-URI = rf"[A-Za-z][A-Za-z0-9+\-.]*:(?://{_AUTHORITY}{_PATH_ABEMPTY}|{_PATH_ABSOLUTE}|{_PATH_ROOTLESS}|){_TAIL}"
-RELATIVE_REF = rf"(?://{_AUTHORITY}{_PATH_ABEMPTY}|{_PATH_ABSOLUTE}|{_PATH_NOSCHEME}|){_TAIL}"
-URI_REFERENCE = rf"(?:{URI}|{RELATIVE_REF})"
+def _uri_grammar(ucschar: str = "", iprivate: str = "") -> tuple[str, str]:
+    """RFC 3986's URI and URI-reference; with ``ucschar`` / ``iprivate`` (class ranges), RFC 3987's IRI
+    and IRI-reference (iunreserved adds ucschar; iquery adds iprivate)."""
+    unreserved = rf"A-Za-z0-9\-._~{ucschar}"
+    sub = r"!$&'()*+,;="
+    pct = r"%[0-9A-Fa-f]{2}"
+    pchar = rf"(?:[{unreserved}{sub}:@]|{pct})"
+    segment, segment_nz = rf"{pchar}*", rf"{pchar}+"
+    segment_nz_nc = rf"(?:[{unreserved}{sub}@]|{pct})+"
+    ip_literal = rf"\[(?:{IPV6}|[vV][0-9A-Fa-f]+\.[A-Za-z0-9\-._~{sub}:]+)\]"  # IPvFuture: ASCII ("v" is case-insensitive in ABNF)
+    reg_name = rf"(?:[{unreserved}{sub}]|{pct})*"
+    userinfo = rf"(?:[{unreserved}{sub}:]|{pct})*"
+    authority = rf"(?:{userinfo}@)?(?:{ip_literal}|{IPV4}|{reg_name})(?::\d*)?"
+    path_abempty = rf"(?:/{segment})*"
+    path_absolute = rf"/(?:{segment_nz}(?:/{segment})*)?"
+    path_rootless = rf"{segment_nz}(?:/{segment})*"
+    path_noscheme = rf"{segment_nz_nc}(?:/{segment})*"
+    query = rf"(?:{pchar}|[/?{iprivate}])*"
+    fragment = rf"(?:{pchar}|[/?])*"
+    tail = rf"(?:\?{query})?(?:#{fragment})?"
+    absolute = rf"[A-Za-z][A-Za-z0-9+\-.]*:(?://{authority}{path_abempty}|{path_absolute}|{path_rootless}|){tail}"
+    relative = rf"(?://{authority}{path_abempty}|{path_absolute}|{path_noscheme}|){tail}"
+    return absolute, rf"(?:{absolute}|{relative})"
+
+
+URI, URI_REFERENCE = _uri_grammar()
+# RFC 3987 2.2: ucschar and iprivate (code points written as characters: the patterns are code point classes)
+_UCSCHAR = "\u00a0-\ud7ff\uf900-\ufdcf\ufdf0-\uffef" + "".join(
+    f"{chr(plane << 16 | (0x1000 if plane == 14 else 0))}-{chr(plane << 16 | 0xFFFD)}" for plane in range(1, 15)
+)
+_IPRIVATE = "\ue000-\uf8ff" + f"{chr(0xF0000)}-{chr(0xFFFFD)}{chr(0x100000)}-{chr(0x10FFFD)}"
+IRI, IRI_REFERENCE = _uri_grammar(_UCSCHAR, _IPRIVATE)
 JSON_POINTER = r"(?:/(?:[^~/]|~[01])*)*"
 RELATIVE_JSON_POINTER = rf"(?:0|[1-9]\d*)(?:#|{JSON_POINTER})"
 
@@ -107,6 +119,8 @@ FORMATS = {
     "uuid": UUID,
     "uri": URI,
     "uri-reference": URI_REFERENCE,
+    "iri": IRI,
+    "iri-reference": IRI_REFERENCE,
     "json-pointer": JSON_POINTER,
     "relative-json-pointer": RELATIVE_JSON_POINTER,
 }

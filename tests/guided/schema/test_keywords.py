@@ -214,6 +214,16 @@ FORMATS = [
     ("uri", "http://exa mple.com", False),
     ("uri-reference", "../a/b?c", True),
     ("uri-reference", "\\\\share", False),
+    # RFC 3987: IRIs add ucschar (not the private use ranges, which only a query may hold)
+    ("iri", "http://\u4f8b\u3048.\u30c6\u30b9\u30c8/\u00fcber?q=\ue000#\u00e9", True),
+    ("iri", "https://example.com/\U0001f600", True),
+    ("iri", "http://example.com/\ue000", False),
+    ("iri", "http://a/#\ue000", False),
+    ("iri", "\u4f8b\u3048", False),
+    ("iri", "http://exa mple.com", False),
+    ("iri-reference", "\u4f8b\u3048/\u00fc?x", True),
+    ("iri-reference", "//h\u00f6st/p", True),
+    ("iri-reference", "a\ufffeb", False),
 ]
 
 
