@@ -4,9 +4,9 @@ Each is the RFC's ABNF written as a regular expression (all of these grammars ar
 two deliberate restrictions that only narrow what is generated: a leap second (``:60``) is accepted
 only at 23:59 UTC spelled with a zero offset, and hostnames have no A-labels (``xn--...``: their
 punycode validity is not a regular language), as RFC 5891 forbids "--" in a label's 3rd and 4th
-positions otherwise. Formats with no regular
-grammar here (``regex``, ``idn-*``, ``uri-template``) raise ``SchemaError`` unless the caller is
-lenient.
+positions otherwise, and ``regex`` is narrowed to patterns of bounded group nesting that every
+common dialect compiles (``regex_format_node``). Formats with no grammar here (``idn-*``: IDNA needs Unicode tables)
+raise ``SchemaError`` unless the caller is lenient.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from functools import cache
 
 from guided.grammar import parse_regex
-from guided.grammar.regex_ast import Node, any_char, intersect, repeat
+from guided.grammar.regex_ast import Node, alt, any_char, intersect, literal, optional, repeat, seq
 
 __all__ = ["format_node", "FORMATS"]
 
@@ -104,8 +104,52 @@ _UCSCHAR = "\u00a0-\ud7ff\uf900-\ufdcf\ufdf0-\uffef" + "".join(
 )
 _IPRIVATE = "\ue000-\uf8ff" + f"{chr(0xF0000)}-{chr(0xFFFFD)}{chr(0x100000)}-{chr(0x10FFFD)}"
 IRI, IRI_REFERENCE = _uri_grammar(_UCSCHAR, _IPRIVATE)
+# RFC 6570 2: literals and {expressions} (operators, varspecs with a prefix or explode modifier)
+_PCT = r"%[0-9A-Fa-f]{2}"
+_VARCHAR = rf"(?:[A-Za-z0-9_]|{_PCT})"
+_VARSPEC = rf"{_VARCHAR}(?:\.?{_VARCHAR})*(?::[1-9]\d{{0,3}}|\*)?"
+_TEMPLATE_LITERAL = rf"(?:[\x21\x23\x24\x26\x28-\x3b\x3d\x3f-\x5b\x5d\x5f\x61-\x7a\x7e{_UCSCHAR}{_IPRIVATE}]|{_PCT})"
+URI_TEMPLATE = rf"(?:{_TEMPLATE_LITERAL}|\{{[+#./;?&=,!@|]?{_VARSPEC}(?:,{_VARSPEC})*\}})*"
 JSON_POINTER = r"(?:/(?:[^~/]|~[01])*)*"
 RELATIVE_JSON_POINTER = rf"(?:0|[1-9]\d*)(?:#|{JSON_POINTER})"
+
+
+
+def regex_format_node(depth: int = 3) -> Node:
+    """ECMA-262 patterns (format "regex"), narrowed to those every common dialect compiles alike (Python's
+    ``re`` too) and to groups nested at most ``depth`` deep, which keeps the language regular: literal
+    characters, ``.``, the escapes ``\\d \\D \\w \\W \\s \\S \\t \\n \\r \\f \\v \\xHH \\uHHHH``
+    and escaped syntax characters, classes of those with digit / letter ranges in order, ``^ $ \\b \\B``,
+    the quantifiers ``* + ? {n} {n,} {n,m}`` (n < 100, n <= m < 1000), lazy or not, ``|``, capturing and
+    ``(?:`` groups. Named groups, backreferences, lookaround, ``\\c``, ``\\0`` and a bare ``-``/``{``/``}``
+    are left out: every pattern generated is valid, some valid ones are refused."""
+    syntax = r"\^$\\.*+?()[\]{}|"
+    hex_escape = r"x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4}"
+
+    def ranges(chars: str) -> str:
+        return "|".join(f"{lo}-[{lo}-{chars[-1]}]" for lo in chars)
+
+    class_char = rf"[^\\\]\[\-]|\\(?:[tnrfv]|{hex_escape}|[{syntax}/\-])"
+    digits, lower = "0123456789", "abcdefghijklmnopqrstuvwxyz"
+    class_item = rf"{ranges(digits)}|{ranges(lower)}|{ranges(lower.upper())}|\\[dDwWsS]|{class_char}"
+    # a class: "^" first is a negation and needs an item after it ("[^]" differs between dialects); a "-"
+    # is literal only last
+    first_item = class_item.replace(r"[^\\\]\[\-]", r"[^\\\]\[\-^]")
+    char_class = rf"\[(?:\^(?:{class_item})|{first_item})(?:{class_item})*-?\]"
+    atom = parse_regex(rf"[^{syntax}]|\.|\\(?:[dDwWsStnrfv]|{hex_escape}|[{syntax}/])|{char_class}")
+    # {n,m} with n <= m: n of one digit d and m in d..999, or n = ab of two digits and m in ab..999
+    pairs = [rf"{d},(?:[{d}-9]|[1-9]\d{{1,2}})" for d in range(10)]
+    pairs += [rf"{a}{b},(?:{a}[{b}-9]" + (rf"|[{a + 1}-9]\d" if a < 9 else "") + r"|[1-9]\d\d)"
+              for a in range(1, 10) for b in range(10)]  # fmt: skip
+    quantifier = parse_regex(rf"(?:[*+?]|\{{(?:(?:0|[1-9]\d?),?|{'|'.join(pairs)})\}})\??")
+    assertion = parse_regex(r"[\^$]|\\[bB]")
+    disjunction = None
+    for level in range(depth + 1):  # a group holds the disjunction of the level below (shared, not copied)
+        group = seq(literal("("), optional(literal("?:")), disjunction, literal(")")) if level else None
+        term = alt(assertion, seq(alt(atom, group) if group else atom, optional(quantifier)))
+        alternative = repeat(term)
+        disjunction = seq(alternative, repeat(seq(literal("|"), alternative)))
+    return disjunction
 
 FORMATS = {
     "date": DATE,
@@ -121,15 +165,19 @@ FORMATS = {
     "uri-reference": URI_REFERENCE,
     "iri": IRI,
     "iri-reference": IRI_REFERENCE,
+    "uri-template": URI_TEMPLATE,
     "json-pointer": JSON_POINTER,
     "relative-json-pointer": RELATIVE_JSON_POINTER,
 }
+_NODES = {"regex": regex_format_node}  # formats built as regex ASTs
 _MAX_LEN = {"hostname": 253, "email": 254}
 
 
 @cache
 def format_node(name: str) -> Node | None:
     """The decoded-string language of a format, or None when it has no regular grammar here."""
+    if name in _NODES:
+        return _NODES[name]()
     pattern = FORMATS.get(name)
     if pattern is None:
         return None

@@ -11,7 +11,7 @@ __all__ = ["UNSUPPORTED_KEYWORDS", "UNSUPPORTED_FORMATS", "SIMPLE_SIBLINGS", "AL
 UNSUPPORTED_KEYWORDS = ("$dynamicRef", "$recursiveRef")
 # formats with no exact grammar here: a SchemaError (lenient: relaxed to any string)
 UNSUPPORTED_FORMATS = frozenset(
-    {"regex", "idn-email", "idn-hostname", "iri", "iri-reference", "uri-template"}
+    {"idn-email", "idn-hostname"}
 )
 # keywords an enum/const may sit beside and be filtered against in Python, exactly
 SIMPLE_SIBLINGS = frozenset(

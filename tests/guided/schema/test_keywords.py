@@ -224,7 +224,40 @@ FORMATS = [
     ("iri-reference", "\u4f8b\u3048/\u00fc?x", True),
     ("iri-reference", "//h\u00f6st/p", True),
     ("iri-reference", "a\ufffeb", False),
+    ("uri-template", "http://example.com/dictionary/{term:1}/{term}", True),
+    ("uri-template", "{+path,x}/here{?q*,lang}{#frag}{.a.b}", True),
+    ("uri-template", "http://example.com/{term:10000}", False),
+    ("uri-template", "http://example.com/dictionary/{term:1}/{term", False),
+    ("uri-template", "{}", False),
+    ("uri-template", "a b", False),
 ]
+
+
+# format "regex": patterns every common dialect compiles (ECMA-262 and Python's re), groups nested to 3
+_REGEX_VALID = [r"([abc])+\s+$", "^\\s*(it|describe)\\(\\s*['\"]([^'\"]+)['\"]", r"^[A-Za-z0-9_-]+$",
+                r"^(feat|fix)(\(.+\))?: .{1,72}$", r"x{2}y{3,}z{10,10}w{9,999}?", r"\{\{.*?\}\}|\u00e9\x41",
+                r"((a(b))|)", r"[^^]\b[\d-]", ""]  # fmt: skip
+_REGEX_INVALID = ["^(abc]", "\\a", "(?P<name>x)", "(?i)abc", "a**", "[z-a]", "x{3,2}", "x{10,9}", "(", ")", "[",
+                  "[^]", "a{", "\\", "*a", "^*"]  # fmt: skip
+_REGEX_NARROWED = ["(?<name>x)", "(?=a)b", "\\cA", "[]", "((((a))))", "x{1,1000}"]  # valid, not generated
+FORMATS += [("regex", p, True) for p in _REGEX_VALID] + [("regex", p, False) for p in _REGEX_INVALID + _REGEX_NARROWED]
+
+
+def test_generated_regex_formats_compile_everywhere():
+    """Every string of up to 3 characters over the syntax characters that the "regex" format accepts is
+    a pattern Python's re compiles (without a warning); the valid examples above are accepted."""
+    import itertools
+    import re
+
+    node = json_schema_to_node({"type": "string", "format": "regex"})
+    alphabet = list("a()[]{}\\-^$*+?|.,1d")
+    for n in range(4):
+        for chars in itertools.product(alphabet, repeat=n):
+            text = "".join(chars)
+            if accepts(node, dumps(text)):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("error")
+                    re.compile(text)
 
 
 @pytest.mark.parametrize("fmt, text, expected", FORMATS)
@@ -309,7 +342,7 @@ def test_recursion_needs_the_context_free_path_unless_unrolled():
         ({"properties": {"a": {"type": "string", "pattern": "(?<=a)b"}}}, "#/properties/a/pattern"),
         ({"items": {"type": "integer", "multipleOf": 1009}}, "#/items/multipleOf"),
         ({"$dynamicRef": "#x"}, "#/$dynamicRef"),
-        ({"format": "regex"}, "#/format"),
+        ({"format": "idn-hostname"}, "#/format"),
         ({"$ref": "http://example.com/remote.json"}, "#/$ref"),
     ],
 )
