@@ -8,15 +8,14 @@ compare like with like. Two policies (``SchemaOptions.key_order``):
 
 * "declared" (default): the declared order, and one alternative, ``required_first``; properties
   no schema there names come after the named ones, in any order among themselves.
-* "any": when at most ``MAX_PERMUTED`` names are declared at the place, any order of them, each at
-  most once, required ones present (a permutation automaton: its state is the set of names seen, so
-  it costs ``n * 2**(n-1)`` member edges: 192 for 6 names), with other properties anywhere between
-  them. Where a schema there counts members (``minProperties``/``maxProperties``), the state also
-  counts the members written (up to the bound), while ``2**n * (bound + 1) <= MAX_COUNTED``.
+* "any": when at most ``MAX_PERMUTED`` names are declared at the place and no schema there counts
+  members (``minProperties``/``maxProperties``), any order of them, each at most once, required
+  ones present (a permutation automaton: its state is the set of names seen, so it costs
+  ``n * 2**(n-1)`` member edges: 192 for 6 names), with other properties anywhere between them.
   Past that bound ("around"): the declared order, or the required names first (in ``required``
   order) and then the others in any order when at most ``MAX_PERMUTED`` remain (else in declared
-  order); other properties before or after the declared ones. Where members are counted past those
-  bounds: the "declared" policy. The bound trades orders for compile time (each name more doubles the
+  order); other properties before or after the declared ones. Where members are counted: the
+  "declared" policy. The bound trades orders for compile time (each name more doubles the
   automaton, and a schema-free or recursive value below puts it into the context-free grammar as
   one rule per set of names seen). Every order in linear size (one small permutation automaton per
   group of names, intersected) needs an intersection: none in a context-free grammar, and for
@@ -33,10 +32,9 @@ import re
 
 from guided.schema.resolver import SchemaResolver
 
-__all__ = ["KeyOrder", "order_instance", "MAX_PERMUTED", "MAX_COUNTED"]
+__all__ = ["KeyOrder", "order_instance", "MAX_PERMUTED"]
 
 MAX_PERMUTED = 6
-MAX_COUNTED = 4096  # states of a counted permutation: 2**names * (count bound + 1)
 _COUNTING = ("minProperties", "maxProperties")
 
 _IN_PLACE = ("allOf", "anyOf", "oneOf")
@@ -105,17 +103,9 @@ class KeyOrder:
         """How members are ordered here: "permuted" (any order), "around" (declared order, other
         properties before or after them) or "declared" (declared order, others last); see the module
         docstring."""
-        if key_order != "any":
+        if key_order != "any" or any(k in schema for schema, _ in self.schemas for k in _COUNTING):
             return "declared"
-        n = len(self.names)
-        counts = [v for schema, _ in self.schemas for k in _COUNTING if k in schema for v in (schema[k],)]
-        if counts:  # any order, counted, while (names seen, members so far) stays within the budget
-            fits = n <= MAX_PERMUTED and all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v and (1 << n) * (v + 1) <= MAX_COUNTED
-                for v in counts
-            )
-            return "permuted" if fits else "declared"
-        return "permuted" if n <= MAX_PERMUTED else "around"
+        return "permuted" if len(self.names) <= MAX_PERMUTED else "around"
 
     @property
     def required_names(self) -> list[str]:

@@ -144,8 +144,7 @@ def _object(
         return _wrap(lowering, bag(lowering, slots, other, lo, hi), extra, base, place)
     policy = place.policy(lowering.options.key_order)
     if policy == "permuted":
-        body = _permuted_counted(lowering, slots, other, lo, hi) if lo or hi is not None else _permuted(lowering, slots, other)
-        return _wrap(lowering, body, extra, base, place)
+        return _wrap(lowering, _permuted(lowering, slots, other), extra, base, place)
     around = policy == "around"
     body = _members(lowering, slots, other, lo, hi, around)
     rank = {n: i for i, n in enumerate(place.required_first)}
@@ -282,43 +281,6 @@ def _any_order_parts(lowering: SchemaLowering, slots, others: Node) -> tuple[Nod
 
     first = [seq(member, after(1 << i)) for i, (member, _) in enumerate(slots)]
     return alt(EPSILON if not need else EMPTY, *first), after(0)
-
-
-def _permuted_counted(lowering: SchemaLowering, slots, other: Node, lo: int, hi: int | None) -> Node:
-    """The members in any order (each slot at most once, required ones present, others anywhere), their
-    count in [lo, hi]: a walk over (slots seen, members written), the count clamped at ``lo`` when
-    there is no upper bound (past it, counts are alike)."""
-    if hi is not None and hi < lo:
-        return EMPTY
-    n, sep = len(slots), lowering.sep
-    need = sum(1 << i for i, (_, req) in enumerate(slots) if req)
-    memo: dict[tuple[int, int], Node] = {}
-
-    def step(c: int) -> int:
-        return c + 1 if hi is not None else min(c + 1, lo)
-
-    def members(seen: int, c: int, others: bool = True) -> list[Node]:
-        """One more member (a slot not in ``seen`` or an other) and what follows it."""
-        if hi is not None and c >= hi:
-            return []
-        out = [seq(slots[i][0], after(seen | 1 << i, step(c))) for i in range(n) if not seen >> i & 1]
-        return out + [seq(other, after(seen, step(c)))] if others and other != EMPTY else out
-
-    def after(seen: int, c: int) -> Node:
-        node = memo.get((seen, c))
-        if node is None:
-            end = EPSILON if need & seen == need and c >= lo else EMPTY
-            if hi is None and c == lo:  # counted enough: others loop here, as in the uncounted walk
-                more = members(seen, c, others=False)
-                loop = repeat(seq(sep, other)) if other != EMPTY else EPSILON
-                node = seq(loop, alt(end, seq(sep, alt(*more)) if more else EMPTY))
-            else:
-                more = members(seen, c)
-                node = alt(end, seq(sep, alt(*more)) if more else EMPTY)
-            memo[(seen, c)] = node
-        return node
-
-    return alt(EPSILON if need == 0 and lo == 0 else EMPTY, *members(0, 0))
 
 
 def _counted(lowering: SchemaLowering, slots, other: Node, lo: int, hi: int | None) -> Node:
