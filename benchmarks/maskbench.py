@@ -113,8 +113,10 @@ def main() -> int:
     engines = a.engines.split(",")
     tag = a.tag or ("full" if a.every == 1 and a.limit is None else f"every{a.every}")
     common = ["--tokenizer", str(LLAMA3), "--timeout", str(a.timeout), "--jobs", str(a.jobs)]
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     meta = {"machine": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
-            "jobs": a.jobs, "timeout_s": a.timeout, "tokenizer": "llama3"}  # fmt: skip
+            "jobs": a.jobs, "timeout_s": a.timeout, "tokenizer": "llama3", "commit": commit or None,
+            "command": " ".join(sys.argv)}  # fmt: skip
     RESULTS.mkdir(parents=True, exist_ok=True)
 
     sets = a.sets.split(",")
