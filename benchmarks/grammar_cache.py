@@ -35,21 +35,6 @@ SHARED = Path(os.environ.get("GUIDED_SHARED", REPO.parent / "shared"))
 LLAMA3 = SHARED / "tokenizers" / "llama3" / "tokenizer.model"
 
 
-def slowest(results: list[Path], top: int) -> list[Path]:
-    rows = []
-    for path in results:
-        report = json.loads(path.read_text())
-        sets = report["meta"].get("sets", ["maskbench"])
-        for line in report["lines"]["guided"]:
-            if line["status"] != "ok":
-                continue
-            found = [SHARED / "data" / s / line["file"] for s in sets if (SHARED / "data" / s / line["file"]).exists()]
-            if found:
-                rows.append((line["ttfm_us"], found[0]))
-    rows.sort(reverse=True)
-    return [f for _, f in rows[:top]]
-
-
 def child(mode: str, directory: str, files: list[str]) -> None:
     """One process: compile each file's schema (guided through the disk cache; llguidance too when cold)."""
     warnings.simplefilter("ignore")
@@ -107,7 +92,9 @@ def main() -> int:
     if a.child:
         child(a.child, a.dir, [str(f) for f in a.files])
         return 0
-    files = slowest(a.files, a.top)
+    from guided.bench.maskbench import slowest_schemas
+
+    files = slowest_schemas(a.files, a.top, SHARED / "data")
     with tempfile.TemporaryDirectory(prefix="guided-grammar-cache-") as directory:
         cold = run_child("cold", directory, files)
         size = sum(f.stat().st_size for f in Path(directory).iterdir())

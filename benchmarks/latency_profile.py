@@ -53,21 +53,6 @@ def place_of(filename: str) -> str:
     return "other"
 
 
-def slowest(results: list[Path], top: int, by: str) -> list[Path]:
-    rows = []
-    for path in results:
-        report = json.loads(path.read_text())
-        sets = report["meta"].get("sets", ["maskbench"])
-        for line in report["lines"]["guided"]:
-            key = line.get("ttfm_us", 0) if by == "ttfm" else line.get("tbm_max_us", 0)
-            if line["status"] == "ok":
-                file = next((SHARED / "data" / s / line["file"] for s in sets if (SHARED / "data" / s / line["file"]).exists()), None)
-                if file is not None:
-                    rows.append((key, file))
-    rows.sort(reverse=True)
-    return [f for _, f in rows[:top]]
-
-
 def replay(engine, tokenizer, path: Path, profiler: cProfile.Profile) -> dict:
     from guided.schema.compiler import json_schema_to_grammar
 
@@ -115,14 +100,14 @@ def main() -> int:
     a = p.parse_args()
     warnings.simplefilter("ignore")
     from guided.bench.engines import make_engine
-    from guided.bench.maskbench import warm_up
+    from guided.bench.maskbench import slowest_schemas, warm_up
     from guided.builtin.tokenizers import load_tokenizer
 
     tokenizer = load_tokenizer(a.tokenizer)
     engine = make_engine("guided", tokenizer, key_order="any")
     warm_up(engine)
     rows, totals = [], {}
-    for path in slowest(a.results, a.top, a.by):
+    for path in slowest_schemas(a.results, a.top, SHARED / "data", a.by):
         profiler = cProfile.Profile()
         try:
             row = replay(engine, tokenizer, path, profiler)

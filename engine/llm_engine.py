@@ -271,8 +271,7 @@ class LLMEngine:
         every sequence whose mask is ready (``ready``: held back before, with their logits) and hold
         back those whose mask is not."""
         masks = self.grammar_masks
-        to_sample = [s for s, n in zip(batch.seqs, batch.num_tokens, strict=True) if s.num_computed_tokens + n == s.num_tokens]
-        masks.start(to_sample)
+        masks.start(batch.to_sample())
         seqs, logits = self.runner.forward(batch) if batch else ([], None)
         logits_ready = self.runner.logits_ready()
         self._computed(batch)

@@ -18,7 +18,7 @@ from .config import Config
 from .cuda_graphs import DecodeGraphs
 from .loader import load_model
 from .sampler import SampledTokens, Sampler
-from .scheduler import ScheduledBatch
+from .scheduler import ScheduledBatch, reaches_end
 from .sequence import Sequence
 from .step_context import StepContext
 
@@ -208,7 +208,7 @@ class ModelRunner:
             cu.append(cu[-1] + n)
             seq_lens.append(end)
             tables.append(table)
-            if end == seq.num_tokens:  # the chunk reaches the end: sample the next token
+            if reaches_end(seq, n):  # sample the next token
                 sample_rows.append(cu[-1] - 1)
                 sample_seqs.append(seq)
         return ids, positions, slots, cu, seq_lens, tables, sample_rows, sample_seqs

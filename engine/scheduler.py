@@ -36,6 +36,15 @@ class ScheduledBatch:
         self.seqs.append(seq)
         self.num_tokens.append(n)
 
+    def to_sample(self) -> list[Sequence]:
+        """The sequences whose chunk reaches their end: they sample a token this step."""
+        return [s for s, n in zip(self.seqs, self.num_tokens, strict=True) if reaches_end(s, n)]
+
+
+def reaches_end(seq: Sequence, n: int) -> bool:
+    """Whether computing ``n`` more tokens of ``seq`` reaches its last token (then it samples)."""
+    return seq.num_computed_tokens + n == seq.num_tokens
+
 
 class Scheduler:
     def __init__(self, config: Config, block_manager: BlockManager):

@@ -9,7 +9,7 @@ grammar. Specs are cheap to build and hash; compiling them is ``guided.compile_s
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -125,8 +125,8 @@ class Grammar(Constraint):
         text = path.read_text(encoding="utf-8")
         if syntax == "auto" and path.suffix in (".gbnf", ".lark"):
             syntax = path.suffix[1:]
-        probe = cls(text, syntax)
-        return cls(text, probe.syntax, (str(path.resolve().parent),) if probe.syntax == "lark" else ())
+        grammar = cls(text, syntax)
+        return replace(grammar, import_paths=(str(path.resolve().parent),)) if grammar.syntax == "lark" else grammar
 
     @property
     def key(self) -> tuple:

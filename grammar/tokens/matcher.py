@@ -68,27 +68,24 @@ class Matcher:
         Bit ``id & 31`` of word ``id >> 5`` is 1 when token ``id`` may come next. After EOS only EOS
         is allowed.
         """
-        arr = bitmask if isinstance(bitmask, np.ndarray) else bitmask.numpy()
-        out = arr[row] if arr.ndim == 2 else arr
         s = self._states[-1]
-        mask = self.compiled._eos_mask if s == TERMINATED else self.compiled.mask(s)
-        out[:] = mask.view(np.int32)
+        _write_row(bitmask, row, self.compiled._eos_mask if s == TERMINATED else self.compiled.mask(s))
+
+    def _cached_mask(self) -> np.ndarray | None:
+        s = self._states[-1]
+        return self.compiled._eos_mask if s == TERMINATED else self.compiled.cached_mask(s)
 
     def has_cached_mask(self) -> bool:
         """Whether the current mask is computed already (``fill_bitmask`` then takes microseconds)."""
-        s = self._states[-1]
-        return s == TERMINATED or self.compiled.cached_mask(s) is not None
+        return self._cached_mask() is not None
 
     def fill_bitmask_if_cached(self, bitmask, row: int = 0) -> bool:
         """``fill_bitmask`` when the mask is computed already (a copy, microseconds); False, leaving
         the row alone, when it would have to be computed (the engine then computes it off the step)."""
-        s = self._states[-1]
-        mask = self.compiled._eos_mask if s == TERMINATED else self.compiled.cached_mask(s)
-        if mask is None:
-            return False
-        arr = bitmask if isinstance(bitmask, np.ndarray) else bitmask.numpy()
-        (arr[row] if arr.ndim == 2 else arr)[:] = mask.view(np.int32)
-        return True
+        mask = self._cached_mask()
+        if mask is not None:
+            _write_row(bitmask, row, mask)
+        return mask is not None
 
     def allowed_tokens(self) -> np.ndarray:
         """bool [vocabulary.size]: the current mask, unpacked (for tests and debugging)."""
@@ -160,3 +157,9 @@ class Matcher:
 
     def __repr__(self) -> str:
         return f"Matcher(state={self.state}, accepted={self.num_accepted}, grammar={self.compiled.key!r})"
+
+
+def _write_row(bitmask, row: int, mask: np.ndarray) -> None:
+    """``mask`` into ``bitmask[row]`` (an int32 [batch, words] numpy array or CPU tensor, or one row)."""
+    arr = bitmask if isinstance(bitmask, np.ndarray) else bitmask.numpy()
+    (arr[row] if arr.ndim == 2 else arr)[:] = mask.view(np.int32)

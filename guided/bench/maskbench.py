@@ -80,6 +80,23 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def slowest_schemas(results, top: int, data: Path, by: str = "ttfm") -> list[Path]:
+    """The ``top`` schema files guided handled slowest in earlier ``benchmarks/maskbench.py`` result
+    files (by time to first mask, or by ``"tbm"``: its slowest mask), found under ``data/<set>/``."""
+    rows = []
+    for path in results:
+        report = json.loads(Path(path).read_text())
+        sets = report["meta"].get("sets", ["maskbench"])
+        for line in report["lines"]["guided"]:
+            if line["status"] != "ok":
+                continue
+            found = [data / s / line["file"] for s in sets if (data / s / line["file"]).exists()]
+            if found:
+                rows.append((line.get("ttfm_us", 0) if by == "ttfm" else line.get("tbm_max_us", 0), found[0]))
+    rows.sort(reverse=True)
+    return [f for _, f in rows[:top]]
+
+
 def warm_up(engine) -> None:
     """Compile something small in the parent so forked workers inherit JIT-compiled code; then
     freeze what is alive (vocabulary, token trie, JIT state: ~500k objects) out of the garbage

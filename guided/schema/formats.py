@@ -129,13 +129,16 @@ def regex_format_node(depth: int = 3) -> Node:
     def ranges(chars: str) -> str:
         return "|".join(f"{lo}-[{lo}-{chars[-1]}]" for lo in chars)
 
-    class_char = rf"[^\\\]\[\-]|\\(?:[tnrfv]|{hex_escape}|[{syntax}/\-])"
+    def class_item(unwritten: str) -> str:
+        """A range, a class escape, or one character: any but ``unwritten`` as it is, else escaped."""
+        char = rf"[^{unwritten}]|\\(?:[tnrfv]|{hex_escape}|[{syntax}/\-])"
+        return rf"{ranges(digits)}|{ranges(lower)}|{ranges(lower.upper())}|\\[dDwWsS]|{char}"
+
     digits, lower = "0123456789", "abcdefghijklmnopqrstuvwxyz"
-    class_item = rf"{ranges(digits)}|{ranges(lower)}|{ranges(lower.upper())}|\\[dDwWsS]|{class_char}"
     # a class: "^" first is a negation and needs an item after it ("[^]" differs between dialects); a "-"
     # is literal only last
-    first_item = class_item.replace(r"[^\\\]\[\-]", r"[^\\\]\[\-^]")
-    char_class = rf"\[(?:\^(?:{class_item})|{first_item})(?:{class_item})*-?\]"
+    item, first = class_item(r"\\\]\[\-"), class_item(r"\\\]\[\-^")
+    char_class = rf"\[(?:\^(?:{item})|{first})(?:{item})*-?\]"
     atom = parse_regex(rf"[^{syntax}]|\.|\\(?:[dDwWsStnrfv]|{hex_escape}|[{syntax}/])|{char_class}")
     # {n,m} with n <= m: n of one digit d and m in d..999, or n = ab of two digits and m in ab..999
     pairs = [rf"{d},(?:[{d}-9]|[1-9]\d{{1,2}})" for d in range(10)]
