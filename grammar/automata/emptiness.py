@@ -189,16 +189,25 @@ class Emptiness:
         """One byte per class of bytes that give x distinct derivatives, among the bytes x can start
         with: each class of ``DerivClasses.partition`` (bytes with the same head sets), represented
         by its lowest byte. Deriving one byte per global byte class instead would compute the same
-        derivative many times over (a string body's dozens of classes, say, share one)."""
+        derivative many times over (a string body's dozens of classes, say, share one). Without a
+        DFA's global classes (a search while a schema is lowered) the head sets alone split the
+        bytes: walking all of x for its byte sets would cost a walk of the whole expression per
+        state; only an expression with too many heads to track pays for that walk."""
         pool = self.pool
-        reps = pool.first_bytes(x)
-        if self._reps[0] is not reps:
-            self._reps = (reps, sum(1 << b for b in reps))
-        within = pool.first[x] & self._reps[1]
+        within = pool.first[x]
+        reps = pool.reps
+        if reps is not None:
+            if self._reps[0] is not reps:
+                self._reps = (reps, sum(1 << b for b in reps))
+            within &= self._reps[1]
         try:
-            groups = self._classes.partition(x, within)
+            heads = self._classes.heads(x)
         except RecursionError:  # very deep nesting: every byte on its own
+            heads = None
+        if heads is None:
+            reps = reps if reps is not None else pool.classes_of(x)[1]
             return [b for b in reps if (within >> b) & 1]
+        groups = self._classes.partition(x, within)
         return sorted((g & -g).bit_length() - 1 for g in groups)
 
     def _check(self, n: int) -> None:
