@@ -11,6 +11,7 @@ they simplify trivial cases and keep character ranges sorted and merged.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 
 __all__ = [
     "Node",
@@ -43,12 +44,16 @@ MAX_CODEPOINT = 0x10FFFF
 Ranges = tuple[tuple[int, int], ...]
 
 
+_HASH = attrgetter("_hash")  # a child's cached hash, read without a Python-level __hash__ call
+
+
 class Node:
     """Base of regex AST nodes.
 
     Equality is structural (same node type, equal fields). The hash is computed once, when the node is
     built, from the (already cached) hashes of its fields: recomputing it on every call would re-walk
-    the whole subtree, which is exponential over shared subtrees (DAG-shaped ASTs). The cached value is
+    the whole subtree, which is exponential over shared subtrees (DAG-shaped ASTs); the node types
+    below hash their children's cached hashes directly (``_HASH``). The cached value is
     never pickled: ``__reduce__`` rebuilds the node through its constructor, so the hash is recomputed
     in the unpickling process (string hashes differ between processes).
     """
@@ -85,12 +90,18 @@ class Chars(Node):
 
     ranges: Ranges
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash(("Chars", self.ranges)))
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class ByteSet(Node):
     """One raw byte from sorted, disjoint, inclusive byte ranges (for byte-level constraints)."""
 
     ranges: Ranges
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash(("ByteSet", self.ranges)))
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -99,12 +110,18 @@ class Seq(Node):
 
     items: tuple[Node, ...]
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash(("Seq", tuple(map(_HASH, self.items)))))
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Alt(Node):
     """Union; ``Alt(())`` is the empty language."""
 
     items: tuple[Node, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash(("Alt", tuple(map(_HASH, self.items)))))
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -115,6 +132,9 @@ class Repeat(Node):
     min: int
     max: int | None
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash(("Repeat", self.item._hash, self.min, self.max)))
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class And(Node):
@@ -122,12 +142,18 @@ class And(Node):
 
     items: tuple[Node, ...]
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash(("And", tuple(map(_HASH, self.items)))))
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Not(Node):
     """Complement within the valid UTF-8 strings."""
 
     item: Node
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash(("Not", self.item._hash)))
 
 
 _PLAIN = frozenset((Chars, ByteSet, Seq, Alt, Repeat, And, Not))
@@ -224,7 +250,7 @@ def literal(text: str) -> Node:
 def seq(*items: Node) -> Node:
     flat: list[Node] = []
     for it in items:
-        if it == EMPTY:
+        if it is EMPTY or (it.__class__ is Alt and not it.items):
             return EMPTY
         if isinstance(it, Seq):
             flat.extend(it.items)
@@ -244,9 +270,9 @@ def alt(*items: Node) -> Node:
 def repeat(item: Node, min: int = 0, max: int | None = None) -> Node:
     if min < 0 or (max is not None and max < min):
         raise ValueError(f"bad repeat bounds {{{min},{max}}}")
-    if max == 0 or item == EPSILON:
+    if max == 0 or (item.__class__ is Seq and not item.items):
         return EPSILON
-    if item == EMPTY:
+    if item.__class__ is Alt and not item.items:
         return EPSILON if min == 0 else EMPTY
     if min == 1 and max == 1:
         return item
