@@ -62,7 +62,8 @@ def meet_one(lowering: SchemaLowering, node: Node, path: str | None, keyword: st
         )
     if names & ANY_NAMES:
         lowering.warn(f"a schema-free value under {kw} nests at most {depth} arrays/objects deep", path or "#")
-    return fill_holes(node, lambda h: lowering.any_value(depth))
+    fill = lowering.any_value(depth)  # every hole alike: one memo per (mode, depth) in the scope
+    return fill_holes(node, lambda h: fill, key=("any", lowering.mode, depth))
 
 
 def holes_meet(lowering: SchemaLowering, parts: list[Node]) -> bool:

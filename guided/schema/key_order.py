@@ -125,7 +125,26 @@ class KeyOrder:
         req = self.required_names
         return req + [n for n in self.names if n not in set(req)]
 
+    @staticmethod
+    def at(resolver: SchemaResolver, schemas: list) -> KeyOrder:
+        """The place of these (schema, base) pairs, made once per resolver: a big schema reaches the
+        same places along many paths, and each made anew closed over its $refs and applicators."""
+        places = resolver.__dict__.setdefault("_key_order_places", {})
+        key = tuple((id(s), b) for s, b in schemas)
+        place = places.get(key)
+        if place is None:
+            place = places[key] = KeyOrder(resolver, schemas)
+            place._keep = schemas  # the ids in the key stay these schemas' while the place lives
+        return place
+
     def child(self, name: str) -> KeyOrder:
+        children = self.__dict__.setdefault("_children", {})
+        place = children.get(name)
+        if place is None:
+            place = children[name] = self._child(name)
+        return place
+
+    def _child(self, name: str) -> KeyOrder:
         out = []
         for schema, base in self.schemas:
             props = schema.get("properties")
@@ -141,7 +160,7 @@ class KeyOrder:
                         hit = True
             if not hit and isinstance(schema.get("additionalProperties"), dict):
                 out.append((schema["additionalProperties"], base))
-        return KeyOrder(self.resolver, out)
+        return KeyOrder.at(self.resolver, out)
 
     def other(self) -> KeyOrder:
         """The place of a property no schema here names."""
@@ -155,7 +174,7 @@ class KeyOrder:
                 out.append((sub, base))
             if isinstance(schema.get("additionalProperties"), dict):
                 out.append((schema["additionalProperties"], base))
-        return KeyOrder(self.resolver, out)
+        return KeyOrder.at(self.resolver, out)
 
     def item(self, index: int | None = None) -> KeyOrder:
         """The place of array element ``index`` (None: any element past the prefixes)."""
@@ -171,7 +190,7 @@ class KeyOrder:
                 out.append((items, base))
             if isinstance(schema.get("contains"), dict):
                 out.append((schema["contains"], base))
-        return KeyOrder(self.resolver, out)
+        return KeyOrder.at(self.resolver, out)
 
 
 def _merged_order(lists) -> list[str]:

@@ -196,7 +196,7 @@ class SchemaLowering:
             with self.in_mode(PLAIN):  # its own keywords are intersected with a complement
                 return self.lower(schema, path, base, place)
         if place is None:
-            place = KeyOrder(self.resolver, [(schema, base)])
+            place = KeyOrder.at(self.resolver, [(schema, base)])
         key = (id(schema), base, place.key, self.mode)
         if not self.unrolling and key in self.memo:
             return self.memo[key]

@@ -91,11 +91,11 @@ def hole_memo() -> Iterator[None]:
     if getattr(_scope, "memo", None) is not None:
         yield
         return
-    _scope.memo, _scope.keep = {}, []
+    _scope.memo, _scope.keep, _scope.names, _scope.fills = {}, [], {}, {}
     try:
         yield
     finally:
-        _scope.memo = _scope.keep = None
+        _scope.memo = _scope.keep = _scope.names = _scope.fills = None
 
 
 def _memo_for(node: Node) -> dict[int, bool]:
@@ -108,29 +108,47 @@ def _memo_for(node: Node) -> dict[int, bool]:
 
 
 def hole_names(node: Node) -> set[str]:
-    """The names of the holes in the node (each shared subtree visited once)."""
+    """The names of the holes in the node (each shared subtree visited once). Inside ``hole_memo()``
+    the name sets of the subtrees are remembered for the scope: intersections nest, and each asked
+    about its own subtree, which made a walk of every level below it per level."""
     holes = _memo_for(node)
-    names: set[str] = set()
-    seen: set[int] = set()
-    stack = [node]
+    names_of: dict[int, frozenset] = _scope.names if holes is getattr(_scope, "memo", None) else {}
+    got = names_of.get(id(node))
+    if got is not None:
+        return set(got)
+    stack: list[tuple[Node, bool]] = [(node, False)]
     while stack:
-        x = stack.pop()
-        if id(x) in seen or not has_hole(x, holes):
+        x, expanded = stack.pop()
+        if id(x) in names_of:
             continue
-        seen.add(id(x))
+        if not has_hole(x, holes):
+            names_of[id(x)] = frozenset()
+            continue
         if isinstance(x, Hole):
-            names.add(x.name)
-        elif isinstance(x, (Seq, Alt, And)):
-            stack.extend(x.items)
-        else:
-            stack.append(x.item)
-    return names
+            names_of[id(x)] = frozenset((x.name,))
+            continue
+        kids = x.items if isinstance(x, (Seq, Alt, And)) else (x.item,)
+        if not expanded:
+            stack.append((x, True))
+            stack.extend((k, False) for k in kids if id(k) not in names_of)
+            continue
+        sets = [names_of[id(k)] for k in kids]
+        names_of[id(x)] = sets[0].union(*sets[1:]) if sets else frozenset()
+    return set(names_of[id(node)])
 
 
-def fill_holes(node: Node, fill: Callable[[Hole], Node], memo: dict[int, Node] | None = None) -> Node:
+def fill_holes(
+    node: Node, fill: Callable[[Hole], Node], memo: dict[int, Node] | None = None, key=None
+) -> Node:
     """The node with every hole replaced by ``fill(hole)`` (a hole-free node); hole-free subtrees are
-    kept as they are (same objects), so only the paths down to the holes are rebuilt."""
-    return _fill(node, fill, {} if memo is None else memo, _memo_for(node))
+    kept as they are (same objects), so only the paths down to the holes are rebuilt. Calls that pass
+    the same ``key`` promise the same ``fill``: inside ``hole_memo()`` they share one memo, so nested
+    intersections filled alike rebuild each subtree once in the scope, not once per level."""
+    holes = _memo_for(node)
+    if memo is None:
+        fills = getattr(_scope, "fills", None) if key is not None else None
+        memo = {} if fills is None or holes is not _scope.memo else fills.setdefault(key, {})
+    return _fill(node, fill, memo, holes)
 
 
 def _fill(node: Node, fill: Callable[[Hole], Node], memo: dict[int, Node], holes: dict[int, bool]) -> Node:
