@@ -1,0 +1,139 @@
+"""Time to first mask of two versions of guided, interleaved schema by schema on the same machine.
+
+On a shared machine, two runs made minutes apart differ by 20-30% at every percentile (llguidance's
+own figures move as much between runs), which hides the effect of most changes. This runs both
+versions at once, each in its own worker process importing its own copy of the package (``git
+archive REF``, laid out as the installed package), and hands them the same schema one after the
+other (alternating which goes first); each compiles it ``--reps`` times with a fresh compiler and
+keeps its fastest. Prints both versions' percentiles, per-schema ratios (B / A) and the total ratio
+per band of A's time.
+
+    python benchmarks/compile_ab.py 32999ca HEAD --every 40 --offset 3
+
+A ref is anything ``git archive`` takes (a commit, a branch, HEAD): commit a change to measure it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("GUIDED_SHARED", REPO.parent / "shared"))
+# the repository's folders -> their place in the installed package (pyproject's package-dir)
+LAYOUT = {"guided": "guided", "grammar": "guided/grammar", "engine": "guided/engine", "kernels": "guided/kernels",
+          "schemas": "guided/schema_files"}  # fmt: skip
+
+WORKER = r"""
+import gc, json, sys, time, warnings
+warnings.simplefilter("ignore")
+from guided.bench.engines import make_engine
+from guided.bench.maskbench import warm_up
+from guided.builtin.tokenizers import load_tokenizer
+from guided.grammar.compiler import GrammarCompiler
+engine = make_engine("guided", load_tokenizer(sys.argv[1]))
+warm_up(engine)
+reps = int(sys.argv[2])
+print("ready", flush=True)
+for line in sys.stdin:
+    schema = json.loads(open(line.strip()).read())["schema"]
+    best, ok = float("inf"), False
+    for _ in range(reps):
+        engine.compiler = GrammarCompiler(engine.vocab, cache_size=2)
+        gc.collect()
+        t0 = time.process_time()
+        try:
+            engine.compile(schema)
+            ok = True
+        except Exception:
+            ok = False
+        best = min(best, time.process_time() - t0)
+        if best > 0.5:
+            break
+    print(json.dumps([best, ok]), flush=True)
+"""
+
+
+def checkout(ref: str, into: Path) -> Path:
+    """``git archive ref`` unpacked into ``into``, laid out as the installed package."""
+    raw = into / "raw"
+    raw.mkdir(parents=True)
+    data = subprocess.run(["git", "archive", ref], cwd=REPO, capture_output=True, check=True).stdout
+    with tempfile.TemporaryFile() as f:
+        f.write(data)
+        f.seek(0)
+        with tarfile.open(fileobj=f) as tar:
+            tar.extractall(raw, filter="data")
+    pkg = into / "pkg"
+    for src, dst in LAYOUT.items():
+        (pkg / dst).parent.mkdir(parents=True, exist_ok=True)
+        (raw / src).rename(pkg / dst)
+    return pkg
+
+
+def percentile(values: list[float], q: float) -> float:
+    v = sorted(values)
+    return v[min(len(v) - 1, int(len(v) * q))]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("a", help="git ref of version A (the baseline)")
+    p.add_argument("b", help="git ref of version B")
+    p.add_argument("--sets", default="maskbench,maskbench-hard", help="data sets under ../shared/data")
+    p.add_argument("--every", type=int, default=40)
+    p.add_argument("--offset", type=int, default=0)
+    p.add_argument("--reps", type=int, default=3, help="compiles per schema and version (the fastest counts)")
+    p.add_argument("--tokenizer", default=str(SHARED / "tokenizers" / "llama3"))
+    p.add_argument("--json", default=None, help="write the per-schema figures here")
+    args = p.parse_args()
+    files = [f for s in args.sets.split(",") for f in sorted((SHARED / "data" / s).glob("*.json"))]
+    files = files[args.offset :: args.every]
+    if not files:
+        sys.exit(f"no schemas under {SHARED / 'data'} for {args.sets}")
+    with tempfile.TemporaryDirectory() as tmp:
+        workers = []
+        for name, ref in (("a", args.a), ("b", args.b)):
+            pkg = checkout(ref, Path(tmp) / name)
+            env = {**os.environ, "PYTHONPATH": str(pkg)}
+            w = subprocess.Popen([sys.executable, "-c", WORKER, args.tokenizer, str(args.reps)], cwd=tmp, env=env,
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+            if w.stdout.readline().strip() != "ready":
+                sys.exit(f"the worker for {ref} did not start")
+            workers.append(w)
+        times: list[dict] = [{}, {}]
+        for i, f in enumerate(files):
+            for k in (0, 1) if i % 2 == 0 else (1, 0):
+                workers[k].stdin.write(f"{f}\n")
+                workers[k].stdin.flush()
+                times[k][f.name] = json.loads(workers[k].stdout.readline())
+        for w in workers:
+            w.stdin.close()
+            w.wait(timeout=60)
+    a, b = times
+    names = [f.name for f in files]
+    ta, tb = [a[n][0] for n in names], [b[n][0] for n in names]
+    print(f"{len(names)} schemas, CPU seconds per compile (fastest of {args.reps}); A = {args.a}, B = {args.b}")
+    for q in (0.5, 0.9, 0.99):
+        print(f"  p{int(q * 100):<2}  A {percentile(ta, q) * 1e3:9.1f} ms   B {percentile(tb, q) * 1e3:9.1f} ms")
+    ratios = sorted(b[n][0] / a[n][0] for n in names)
+    print(f"  B/A per schema: median {percentile(ratios, 0.5):.3f}, p10 {percentile(ratios, 0.1):.3f}, "
+          f"p90 {percentile(ratios, 0.9):.3f}; total {sum(tb) / sum(ta):.3f}")  # fmt: skip
+    for lo, hi in ((0, 0.01), (0.01, 0.03), (0.03, 0.1), (0.1, 1), (1, float("inf"))):
+        band = [n for n in names if lo <= a[n][0] < hi]
+        if band:
+            r = sum(b[n][0] for n in band) / sum(a[n][0] for n in band)
+            print(f"  A in [{lo * 1e3:g}, {hi * 1e3:g}) ms: {len(band):4d} schemas, B/A total {r:.3f}")
+    print(f"  compiled: A {sum(a[n][1] for n in names)}, B {sum(b[n][1] for n in names)} of {len(names)}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"a": args.a, "b": args.b, "times": {"a": a, "b": b}}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
