@@ -20,7 +20,7 @@ from functools import lru_cache
 import numpy as np
 
 from guided.errors import GrammarError, LimitError
-from guided.grammar.automata.emptiness import NEVER, Emptiness, min_length
+from guided.grammar.automata.emptiness import Emptiness, min_length
 from guided.grammar.automata.utf8 import utf8_sequences
 from guided.grammar.automata.work_bound import WorkBound
 from guided.grammar.regex_ast import Alt, And, ByteSet, Chars, Node, Not, Repeat, Seq, any_string
@@ -184,34 +184,16 @@ class ExprPool:
         return r
 
     def _cat2(self, a: int, b: int) -> int:
-        """cat(a, b) for a that is not a concatenation. The commonest constructor (every literal is a
-        chain of them), so ``_make``'s work is inlined here for K_CAT."""
+        """cat(a, b) for a that is not a concatenation."""
         if a == EMPTY_ID or b == EMPTY_ID:
             return EMPTY_ID
         if a == EPS_ID:
             return b
         if b == EPS_ID:
             return a
-        key = (K_CAT, (a, b))
-        i = self._ids.get(key)
-        if i is not None:
-            return i
-        i = len(self.kind)
-        if i >= self.max_exprs:
-            raise LimitError(f"regex automaton exceeded {self.max_exprs} expressions")
-        nullable, na, ml = self.nullable, self.nullable[a], self.min_len
-        self._ids[key] = i
-        self.kind.append(K_CAT)
-        self.args.append(key[1])
-        nul = na and nullable[b]
-        nullable.append(nul)
-        self.has_bool.append(self.has_bool[a] or self.has_bool[b])
-        first = self.first
-        first.append(first[a] | first[b] if na else first[a])
-        ca, cb = self.counter[a], self.counter[b]
-        self.counter.append(ca if ca >= cb else cb)
-        ml.append(0 if nul else min(ml[a] + ml[b], NEVER))
-        return i
+        return self._make(
+            K_CAT, (a, b), self.nullable[a] and self.nullable[b], self.has_bool[a] or self.has_bool[b]
+        )
 
     def cat_all(self, items) -> int:
         out = EPS_ID
@@ -435,10 +417,6 @@ class ExprPool:
         derivatives (see Emptiness), with at most ``budget`` states per search (LimitError past it).
         """
         return self.emptiness.is_live(e, budget)
-
-    def first_bytes(self, e: int) -> list[int]:
-        """One representative byte per class of bytes that e's derivative distinguishes."""
-        return self.reps if self.reps is not None else self.classes_of(e)[1]
 
     def classes_of(self, e: int):
         cache = getattr(self, "_cls_cache", None)

@@ -55,6 +55,7 @@ class KeyOrder:
         for schema, base in schemas:
             self._close(schema, base, seen, 0)
         self._names: list[str] | None = None
+        self._children: dict[str, KeyOrder] = {}
         # what the order here and below depends on: the schemas with ordering keywords
         self.key = tuple(id(s) for s, _ in self.schemas if not _ORDER_KEYS.isdisjoint(s))
 
@@ -129,19 +130,16 @@ class KeyOrder:
     def at(resolver: SchemaResolver, schemas: list) -> KeyOrder:
         """The place of these (schema, base) pairs, made once per resolver: a big schema reaches the
         same places along many paths, and each made anew closed over its $refs and applicators."""
-        places = resolver.__dict__.setdefault("_key_order_places", {})
         key = tuple((id(s), b) for s, b in schemas)
-        place = places.get(key)
-        if place is None:
-            place = places[key] = KeyOrder(resolver, schemas)
-            place._keep = schemas  # the ids in the key stay these schemas' while the place lives
+        place = resolver.places.get(key)
+        if place is None:  # the place's closed schema list keeps the key's schemas (and ids) alive
+            place = resolver.places[key] = KeyOrder(resolver, schemas)
         return place
 
     def child(self, name: str) -> KeyOrder:
-        children = self.__dict__.setdefault("_children", {})
-        place = children.get(name)
+        place = self._children.get(name)
         if place is None:
-            place = children[name] = self._child(name)
+            place = self._children[name] = self._child(name)
         return place
 
     def _child(self, name: str) -> KeyOrder:

@@ -35,6 +35,7 @@ class SchemaResolver:
         self.base_of: dict[int, str] = {}  # id(schema dict) -> its base URI
         self._registry = dict(registry or {})
         self._indexed: set[str] = set()
+        self.places: dict[tuple, object] = {}  # KeyOrder.at: (id(schema), base) pairs -> their place
         root_id = root.get("$id") if isinstance(root, dict) else None
         self.root_base = _join(DEFAULT_BASE, root_id) if isinstance(root_id, str) else DEFAULT_BASE
         self._index(root, self.root_base, "#")
