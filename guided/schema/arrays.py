@@ -4,8 +4,10 @@ where the items come from a small finite set of values.
 
 ``contains`` splits each element into "matches" and "does not match" and counts the matches;
 ``uniqueItems`` over finite values intersects one "this value at most once" language per value.
-Unique items of an unbounded kind (strings, numbers, objects) are not a regular language: an error,
-or with ``lenient`` a warning.
+Unique items of an unbounded kind (strings, numbers, any value) are not a regular language: when
+``compile_json_schema`` checked the places (``unique_plan``), the grammar accepts the arrays as they
+are and the matcher refuses duplicate items (``unique_runtime``); otherwise an error, or with
+``lenient`` a warning.
 """
 
 from __future__ import annotations
@@ -15,15 +17,13 @@ from typing import TYPE_CHECKING
 from guided.errors import SchemaError
 from guided.grammar.regex_ast import EMPTY, EPSILON, Node, alt, intersect, literal, optional, repeat, seq
 from guided.schema.complement import complement
-from guided.schema.facts import json_equal
+from guided.schema.unique_plan import MAX_UNIQUE_VALUES, finite_values
 
 if TYPE_CHECKING:  # the lowering calls these helpers with itself
     from guided.schema.lowering import SchemaLowering
 
 
 __all__ = ["array_node", "MAX_UNIQUE_VALUES"]
-
-MAX_UNIQUE_VALUES = 64
 
 
 def array_node(lowering: SchemaLowering, schema: dict, path: str, base: str, place) -> Node:
@@ -108,12 +108,15 @@ def _contains(lowering: SchemaLowering, schema: dict, heads, item: Node, path: s
 
 
 def _unique(lowering: SchemaLowering, schema: dict, prefix: list, items, path: str, base: str) -> list[Node]:
-    values = _finite_values(lowering, items, base)
+    values = finite_values(lowering.resolver, items, base)
     for s in prefix:
-        more = _finite_values(lowering, s, base)
+        more = finite_values(lowering.resolver, s, base)
         values = None if values is None or more is None else values + [v for v in more if v not in values]
     if values is None or len(values) > MAX_UNIQUE_VALUES:
-        lowering.relax("uniqueItems is exact only for items from a small finite set of values", f"{path}/uniqueItems")
+        if lowering.unique_runtime and not lowering.negations:
+            return []  # the matcher refuses duplicate items (unique_runtime; unique_plan checked this place)
+        why = lowering.unique_refusal or "the matcher's run-time check is not enabled (compile with compile_json_schema)"
+        lowering.relax(f"uniqueItems over items that are not a small finite set of values: {why}", f"{path}/uniqueItems")
         return []
     lits = [lowering.value_literal(v) for v in values]
     out = []
@@ -123,31 +126,3 @@ def _unique(lowering: SchemaLowering, schema: dict, prefix: list, items, path: s
         once = seq(optional(seq(many, lowering.sep)), lit, optional(seq(lowering.sep, many)))
         out.append(_wrap(lowering, alt(optional(many), once)))
     return out
-
-
-def _finite_values(lowering: SchemaLowering, schema, base: str) -> list | None:
-    if schema is False:
-        return []
-    if not isinstance(schema, dict):
-        return None
-    if "$ref" in schema:
-        try:
-            schema = lowering.resolver.resolve(schema["$ref"], base, "#")[0]
-        except SchemaError:
-            return None
-        if not isinstance(schema, dict):
-            return None
-    if "const" in schema:
-        return [schema["const"]]
-    if isinstance(schema.get("enum"), list):
-        out = []
-        for v in schema["enum"]:
-            if not any(json_equal(v, w) for w in out):  # 1 and 1.0 are one value; True and 1 are not
-                out.append(v)
-        return out
-    t = schema.get("type")
-    if t == "boolean":
-        return [True, False]
-    if t == "null":
-        return [None]
-    return None

@@ -73,6 +73,8 @@ from guided.schema.pydantic_models import json_schema_for
 from guided.schema.recursion import SchemaCfg, has_hole, hole_memo
 from guided.schema.shapes import check_shapes
 from guided.schema.strings import ANY_STRING_BODY, json_string
+from guided.schema.unique_plan import PlanError, UniquePlan, mentions_unique
+from guided.schema.unique_runtime import UniqueChecked
 
 __all__ = [
     "json_schema_to_grammar",
@@ -102,7 +104,9 @@ def schema_dict(schema: Any) -> dict | bool:
     raise SchemaError(f"not a JSON Schema: {type(schema).__name__}")
 
 
-def json_schema_to_grammar(schema: Any, *, registry: dict | None = None, **options) -> Node | CfgGrammar:
+def json_schema_to_grammar(
+    schema: Any, *, registry: dict | None = None, unique_runtime: UniquePlan | str | None = None, **options
+) -> Node | CfgGrammar:
     """The language of a JSON Schema's instances: a regex AST node when it is regular, else a
     ``CfgGrammar`` (recursive ``$ref`` cycles, schema-free values nesting without bound).
 
@@ -111,6 +115,10 @@ def json_schema_to_grammar(schema: Any, *, registry: dict | None = None, **optio
     schema : dict, bool, str or pydantic model class
     registry : dict, optional
         ``{uri: schema}`` for remote ``$ref`` targets; nothing is ever fetched.
+    unique_runtime : UniquePlan, str or None
+        A checked plan: ``uniqueItems`` over items the grammar cannot make unique is left to the
+        matcher (``compile_json_schema`` wraps the grammar); a string: why the plan was refused (the
+        error then says it).
     **options
         ``SchemaOptions`` fields: strict, lenient, whitespace, max_ws, max_depth, any_depth,
         max_nodes, timeout_s.
@@ -128,6 +136,8 @@ def json_schema_to_grammar(schema: Any, *, registry: dict | None = None, **optio
     check_schema(schema, opts.limits)  # sizes, depth, counts: LimitError naming the limit and JSON pointer
     check_shapes(schema)  # malformed keywords: SchemaError naming the keyword and JSON pointer
     lowering = SchemaLowering(schema, opts, registry)
+    lowering.unique_runtime = isinstance(unique_runtime, UniquePlan)
+    lowering.unique_refusal = unique_runtime if isinstance(unique_runtime, str) else None
     try:
         with hole_memo():  # one has_hole memo for the whole lowering (see has_hole)
             return _lower(lowering)
@@ -178,11 +188,34 @@ def cache_key(schema: Any, options: SchemaOptions, registry: dict | None = None)
 
 def compile_json_schema(compiler, schema: Any, *, registry: dict | None = None, **options):
     """Compile a JSON Schema with a ``GrammarCompiler``, cached per (schema, options, registry): a
-    regular engine ``CompiledGrammar`` or a context-free ``CompiledCfg`` (same Matcher API)."""
+    regular engine ``CompiledGrammar`` or a context-free ``CompiledCfg`` (same Matcher API), or,
+    where ``uniqueItems`` needs the run-time check, either inside a ``UniqueChecked``."""
     _intern_common_lexemes()
     opts = SchemaOptions(**options)
+    schema = schema_dict(schema)
+    plan, refusal = unique_plan(schema, registry, opts)
     key = ("json-schema", cache_key(schema, opts, registry))  # a cached grammar skips the lowering
-    return compiler.compile_lowered(key, lambda: json_schema_to_grammar(schema, registry=registry, options=opts))
+    compiled = compiler.compile_lowered(
+        key, lambda: json_schema_to_grammar(schema, registry=registry, options=opts, unique_runtime=plan or refusal)
+    )
+    return compiled if plan is None else UniqueChecked(compiled, plan)
+
+
+def unique_plan(schema, registry: dict | None, opts: SchemaOptions) -> tuple[UniquePlan | None, str | None]:
+    """(the checked places where the matcher refuses duplicate items, None) or (None, why the schema
+    cannot have the check); (None, None) without ``uniqueItems``. A refused schema still compiles
+    where the grammar holds every ``uniqueItems`` (finite items); elsewhere the lowering raises with
+    the reason (or relaxes, when lenient)."""
+    if not mentions_unique(schema):
+        return None, None
+    try:
+        plan = UniquePlan(schema, registry, strict=opts.strict)
+        plan.check()
+    except PlanError as e:
+        return None, str(e)
+    except (SchemaError, RecursionError):
+        return None, None  # the lowering reports a malformed schema with its own message
+    return plan, None
 
 
 _common_done = threading.Event()

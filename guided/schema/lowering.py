@@ -120,6 +120,9 @@ class SchemaLowering:
             tuple, str | None
         ] = {}  # $ref targets being lowered -> nonterminal once recursive
         self.mode = FREE  # see "Complements" above
+        self.negations = 0  # complements being lowered (NEG flips back to FREE inside two)
+        self.unique_runtime = False  # uniqueItems the grammar cannot hold is checked by the matcher
+        self.unique_refusal: str | None = None  # why it cannot be (unique_plan), for the error
         self.anys = AnyValue(self)
         self.anys_p = AnyValue(self, plain=True)
         self.anys.sibling, self.anys_p.sibling = self.anys_p, self.anys
@@ -158,8 +161,12 @@ class SchemaLowering:
     def negated(self, schema, path: str, base: str, place: KeyOrder | None) -> Node:
         """The language to complement for ``schema``: ``NEG`` mode (and a complement inside a
         complement flips back to ``FREE``)."""
-        with self.in_mode(FREE if self.mode == NEG else NEG):
-            return self.lower(schema, path, base, place)
+        self.negations += 1
+        try:
+            with self.in_mode(FREE if self.mode == NEG else NEG):
+                return self.lower(schema, path, base, place)
+        finally:
+            self.negations -= 1
 
     def warn(self, message: str, path: str) -> None:
         warnings.warn(f"JSON Schema relaxed at {path}: {message}", stacklevel=3)

@@ -1,0 +1,436 @@
+"""Where ``uniqueItems`` holds, for the run-time check that enforces it (``unique_runtime``).
+
+"No two items equal" is not a context-free language unless the items come from a small finite set
+(``arrays``: exact in the grammar). Otherwise the grammar accepts the arrays without it and the
+matcher refuses, token by token, any item equal (as a JSON value) to an earlier one. That is exact
+only where uniqueness is decided by the place in the instance, so this module works out, for each
+place, which schemas apply there, as a formula over the schema objects:
+
+* a leaf ``("D", key)``: one schema's own keywords (its in-place applicators expanded beside it);
+* ``("A", parts)``: all of them apply (``allOf``, ``$ref``, a key matching several patterns);
+* ``("O", parts)``: one of them applies, which one is not known from the place (``anyOf``,
+  ``oneOf``, ``then``/``else``, ``dependentSchemas``);
+* ``T`` (anything) and ``F`` (nothing).
+
+``demand(formula)`` says whether an array there must have unique items: ``Y`` in every way the
+place can be valid, ``N`` in none, ``0`` when no array is valid there, and ``X`` (mixed: one branch
+of an ``anyOf`` requires it, another accepts the same array without it). The compile walks every
+place the schema reaches (declared names, a conservative "any other name", each tuple index and
+"any other index") and refuses a schema with a mixed place, with ``uniqueItems`` under ``not``,
+``if`` or ``contains`` (the grammar takes complements there), or with items whose prefixes could
+all end as duplicates (a dead end for the generation): items must be strings (``minLength`` at
+most), numbers, integers, any value, or a small finite set the grammar enforces itself.
+"""
+
+from __future__ import annotations
+
+import re
+
+from guided.errors import SchemaError
+from guided.schema.facts import json_equal
+from guided.schema.keywords import ANNOTATIONS, OLD_DRAFTS
+from guided.schema.resolver import SchemaResolver
+
+__all__ = ["UniquePlan", "PlanError", "finite_values", "mentions_unique", "T", "F"]
+
+T, F = ("T",), ("F",)
+MAX_PLACES = 4_000  # formulas the compile-time walk may visit
+MAX_UNIQUE_VALUES = 64
+_DATA = frozenset({"enum", "const", "default", "examples", "example"})
+_NOTES = ANNOTATIONS | {"example", "$schema", "$id", "id", "$anchor", "$defs", "definitions", "deprecated",
+                        "readOnly", "writeOnly", "markdownDescription", "format_hint", "$comment"}  # fmt: skip
+_IN_PLACE = frozenset({"$ref", "allOf", "anyOf", "oneOf", "if", "then", "else", "not", "dependentSchemas",
+                       "dependencies", "dependentRequired"})  # fmt: skip
+_ARRAY_KEYS = frozenset({"items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems",
+                         "contains", "minContains", "maxContains", "unevaluatedItems"})  # fmt: skip
+_OBJECT_KEYS = frozenset({"properties", "patternProperties", "additionalProperties", "required",
+                          "propertyNames", "minProperties", "maxProperties", "unevaluatedProperties"})  # fmt: skip
+
+
+class PlanError(SchemaError):
+    """uniqueItems cannot be enforced exactly at this place."""
+
+
+def _and(parts) -> tuple:
+    out = set()
+    for p in parts:
+        if p == T:
+            continue
+        if p == F:
+            return F
+        if p[0] == "A":
+            out.update(p[1])
+        else:
+            out.add(p)
+    if not out:
+        return T
+    return next(iter(out)) if len(out) == 1 else ("A", frozenset(out))
+
+
+def _or(parts) -> tuple:
+    out = set()
+    for p in parts:
+        if p == F:
+            continue
+        out.update(p[1] if p[0] == "O" else (p,))
+    if not out:
+        return F
+    return next(iter(out)) if len(out) == 1 else ("O", frozenset(out))
+
+
+def finite_values(resolver: SchemaResolver, schema, base: str) -> list | None:
+    """The values of a schema when it names a small finite set directly (``const``, ``enum``,
+    ``boolean``, ``null``, or a ``$ref`` to one), else None. The grammar makes such items unique."""
+    if schema is False:
+        return []
+    if not isinstance(schema, dict):
+        return None
+    if "$ref" in schema:
+        try:
+            schema = resolver.resolve(schema["$ref"], base, "#")[0]
+        except SchemaError:
+            return None
+        if not isinstance(schema, dict):
+            return None
+    if "const" in schema:
+        return [schema["const"]]
+    if isinstance(schema.get("enum"), list):
+        out = []
+        for v in schema["enum"]:
+            if not any(json_equal(v, w) for w in out):  # 1 and 1.0 are one value; True and 1 are not
+                out.append(v)
+        return out
+    t = schema.get("type")
+    if t == "boolean":
+        return [True, False]
+    if t == "null":
+        return [None]
+    return None
+
+
+def mentions_unique(schema, resolver: SchemaResolver | None = None, base: str = "", seen=None) -> bool:
+    """Whether ``uniqueItems: true`` occurs in the schema (following ``$ref`` when a resolver is given)."""
+    seen = set() if seen is None else seen
+    if isinstance(schema, list):
+        return any(mentions_unique(s, resolver, base, seen) for s in schema)
+    if not isinstance(schema, dict) or id(schema) in seen:
+        return False
+    seen.add(id(schema))
+    if schema.get("uniqueItems") is True:
+        return True
+    if resolver is not None:
+        base = resolver.base_of.get(id(schema), base)
+        if isinstance(schema.get("$ref"), str):
+            try:
+                target, tbase, _ = resolver.resolve(schema["$ref"], base, "#")
+            except SchemaError:
+                target = None
+            if target is not None and mentions_unique(target, resolver, tbase, seen):
+                return True
+    return any(mentions_unique(v, resolver, base, seen) for k, v in schema.items() if k not in _DATA)
+
+
+class UniquePlan:
+    """The places of a schema's instances and whether arrays there must have unique items.
+
+    ``root`` is the formula of the root value; ``child(f, name)``, ``item(f, index)`` the formulas
+    of a member and an item; ``demand(f)`` and ``item_kind(f)`` what the matcher checks there.
+    Built and validated once per schema (``check()``); the matcher only looks formulas up.
+    """
+
+    def __init__(self, root, registry: dict | None = None, strict: bool = False):
+        self.resolver = SchemaResolver(root if isinstance(root, dict) else {}, registry)
+        uri = root.get("$schema", "") if isinstance(root, dict) else ""
+        self.old_draft = isinstance(uri, str) and any(d in uri for d in OLD_DRAFTS)
+        self.strict = strict
+        self.schemas: dict[tuple, tuple] = {}  # leaf key -> (schema, base)
+        self._expanded: dict[tuple, tuple] = {}
+        self._children: dict[tuple, tuple] = {}
+        self._demands: dict[tuple, str] = {}
+        self._kinds: dict[tuple, str | None] = {}
+        self._patterns: dict[str, re.Pattern | None] = {}
+        self.root = self.expand(root, self.resolver.root_base, "#")
+
+    # ------------------------------------------------------------------ formulas
+    def expand(self, schema, base: str, path: str) -> tuple:
+        if schema is True or schema == {}:
+            return T
+        if schema is False:
+            return F
+        if not isinstance(schema, dict):
+            return T
+        base = self.resolver.base_of.get(id(schema), base)
+        key = (id(schema), base)
+        hit = self._expanded.get(key)
+        if hit is not None:
+            return hit
+        self._expanded[key] = T  # an in-place cycle adds nothing to what is being expanded
+        self.schemas[key] = (schema, base)
+        for kw in ("not", "if", "contains"):
+            if kw in schema and mentions_unique(schema[kw], self.resolver, base):
+                raise PlanError(f"uniqueItems under {kw!r} is not supported", f"{path}/{kw}")
+        if "$dynamicRef" in schema or "$recursiveRef" in schema:
+            raise PlanError("uniqueItems beside $dynamicRef/$recursiveRef is not supported", path)
+        parts = [("D", key)]
+        if isinstance(schema.get("$ref"), str):
+            target, tbase, tpath = self.resolver.resolve(schema["$ref"], base, path)
+            if self.old_draft:  # before 2019-09, $ref's siblings are ignored
+                self._expanded[key] = out = self.expand(target, tbase, tpath)
+                return out
+            parts.append(self.expand(target, tbase, tpath))
+        for i, sub in enumerate(_list(schema.get("allOf"))):
+            parts.append(self.expand(sub, base, f"{path}/allOf/{i}"))
+        for kw in ("anyOf", "oneOf"):
+            subs = _list(schema.get(kw))
+            if subs:
+                parts.append(_or(self.expand(s, base, f"{path}/{kw}/{i}") for i, s in enumerate(subs)))
+        if "then" in schema or "else" in schema:
+            parts.append(_or([self.expand(schema.get("then", True), base, f"{path}/then"),
+                              self.expand(schema.get("else", True), base, f"{path}/else")]))  # fmt: skip
+        for kw in ("dependentSchemas", "dependencies"):
+            deps = schema.get(kw)
+            if isinstance(deps, dict):
+                for name, sub in deps.items():
+                    if isinstance(sub, (dict, bool)):
+                        parts.append(_or([T, self.expand(sub, base, f"{path}/{kw}/{name}")]))
+        out = _and(parts)
+        self._expanded[key] = out
+        return out
+
+    def child(self, f: tuple, name: str | None) -> tuple:
+        """The formula of member ``name`` (None: any name no schema here declares, conservatively)."""
+        memo = (f, "k", name)
+        hit = self._children.get(memo)
+        if hit is None:
+            hit = self._children[memo] = self._map(f, lambda leaf: self._member(leaf, name))
+        return hit
+
+    def item(self, f: tuple, index: int) -> tuple:
+        memo = (f, "i", index)
+        hit = self._children.get(memo)
+        if hit is None:
+            hit = self._children[memo] = self._map(f, lambda leaf: self._item(leaf, index))
+        return hit
+
+    def _map(self, f: tuple, leaf_fn) -> tuple:
+        if f in (T, F):
+            return f
+        if f[0] == "D":
+            return leaf_fn(f)
+        parts = [self._map(p, leaf_fn) for p in f[1]]
+        return _and(parts) if f[0] == "A" else _or(parts)
+
+    def _member(self, leaf: tuple, name: str | None) -> tuple:
+        schema, base = self.schemas[leaf[1]]
+        if not _admits(schema, "object"):
+            return F
+        props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        pats = schema.get("patternProperties") if isinstance(schema.get("patternProperties"), dict) else {}
+        addl = schema.get("additionalProperties", False if self.strict else True)
+        uneval = schema.get("unevaluatedProperties")
+        if name is None:  # any undeclared name: one of the patterns or additionalProperties
+            opts = [self.expand(s, base, "#") for s in pats.values()] + [self.expand(addl, base, "#")]
+            if uneval is not None:
+                opts.append(self.expand(uneval, base, "#"))
+            return _or(opts) if len(opts) > 1 else opts[0]
+        parts, matched = [], False
+        if name in props:
+            parts.append(self.expand(props[name], base, "#"))
+            matched = True
+        for pat, sub in pats.items():
+            rx = self._pattern(pat)
+            if rx is None:  # a pattern Python cannot read: it may apply or not
+                parts.append(_or([T, self.expand(sub, base, "#")]))
+            elif rx.search(name):
+                parts.append(self.expand(sub, base, "#"))
+                matched = True
+        if not matched:
+            parts.append(self.expand(addl, base, "#"))
+            if uneval is not None:
+                parts.append(_or([T, self.expand(uneval, base, "#")]))
+        return _and(parts)
+
+    def _item(self, leaf: tuple, index: int) -> tuple:
+        schema, base = self.schemas[leaf[1]]
+        if not _admits(schema, "array"):
+            return F
+        prefix, rest = schema.get("prefixItems"), schema.get("items", True)
+        if isinstance(rest, list):  # draft-07 tuple form
+            prefix, rest = rest, schema.get("additionalItems", True)
+        prefix = prefix if isinstance(prefix, list) else []
+        if index < len(prefix):
+            return self.expand(prefix[index], base, "#")
+        if "items" not in schema and "unevaluatedItems" in schema:
+            return _or([T, self.expand(schema["unevaluatedItems"], base, "#")])
+        return self.expand(rest, base, "#")
+
+    def _pattern(self, pat: str):
+        if pat not in self._patterns:
+            try:
+                self._patterns[pat] = re.compile(pat)
+            except (re.error, TypeError):
+                self._patterns[pat] = None
+        return self._patterns[pat]
+
+    # ------------------------------------------------------------------ questions
+    def demand(self, f: tuple) -> str:
+        """For an array at a place of formula f: "Y" unique in every way, "N" never, "0" no array
+        valid there, "X" depends on which branch applies."""
+        hit = self._demands.get(f)
+        if hit is None:
+            hit = self._demands[f] = self._demand(f)
+        return hit
+
+    def _demand(self, f: tuple) -> str:
+        if f == T:
+            return "N"
+        if f == F:
+            return "0"
+        if f[0] == "D":
+            schema = self.schemas[f[1]][0]
+            if not _admits(schema, "array"):
+                return "0"
+            if "const" in schema and not isinstance(schema["const"], list):
+                return "0"
+            if isinstance(schema.get("enum"), list) and not any(isinstance(v, list) for v in schema["enum"]):
+                return "0"
+            return "Y" if schema.get("uniqueItems") is True else "N"
+        got = [self.demand(p) for p in f[1]]
+        if f[0] == "A":
+            return "0" if "0" in got else "Y" if "Y" in got else "X" if "X" in got else "N"
+        live = {g for g in got if g != "0"}
+        return "0" if not live else live.pop() if len(live) == 1 else "X"
+
+    def item_kind(self, f: tuple) -> str | None:
+        """What an item of formula f is: "any", "string", "number", "integer", "finite", "none" (no
+        value), or None when its prefixes could all end as duplicates (not supported)."""
+        if f not in self._kinds:
+            self._kinds[f] = self._kind(f)
+        return self._kinds[f]
+
+    def _kind(self, f: tuple) -> str | None:
+        if f == T:
+            return "any"
+        if f == F:
+            return "none"
+        if f[0] == "D":
+            return _leaf_kind(self.schemas[f[1]][0])
+        got = [self.item_kind(p) for p in f[1]]
+        if f[0] == "O":
+            return got[0] if len(set(got)) == 1 else None
+        if None in got:
+            return None
+        kinds = {g for g in got if g != "any"}
+        if "none" in kinds:
+            return "none"
+        if "finite" in kinds:
+            return "finite"
+        if kinds <= {"integer", "number"} and "integer" in kinds:
+            return "integer"
+        return kinds.pop() if len(kinds) == 1 else "any" if not kinds else "none"
+
+    # ------------------------------------------------------------------ the compile-time walk
+    def check(self) -> None:
+        """Visit every place; raise PlanError where uniqueness is mixed or could dead-end."""
+        todo, seen = [(self.root, "#")], {self.root}
+        while todo:
+            f, where = todo.pop()
+            if len(seen) > MAX_PLACES:
+                raise PlanError(f"the schema has more than {MAX_PLACES} places to check uniqueItems at", where)
+            d = self.demand(f)
+            if d == "X":
+                raise PlanError("uniqueItems applies in some branches of this place and not in others", where)
+            leaves = list(_leaves(f))
+            names, width = set(), 0
+            for leaf in leaves:
+                schema = self.schemas[leaf[1]][0]
+                if isinstance(schema.get("properties"), dict):
+                    names.update(schema["properties"])
+                width = max(width, len(_prefix_of(schema)))
+            if d == "Y":
+                self._check_unique_array(f, leaves, width, where)
+            nxt = [(self.child(f, n), f"{where}/{n}") for n in sorted(names)] + [(self.child(f, None), f"{where}/*")]
+            nxt += [(self.item(f, i), f"{where}/{i}") for i in range(width + 1)]
+            for g, w in nxt:
+                if g not in seen and g not in (T, F):
+                    seen.add(g)
+                    todo.append((g, w))
+
+    def _check_unique_array(self, f: tuple, leaves: list, width: int, where: str) -> None:
+        for leaf in leaves:
+            schema = self.schemas[leaf[1]][0]
+            if "contains" in schema or "const" in schema or "enum" in schema:
+                raise PlanError("uniqueItems beside contains/const/enum is not supported", where)
+        for i in range(width + 1):
+            kind = self.item_kind(self.item(f, i))
+            if kind is None:
+                raise PlanError(
+                    "uniqueItems is exact only for items that are strings (minLength at most), numbers, "
+                    "integers, any value, or a small finite set of values", where
+                )  # fmt: skip
+            if kind == "finite":  # the grammar enforces it, but only where each unique schema's items are finite
+                for leaf in leaves:
+                    schema, base = self.schemas[leaf[1]]
+                    if schema.get("uniqueItems") is True:
+                        values = _all_finite(self.resolver, schema, base)
+                        if values is None or len(values) > MAX_UNIQUE_VALUES:
+                            raise PlanError("uniqueItems over items narrowed to a finite set elsewhere is not "
+                                            "supported", where)  # fmt: skip
+
+
+def _admits(schema: dict, kind: str) -> bool:
+    t = schema.get("type")
+    return t is None or kind in (t if isinstance(t, list) else [t])
+
+
+def _list(v) -> list:
+    return v if isinstance(v, list) else []
+
+
+def _leaves(f: tuple):
+    if f in (T, F):
+        return
+    if f[0] == "D":
+        yield f
+        return
+    for p in f[1]:
+        yield from _leaves(p)
+
+
+def _prefix_of(schema: dict) -> list:
+    if isinstance(schema.get("items"), list):
+        return schema["items"]
+    return schema["prefixItems"] if isinstance(schema.get("prefixItems"), list) else []
+
+
+def _all_finite(resolver, schema: dict, base: str) -> list | None:
+    items = schema.get("items", True)
+    prefix = _prefix_of(schema)
+    if isinstance(items, list):
+        items = schema.get("additionalItems", True)
+    values = finite_values(resolver, items, base)
+    for s in prefix:
+        more = finite_values(resolver, s, base)
+        values = None if values is None or more is None else values + more
+    return values
+
+
+def _leaf_kind(schema: dict) -> str | None:
+    keys = set(schema) - _NOTES - _IN_PLACE
+    if "const" in keys or "enum" in keys:
+        return "finite"
+    t = schema.get("type")
+    keys.discard("type")
+    if t is None:
+        # keywords of one kind say nothing about values of other kinds: such a leaf is "any" only
+        # when it has none
+        return "any" if not keys else None
+    if isinstance(t, list):
+        return None
+    if t in ("boolean", "null"):
+        return "finite"
+    if t == "string":
+        return "string" if keys <= {"minLength"} else None
+    if t in ("number", "integer"):
+        return t if not keys else None
+    return None

@@ -1,0 +1,172 @@
+"""uniqueItems over unbounded items: the matcher refuses any token that completes a duplicate item.
+
+Oracles: the ``jsonschema`` validator on every finished random walk, and plain JSON equality.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import warnings
+
+import jsonschema
+import numpy as np
+import pytest
+
+from guided.errors import SchemaError
+from guided.grammar.compiler import GrammarCompiler
+from guided.schema.compiler import compile_json_schema
+from guided.schema.unique_runtime import UniqueChecked, json_value_key, number_key
+
+STRINGS = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
+
+
+@pytest.fixture(scope="module")
+def compiler(vocab_builtin):
+    return GrammarCompiler(vocab_builtin)
+
+
+def _matcher(compiler, schema, **options):
+    compiled = compile_json_schema(compiler, schema, **options)
+    assert isinstance(compiled, UniqueChecked)
+    return compiled.matcher()
+
+
+def test_a_duplicate_string_item_is_refused_and_the_state_kept(compiler):
+    m = _matcher(compiler, {"type": "object", "properties": {"tags": STRINGS}, "required": ["tags"]})
+    assert m.accept_text('{"tags": ["a", "b"')
+    assert not m.accept_text(', "a"')  # refused, nothing consumed
+    assert m.accept_text(', "ab", "ba"]}') and m.is_accepting()
+
+
+def test_equal_values_in_other_spellings_are_duplicates(compiler):
+    numbers = _matcher(compiler, {"type": "array", "items": {"type": "number"}, "uniqueItems": True})
+    assert numbers.accept_text("[1, 2.5")
+    assert not numbers.accept_text(", 1.0,") and not numbers.accept_text(", 10e-1]")
+    assert numbers.accept_text(", 1.5]")
+    anything = _matcher(compiler, {"type": "array", "uniqueItems": True})
+    assert anything.accept_text('[{"a": 1, "b": [true]}')
+    assert not anything.accept_text(', {"b": [true], "a": 1.0}')  # member order and spelling differ
+    assert anything.accept_text(', {"b": [true], "a": 2}, 1, "1", [1]]')
+
+
+def test_items_decided_before_they_end_are_refused_early(compiler):
+    anything = _matcher(compiler, {"type": "array", "uniqueItems": True})
+    assert anything.accept_text("[true, null, ")
+    assert not anything.accept_text("t") and not anything.accept_text("n")  # only true/null can follow
+    assert anything.accept_text("f")
+    integers = _matcher(compiler, {"type": "array", "items": {"type": "integer"}, "uniqueItems": True})
+    assert integers.accept_text("[0, 7, ")
+    assert not integers.accept_text("0") and not integers.accept_text("7.")
+    assert integers.accept_text("70]")
+
+
+def test_masks_drop_exactly_the_tokens_that_complete_a_duplicate(compiler, vocab_builtin):
+    pres = {t.split(b'"')[0] for t in vocab_builtin.tokens if b'"' in t}
+    ends = [b""] + sorted(p for p in pres if p and p.isascii() and p.decode().isprintable() and b"\\" not in p)[:1]
+    text = '["' + '","'.join("hel" + e.decode() for e in ends) + '","hel'
+    m = _matcher(compiler, STRINGS, whitespace="compact")
+    assert m.accept_text(text)
+    allowed = np.flatnonzero(m.allowed_tokens())
+    plain = compile_json_schema(compiler, {"type": "array", "items": {"type": "string"}}, whitespace="compact")
+    pm = plain.matcher()
+    assert pm.accept_text(text)
+    before = set(np.flatnonzero(pm.allowed_tokens()).tolist())
+    dropped = before - set(allowed.tolist())
+    assert dropped
+    for t in before:
+        tok = vocab_builtin.tokens[t]
+        finishes = b'"' in tok and tok.split(b'"')[0] in ends
+        assert (t in dropped) == finishes, tok
+
+
+def test_random_walks_end_valid_and_never_dead(compiler, vocab_builtin):
+    schemas = [
+        {"type": "array", "items": {"type": "string", "minLength": 1}, "uniqueItems": True, "minItems": 3},
+        {"type": "array", "items": {"type": "integer"}, "uniqueItems": True, "minItems": 3},
+        {"type": "array", "uniqueItems": True, "minItems": 3, "maxItems": 6},
+        {"properties": {"a": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "number"},
+                                                               "uniqueItems": True}]}}},  # fmt: skip
+        {"additionalProperties": {"$ref": "#/$defs/t"}, "$defs": {"t": {**STRINGS, "minItems": 2}}},
+    ]
+    rng = random.Random(1)
+    eos = set(vocab_builtin.eos_ids)
+    finished = 0
+    seen_ws: list = []
+    for schema in schemas:
+        compiled = compile_json_schema(compiler, schema, whitespace="compact" if len(seen_ws) % 2 else "flexible")
+        seen_ws.append(schema)
+        for _ in range(6):
+            m, seen, out = compiled.matcher(), [], b""
+            for step in range(80):
+                allowed = np.flatnonzero(m.allowed_tokens()).tolist()
+                assert allowed, f"dead end after {out!r}"
+                ok = set(allowed)
+                if step % 3 == 0:  # the mask (only likely tokens simulated) equals simulating them all
+                    grammar = np.flatnonzero(m.inner.allowed_tokens()).tolist()
+                    assert ok == {t for t in grammar if m.is_allowed(t)}, out
+                if ok & eos and (step > 60 or rng.random() < 0.4):
+                    break
+                again = [t for t in seen if t in ok and t not in eos]  # try to repeat earlier items
+                short = [t for t in allowed if t not in eos and len(vocab_builtin.tokens[t]) <= 2]
+                t = rng.choice(again if again and rng.random() < 0.6 else short or allowed)
+                assert m.accept_token(t)
+                if t in eos:
+                    break
+                seen.append(t)
+                out += vocab_builtin.tokens[t]
+            else:
+                continue
+            value = json.loads(out)
+            if "inf" not in repr(value):  # a huge exponent: floats would call distinct values equal
+                jsonschema.validate(value, schema)
+                finished += 1
+    assert finished >= 10
+
+
+def test_rollback_and_copy_restore_the_items_seen(compiler):
+    m = _matcher(compiler, STRINGS)
+    assert m.accept_text('["a"')
+    fork = m.copy()
+    assert m.accept_text(', "b"')
+    m.rollback(1)
+    assert m.accept_text(', "b"') and not m.accept_text(', "b"')
+    assert fork.accept_text(', "b"') and not fork.accept_text(', "a"')
+
+
+def test_bytes_that_are_not_json_are_refused_not_crashed(compiler):
+    m = _matcher(compiler, STRINGS)
+    assert not m.accept_text("]")  # the tracker has no open array to close
+    assert not m.accept_text("[1")  # a number where the grammar wants a string
+    assert m.accept_text('["x"]') and m.is_accepting()
+
+
+@pytest.mark.parametrize(
+    "schema, reason",
+    [
+        ({"anyOf": [STRINGS, {"type": "array", "items": {"type": "string"}}]}, "some branches"),
+        ({"not": STRINGS}, "under 'not'"),
+        ({"type": "array", "items": {"type": "object"}, "uniqueItems": True}, "exact only for items"),
+        ({"type": "array", "items": {"type": "string", "pattern": "^[ab]$"}, "uniqueItems": True}, "exact only"),
+    ],
+)
+def test_unenforceable_places_are_refused_with_the_reason(compiler, schema, reason):
+    with pytest.raises(SchemaError, match=reason):
+        compile_json_schema(compiler, schema)
+    with warnings.catch_warnings(record=True) as w:  # lenient: relaxed, said so
+        warnings.simplefilter("always")
+        compile_json_schema(compiler, schema, lenient=True)
+    assert any("uniqueItems" in str(x.message) for x in w)
+
+
+def test_finite_items_stay_in_the_grammar(compiler):
+    m = _matcher(compiler, {"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": True})
+    assert m.accept_text('["a", "b"') and not m.accept_text(', ')  # the grammar itself ends it
+    plain = compile_json_schema(compiler, {"type": "array", "items": {"type": "string"}})
+    assert not isinstance(plain, UniqueChecked)
+
+
+def test_value_keys_follow_json_equality():
+    assert number_key("1") == number_key("1.0") == number_key("10e-1") == number_key("0.1e1")
+    assert number_key("-0") == number_key("0.00") and number_key("1e999999999999999999999") != number_key("1e2")
+    assert json_value_key(True) != json_value_key(1) and json_value_key({"a": [1]}) == json_value_key({"a": [1.0]})
