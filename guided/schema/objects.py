@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from guided.errors import GrammarError, LimitError, SchemaError
 from guided.grammar import EMPTY_ID, ExprPool, parse_regex
 from guided.grammar.bounded_cache import BoundedCache
+from guided.grammar.languages import is_empty
 from guided.grammar.regex_ast import EMPTY, EPSILON, Node, Not, alt, intersect, literal, optional, repeat, seq
 from guided.schema.key_order import MAX_PERMUTED
 from guided.schema.object_bags import bag
@@ -29,9 +30,9 @@ if TYPE_CHECKING:  # the lowering calls these helpers with itself
     from guided.schema.lowering import SchemaLowering
 
 
-__all__ = ["object_node", "any_order", "MAX_PATTERN_PROPERTIES", "MAX_DEPENDENCIES"]
+__all__ = ["object_node", "any_order", "MAX_PATTERN_GROUPS", "MAX_DEPENDENCIES"]
 
-MAX_PATTERN_PROPERTIES = 4
+MAX_PATTERN_GROUPS = 64  # kinds of undeclared name by the patternProperties they match (_pattern_groups)
 MAX_DEPENDENCIES = 4
 _OBJECT_KEYWORDS = ("dependentRequired", "dependentSchemas", "dependencies")
 _OPEN, _CLOSE = literal("{"), literal("}")
@@ -45,20 +46,55 @@ def object_node(lowering: SchemaLowering, schema: dict, path: str, base: str, pl
     if not deps:
         return _object(lowering, schema, path, base, place, (), (), (), ())
     involved = list(dict.fromkeys(n for trigger, names, _, _ in deps for n in (trigger, *names)))
+    always, always_extra, deps = _settled(schema, deps)
     if len(deps) > MAX_DEPENDENCIES:
         raise LimitError(f"more than {MAX_DEPENDENCIES} property dependencies in one object (at {path})")
     variants = []
     for present in itertools.product((True, False), repeat=len(deps)):
-        required, forbidden, extra = [], [], []
+        required, forbidden, extra = list(always), [], list(always_extra)
         for on, (trigger, names, sub, sub_path) in zip(present, deps, strict=True):
-            if on:
-                required += [trigger, *names]
+            triggers = trigger if isinstance(trigger, tuple) else (trigger,)
+            if on:  # the names are present (whether or not a trigger is): exact beside "no trigger"
+                required += [*([] if isinstance(trigger, tuple) else triggers), *names]
                 if sub is not None:
                     extra.append((sub, sub_path))
             else:
-                forbidden.append(trigger)
+                forbidden += triggers
         variants.append(_object(lowering, schema, path, base, place, required, forbidden, extra, involved))
     return alt(*variants)
+
+
+def _settled(schema: dict, deps: list) -> tuple[list, list, list]:
+    """(names always required, schemas always applied, the dependencies left to split on): a
+    dependency whose trigger is required (``required``, or by a dependency already settled) always
+    applies, and one whose names are all required and that imposes no schema never matters; name
+    dependencies requiring the same names merge (a tuple of triggers). Real schemas often list a
+    dependency per required property, or several triggers of one name: what is left is short."""
+    required = {r for r in schema.get("required", []) if isinstance(r, str)}
+    names, extra = [], []
+    left = list(deps)
+    changed = True
+    while changed:
+        changed = False
+        for dep in list(left):
+            trigger, needs, sub, sub_path = dep
+            if trigger in required:
+                names += needs
+                required.update(needs)
+                if sub is not None:
+                    extra.append((sub, sub_path))
+                left.remove(dep)
+                changed = True
+    left = [d for d in left if d[2] is not None or not set(d[1]) <= required]
+    # name-only dependencies requiring the same names split once: "one of these triggers" or "none"
+    groups: dict[tuple, list] = {}
+    for d in left:
+        if d[2] is None:
+            groups.setdefault(tuple(sorted(set(d[1]))), []).append(d)
+    merged = [d for d in left if d[2] is not None]
+    for needs, group in groups.items():
+        merged.append(group[0] if len(group) == 1 else (tuple(d[0] for d in group), list(needs), None, group[0][3]))
+    return names, extra, merged
 
 
 def _dependencies(schema: dict, path: str) -> list:
@@ -187,11 +223,9 @@ def _value(lowering: SchemaLowering, name, props, pats, pattern_nodes, addl, pat
 def _other_members(lowering: SchemaLowering, names, pats, pattern_nodes, addl, key_filter, name_lang, path, base, place) -> Node:
     """One member whose name is none of ``names``, with the value its name calls for."""
     usable = {p: n for p, n in pattern_nodes.items() if n is not None}
-    if len(usable) > MAX_PATTERN_PROPERTIES:
-        raise LimitError(f"more than {MAX_PATTERN_PROPERTIES} patternProperties in one object (at {path})")
     other_place = place.other()
     out = []
-    for mask in itertools.product((True, False), repeat=len(usable)):
+    for mask in _pattern_groups(list(usable.values()), path):
         chosen = [p for p, on in zip(usable, mask, strict=True) if on]
         if chosen:
             value = lowering.conjoin(
@@ -214,6 +248,43 @@ def _other_members(lowering: SchemaLowering, names, pats, pattern_nodes, addl, k
             key = intersect(key, key_filter)
         out.append(seq(key, lowering.colon, value))
     return alt(*out)
+
+
+def _pattern_groups(patterns: list[Node], path: str) -> list[tuple[bool, ...]]:
+    """Which patterns an undeclared name matches: the in/out choices that some name can make.
+
+    A name matching several patterns gets all their schemas, so each choice is its own member
+    kind; of the ``2**k`` choices, only those whose chosen patterns share a name (and, for a
+    non-empty choice, one the others all miss) are kept: real schemas' patterns are mostly
+    disjoint (``^x-``, ``^MD5$``, ``^(cdn|Cdn)$``), which leaves about ``k + 1``. A choice whose
+    emptiness is too costly to decide is kept (an empty one only costs grammar size).
+    """
+    out: list[tuple[bool, ...]] = []
+
+    def shared(nodes: list[Node]) -> bool:
+        try:
+            return len(nodes) < 2 or not is_empty(intersect(*nodes), budget=20_000)
+        except LimitError:
+            return True
+
+    def walk(i: int, mask: tuple[bool, ...], chosen: list[Node]) -> None:
+        if i == len(patterns):
+            if chosen:
+                missed = [Not(patterns[j]) for j, on in enumerate(mask) if not on]
+                if missed and not shared([*chosen, *missed]):
+                    return
+            out.append(mask)
+            if len(out) > MAX_PATTERN_GROUPS:
+                raise LimitError(
+                    f"patternProperties in one object overlap in more than {MAX_PATTERN_GROUPS} ways (at {path})"
+                )
+            return
+        if shared([*chosen, patterns[i]]):
+            walk(i + 1, (*mask, True), [*chosen, patterns[i]])
+        walk(i + 1, (*mask, False), chosen)
+
+    walk(0, (), [])
+    return out
 
 
 def _members(lowering: SchemaLowering, slots, other: Node, lo: int, hi: int | None, around: bool = False, free=()) -> Node:

@@ -88,6 +88,15 @@ CASES = {
         {"type": "object", "patternProperties": {"^x_": {"type": "integer"}}, "additionalProperties": False},
         [{}, {"x_a": 1}, {"x_a": 1, "x_b": 2}, {"x_a": "s"}, {"y": 1}],
     ),
+    # more patterns than a 2**k split of names could hold: overlapping ones make names of several kinds
+    "pattern-properties-many": (
+        {"type": "object", "additionalProperties": False, "patternProperties": {
+            "^[a-z]+$": {"type": "integer"}, "^MD5$": {"type": "string"}, "^SHA-1$": {"type": "string"},
+            "^x-": {"type": "boolean"}, "^y-": {"type": "null"}, "^a": {"minimum": 3}, "^b": {"maximum": 3},
+            "^(cdn|Cdn)$": {"type": "string"}}},  # fmt: skip
+        [{}, {"abc": 3}, {"abc": 1}, {"b": 1}, {"b": 4}, {"MD5": "x"}, {"MD5": 1}, {"x-q": True}, {"x-1": 1},
+         {"y-": None}, {"cdn": "s"}, {"cdn": 1}, {"Cdn": "s"}, {"Q": 1}, {"SHA-1": "s", "zz": 3}],  # fmt: skip
+    ),
     "property-names": ({"type": "object", "propertyNames": {"maxLength": 2}}, [{}, {"ab": 1}, {"abc": 1}]),
     # `not` refuses values of every type: only its strings concern names (a nonterminal once leaked here)
     "property-names-not-enum": (
@@ -102,6 +111,17 @@ CASES = {
     "dependent-required": (
         {"type": "object", "properties": {"a": {}, "b": {}}, "dependentRequired": {"a": ["b"]}},
         [{}, {"a": 1}, {"a": 1, "b": 2}, {"b": 2}],
+    ),
+    # more dependencies than a 2**k split holds: those of required triggers always apply, and
+    # triggers requiring the same names split once ("one of them" or "none")
+    "dependent-required-many": (
+        {"type": "object", "properties": {n: {"type": "integer"} for n in "abcdefgh"}, "required": ["a", "b"],
+         "dependentRequired": {"a": ["c"], "b": ["c", "d"], "c": ["e"], "f": ["g"], "h": ["g"], "e": ["a"],
+                               "d": []}},  # fmt: skip
+        [{"a": 1, "b": 1, "c": 1, "d": 1, "e": 1}, {"a": 1, "b": 1, "c": 1, "d": 1},
+         {"a": 1, "b": 1, "c": 1, "d": 1, "e": 1, "f": 1}, {"a": 1, "b": 1, "c": 1, "d": 1, "e": 1, "f": 1, "g": 1},
+         {"a": 1, "b": 1, "c": 1, "d": 1, "e": 1, "g": 1, "h": 1}, {"a": 1, "b": 1, "c": 1, "d": 1, "e": 1, "h": 1},
+         {"a": 1, "b": 1, "c": 1, "d": 1, "e": 1, "g": 1}],  # fmt: skip
     ),
     "dependent-schemas": (
         {
