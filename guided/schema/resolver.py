@@ -35,8 +35,11 @@ class SchemaResolver:
         self.base_of: dict[int, str] = {}  # id(schema dict) -> its base URI
         self._registry = dict(registry or {})
         self._indexed: set[str] = set()
+        self._from_root = False  # resolve's one retry of a pointer against the root is under way
         self.places: dict[tuple, object] = {}  # KeyOrder.at: (id(schema), base) pairs -> their place
-        root_id = root.get("$id") if isinstance(root, dict) else None
+        self.root = root
+        self.id_keys = _id_keywords(root.get("$schema") if isinstance(root, dict) else None)
+        root_id = _schema_id(root, self.id_keys) if isinstance(root, dict) else None
         self.root_base = _join(DEFAULT_BASE, root_id) if isinstance(root_id, str) else DEFAULT_BASE
         self._index(root, self.root_base, "#")
         self.resources.setdefault(urldefrag(self.root_base)[0], (root, "#"))
@@ -50,7 +53,7 @@ class SchemaResolver:
             return
         if not isinstance(schema, dict):
             return
-        sid = schema.get("$id", schema.get("id") if isinstance(schema.get("id"), str) and "$ref" not in schema else None)
+        sid = _schema_id(schema, self.id_keys)
         if isinstance(sid, str):
             if sid.startswith("#"):  # draft-07 style plain-name fragment: an anchor
                 self.anchors[urldefrag(base)[0] + sid] = (schema, path)
@@ -104,9 +107,40 @@ class SchemaResolver:
             elif isinstance(target, dict) and key in target:
                 target = target[key]
             else:
+                if doc is not self.root and ref.startswith("#/") and not self._from_root:
+                    # a same-document pointer written from the root while an `id`/`$id` inside made a
+                    # new base (schemas copied into `definitions` keep theirs): what validators that
+                    # ignore the inner id resolve, so it is tried against the root before failing
+                    self._from_root = True
+                    try:
+                        return self.resolve(ref, self.root_base, path)
+                    except SchemaError:
+                        pass
+                    finally:
+                        self._from_root = False
                 raise SchemaError(f"$ref {ref!r}: JSON pointer does not resolve (no {key!r})", path)
             tpath = f"{tpath}/{_escape(key)}"
         return target, self.base_of.get(id(target), doc_uri), tpath
+
+
+def _id_keywords(dialect) -> tuple[str, ...]:
+    """The keywords that set a base URI under the root's ``$schema``: ``id`` up to draft-04,
+    ``$id`` from draft-06 on, both when ``$schema`` is absent or unknown."""
+    if isinstance(dialect, str):
+        if "draft-03" in dialect or "draft-04" in dialect:
+            return ("id",)
+        if any(d in dialect for d in ("draft-06", "draft-07", "2019-09", "2020-12")):
+            return ("$id",)
+    return ("$id", "id")
+
+
+def _schema_id(schema: dict, keys: tuple[str, ...]):
+    for key in keys:
+        sid = schema.get(key)
+        # a property named "id" is data; `id` beside `$ref` is the reference's, never a base
+        if isinstance(sid, str) and (key == "$id" or "$ref" not in schema):
+            return sid
+    return None
 
 
 def _escape(key: str) -> str:

@@ -387,6 +387,38 @@ def test_registry_resolves_remote_refs_without_fetching():
     assert accepts(node, "3") and not accepts(node, '"3"')
 
 
+@pytest.mark.parametrize(
+    "schema",
+    [
+        # draft-07 ignores `id` (draft-04's keyword): the pointer resolves against the root
+        {"$schema": "http://json-schema.org/draft-07/schema#", "$ref": "#/definitions/n",
+         "definitions": {"p": {"id": "p", "type": "integer"}, "n": {"id": "n", "$ref": "#/definitions/p"}}},
+        # draft-04 ignores `$id` (draft-06's)
+        {"$schema": "http://json-schema.org/draft-04/schema#", "$ref": "#/definitions/n",
+         "definitions": {"p": {"type": "integer"}, "n": {"$id": "/definitions/n", "$ref": "#/definitions/p"}}},
+        # a definition copied in with its own `id`, pointing from the root: tried against the root
+        {"$ref": "#/definitions/lemon", "definitions": {"lemon": {
+            "$schema": "http://json-schema.org/draft-04/schema", "id": "schema/lemon",
+            "definitions": {"size": {"type": "integer"}}, "$ref": "#/definitions/lemon/definitions/size"}}},
+    ],
+)  # fmt: skip
+def test_ids_follow_the_draft_and_root_pointers_resolve(schema):
+    node = json_schema_to_node(schema)
+    assert accepts(node, "3") and not accepts(node, '"3"')
+
+
+def test_an_inner_id_still_makes_a_base():
+    # draft-04: `id` starts a new resource; a pointer inside it resolves there first
+    schema = {"$schema": "http://json-schema.org/draft-04/schema#", "properties": {
+        "a": {"id": "http://x.test/a.json", "definitions": {"t": {"type": "string"}},
+              "allOf": [{"$ref": "#/definitions/t"}]}},
+        "definitions": {"t": {"type": "integer"}}}  # fmt: skip
+    node = json_schema_to_node(schema)
+    assert accepts(node, '{"a": "s"}') and not accepts(node, '{"a": 1}')
+    with pytest.raises(SchemaError, match="does not resolve"):
+        json_schema_to_node({"$ref": "#/definitions/missing", "definitions": {}})
+
+
 def test_bounds():
     wide = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(50)}}
     with pytest.raises(LimitError):
