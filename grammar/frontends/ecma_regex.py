@@ -4,9 +4,9 @@
 on generation means; ``parse_regex(pattern, search=True)`` gives JSON Schema's unanchored semantics
 (some substring matches, ``^``/``$`` anchor it). Character-class escapes follow ECMA-262: ``\\d`` is
 ASCII digits, ``\\w`` ASCII word characters, ``\\s`` includes the Unicode spaces; ``.`` excludes line
-terminators. ``^`` and ``$`` are honoured at the start and end of top-level alternatives (and of groups
-there); elsewhere, and for lookaround, backreferences, word boundaries, ``\\p{..}`` and inline flags,
-a ``GrammarError`` names the construct: those cannot be enforced exactly here.
+terminators. ``^``, ``$`` and lookaround (``(?=``, ``(?!``, ``(?<=``, ``(?<!``) are exact anywhere outside
+a repetition (``_Assertions``: intersections and complements); inside one, and for backreferences,
+word boundaries, ``\\p{..}`` and inline flags, a ``GrammarError`` names the construct.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from guided.grammar.regex_ast import (
     alt,
     any_string,
     chars,
+    complement,
+    intersect,
     negate_ranges,
     repeat,
     seq,
@@ -50,6 +52,15 @@ class _Anchor(Node):
     start: bool
 
 
+@dataclass(frozen=True, slots=True)
+class _Look(Node):
+    """``(?=body)``, ``(?!body)``, ``(?<=body)``, ``(?<!body)``; a parse-time marker like ``_Anchor``."""
+
+    ahead: bool
+    negative: bool
+    body: Node
+
+
 def parse_regex(pattern: str, search: bool = False) -> Node:
     """Parse an ECMA-262 pattern into a regex AST.
 
@@ -63,12 +74,121 @@ def parse_regex(pattern: str, search: bool = False) -> Node:
     node = _Parser(pattern).parse()
     if not _has_anchor(node):
         return seq(any_string(), node, any_string()) if search else node
+    around = any_string() if search else EPSILON
+    if _has_look(node):
+        return _Assertions(pattern).resolve(node, around, around)
+    try:
+        anchored = _anchored_branches(node, pattern)
+    except GrammarError:  # an anchor inside: the general resolution (its error names what it cannot do)
+        return _Assertions(pattern).resolve(node, around, around)
     branches = []
-    for start, end, body in _anchored_branches(node, pattern):
+    for start, end, body in anchored:
         if search:
             body = seq(EPSILON if start else any_string(), body, EPSILON if end else any_string())
         branches.append(body)
     return alt(*branches)
+
+
+MAX_ASSERTION_BRANCHES = 64
+
+
+class _Assertions:
+    """Anchors and lookaround, resolved into intersections and complements (regular languages are
+    closed under both) wherever they are not inside a repetition.
+
+    A pattern is split into branches (alternatives, and ``?`` groups taken or not) of flat items.
+    In a branch, a lookbehind or ``^`` constrains what was read before it: the language of the
+    input up to there (the context before the match, then the items) is intersected with
+    ``any · body`` (or its complement, negative); ``^`` with the empty string. A lookahead or ``$``
+    constrains what follows, to the end of the input: the rest of the branch and the context after
+    the match, intersected with ``body · any`` (complement) or the empty string. Bodies are
+    resolved the same way. Adjacent assertions commute (lookbehinds first); a lookahead before a
+    later lookbehind of a branch, or an assertion under ``*``/``+``/``{n,m}``, is a GrammarError.
+    """
+
+    def __init__(self, pattern: str):
+        self.pattern = pattern
+
+    def error(self, what: str) -> GrammarError:
+        return GrammarError(f"{what} in {self.pattern!r} cannot be enforced")
+
+    def resolve(self, node: Node, pre: Node, post: Node) -> Node:
+        return alt(*[self._branch(items, pre, post) for items in self._flatten(node)])
+
+    def _flatten(self, node: Node) -> list[list[Node]]:
+        if isinstance(node, (_Anchor, _Look)):
+            return [[node]]
+        if not _has_anchor(node):
+            return [[node]]
+        if isinstance(node, Seq):
+            out: list[list[Node]] = [[]]
+            for item in node.items:
+                parts = self._flatten(item)
+                out = [a + b for a in out for b in parts]
+                if len(out) > MAX_ASSERTION_BRANCHES:
+                    raise self.error(f"more than {MAX_ASSERTION_BRANCHES} alternatives around assertions")
+            return out
+        if isinstance(node, Alt):
+            return [b for item in node.items for b in self._flatten(item)]
+        if isinstance(node, Repeat) and node.max == 1:
+            return self._flatten(node.item) + ([[]] if node.min == 0 else [])
+        raise self.error("an anchor or lookaround inside a repetition")
+
+    def _branch(self, items: list[Node], pre: Node, post: Node) -> Node:
+        # adjacent assertions hold at one position, so they commute: those looking back go first
+        out: list[Node] = []
+        for x in items:
+            run = len(out)
+            while run and isinstance(out[run - 1], (_Anchor, _Look)):
+                run -= 1
+            out.append(x)
+            if isinstance(x, (_Anchor, _Look)):
+                out[run:] = sorted(out[run:], key=lambda y: not _looks_back(y))
+        items = out
+        behind = [i for i, x in enumerate(items) if _looks_back(x)]
+        split = behind[-1] + 1 if behind else 0
+        left = pre
+        for x in items[:split]:
+            if isinstance(x, _Anchor):
+                if not x.start:
+                    raise self.error("'$' before a lookbehind or '^'")
+                left = _only_empty(left)
+            elif isinstance(x, _Look):
+                if x.ahead:
+                    raise self.error("a lookahead before a lookbehind")
+                body = self.resolve(x.body, any_string(), EPSILON)
+                left = intersect(left, complement(body) if x.negative else body)
+            else:
+                left = seq(left, x)
+        right = post
+        for x in reversed(items[split:]):
+            if isinstance(x, _Anchor):
+                right = _only_empty(right)
+            elif isinstance(x, _Look):
+                body = self.resolve(x.body, EPSILON, any_string())
+                right = intersect(complement(body) if x.negative else body, right)
+            else:
+                right = seq(x, right)
+        return seq(left, right)
+
+
+def _looks_back(x: Node) -> bool:
+    return (isinstance(x, _Anchor) and x.start) or (isinstance(x, _Look) and not x.ahead)
+
+
+def _only_empty(node: Node) -> Node:
+    """The empty string, if node's language has it (an anchor's condition on what is around it)."""
+    if node == EPSILON or node == any_string():
+        return EPSILON
+    return intersect(EPSILON, node)
+
+
+def _has_look(node: Node) -> bool:
+    if isinstance(node, _Look):
+        return True
+    if isinstance(node, (Seq, Alt)):
+        return any(_has_look(x) for x in node.items)
+    return isinstance(node, Repeat) and _has_look(node.item)
 
 
 def _anchored_branches(node: Node, pattern: str) -> list[tuple[bool, bool, Node]]:
@@ -99,7 +219,8 @@ def _anchored_branches(node: Node, pattern: str) -> list[tuple[bool, bool, Node]
 
 
 def _has_anchor(node: Node) -> bool:
-    if isinstance(node, _Anchor):
+    """An anchor or a lookaround (both are assertions about the text around the match)."""
+    if isinstance(node, (_Anchor, _Look)):
         return True
     if isinstance(node, (Seq, Alt)):
         return any(_has_anchor(x) for x in node.items)
@@ -234,7 +355,14 @@ class _Parser:
             if nxt == ":":
                 self.i += 2
             elif nxt in "=!" or (nxt == "<" and self.peek(2) in "=!"):
-                raise self.error("lookaround assertion")
+                behind = nxt == "<"
+                self.i += 3 if behind else 2
+                negative = self.p[self.i - 1] == "!"
+                body = self.alternation()
+                if self.peek() != ")":
+                    raise self.error("missing ')'")
+                self.i += 1
+                return _Look(not behind, negative, body)
             elif nxt == "<" or (nxt == "P" and self.peek(2) == "<"):  # named group (also Python's form)
                 end = self.p.find(">", self.i)
                 if end < 0:

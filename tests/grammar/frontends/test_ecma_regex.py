@@ -99,16 +99,14 @@ def test_search_semantics(pattern, yes, no):
 @pytest.mark.parametrize(
     "pattern, construct",
     [
-        ("a(?=b)", "lookaround"),
-        ("a(?!b)", "lookaround"),
-        ("(?<=a)b", "lookaround"),
+        ("(?:(?=a)b)*", "inside a repetition"),
+        ("(a$|b)+", "inside a repetition"),
+        ("a(?=b)c(?<=c)", "a lookahead before a lookbehind"),
         (r"(a)\1", "backreference"),
         (r"(?<x>a)\k<x>", "backreference"),
         (r"\bword\b", "word boundary"),
         (r"\p{L}+", "Unicode property"),
         ("(?i)abc", "inline flags"),
-        ("a^b", "'^'"),
-        ("a$b", "'$'"),
         ("(a|b", "missing ')'"),
         ("a)", "unbalanced"),
         ("[a-", "missing ']'"),
@@ -122,6 +120,47 @@ def test_search_semantics(pattern, yes, no):
 def test_unsupported_constructs_are_named(pattern, construct):
     with pytest.raises(GrammarError, match=re.escape(construct)):
         parse_regex(pattern)
+
+
+LOOKAROUND = [
+    r"^(?!@@)[@a-z0-9_-]+$",
+    r"^(?!.*://)(?=.{1,12}$)((.{1,4}\.){1,3}(?![0-9]*$)[a-z0-9-]+\.?)$",
+    r"^(?!org\.b\.)([a-z_$][a-z\d_$]*\.)*[a-z_$][a-z\d_$]*$",
+    r"^(?=[^=]+$)(?!\s+$)(.|\n)+$",
+    r"^(?!pattern$).*$",
+    r"^@([\da-z](?:(?!.*--)[\da-z-]*[\da-z])?)$",
+    r"(?<=a)b",
+    r"(?<!a)b",
+    r"x(?!y)",
+    r"(?<=^a)b",
+    r"a$|^b",
+    r"(?=.*[0-9])(?=.*[a-z])^.{3,6}$",  # adjacent assertions commute: '^' may come after lookaheads
+    r"^(?:(?=a)a|b)c",
+    r"^$[a-z]*$",  # '$' in the middle: only the empty string
+    r"/^[0-9]{2}$/",  # '^' after a character: nothing
+]
+
+
+@pytest.mark.parametrize("pattern", LOOKAROUND)
+def test_lookaround_and_inner_anchors_match_python_re(pattern):
+    import random
+
+    from guided.grammar.languages import matches
+
+    rng = random.Random(pattern)
+    texts = {"".join(rng.choice("ab.0-@/:=x y9") for _ in range(rng.randint(0, 10))) for _ in range(300)}
+    texts |= {"", "@@a", "abc", "org.b.X", "org.c.x", "pattern", "patterns", "@a--b", "@ab-c", "ab", "b",
+              "a.b", "a.1", "xy", "xz", "a1b", "1ab", "ac", "bc", "/12/"}  # fmt: skip
+    search, whole = parse_regex(pattern, search=True), parse_regex(pattern)
+    for text in texts:  # no newlines: Python's '$' also matches before a final one, ECMA's does not
+        assert matches(search, text) == (re.search(pattern, text) is not None), text
+        assert matches(whole, text) == (re.fullmatch(pattern, text) is not None), text
+
+
+def test_an_anchor_that_cannot_hold_leaves_nothing():
+    for pattern in ("a^b", "a$b", "(?<=x)y"):
+        with pytest.raises(GrammarError, match="empty"):
+            COMPILER.compile_regex(pattern)
 
 
 def test_empty_language_is_an_error():

@@ -359,7 +359,7 @@ def test_recursion_needs_the_context_free_path_unless_unrolled():
             {"properties": {"a": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}}},
             "#/properties/a/uniqueItems",
         ),
-        ({"properties": {"a": {"type": "string", "pattern": "(?<=a)b"}}}, "#/properties/a/pattern"),
+        ({"properties": {"a": {"type": "string", "pattern": "(a)\\1"}}}, "#/properties/a/pattern"),
         ({"items": {"type": "integer", "multipleOf": 1009}}, "#/items/multipleOf"),
         ({"$dynamicRef": "#x"}, "#/$dynamicRef"),
         ({"format": "idn-hostname"}, "#/format"),
