@@ -8,8 +8,8 @@ compare like with like. Two policies (``SchemaOptions.key_order``):
 
 * "declared" (default): the declared order, and one alternative, ``required_first``; properties
   no schema there names come after the named ones, in any order among themselves.
-* "any": when at most ``MAX_PERMUTED`` names are declared at the place and no schema there counts
-  members (``minProperties``/``maxProperties``), any order of them, each at most once, required
+* "any": when at most ``MAX_PERMUTED`` names are declared at the place (``minProperties``/
+  ``maxProperties`` counted along), any order of them, each at most once, required
   ones present (a permutation automaton: its state is the set of names seen, so it costs
   ``n * 2**(n-1)`` member edges: 192 for 6 names), with other properties anywhere between them.
   Past that bound ("around"): the declared order, or the required names first (in ``required``
@@ -104,9 +104,11 @@ class KeyOrder:
         """How members are ordered here: "permuted" (any order), "around" (declared order, other
         properties before or after them) or "declared" (declared order, others last); see the module
         docstring."""
-        if key_order != "any" or any(k in schema for schema, _ in self.schemas for k in _COUNTING):
+        if key_order != "any":
             return "declared"
-        return "permuted" if len(self.names) <= MAX_PERMUTED else "around"
+        if len(self.names) <= MAX_PERMUTED:
+            return "permuted"
+        return "declared" if any(k in schema for schema, _ in self.schemas for k in _COUNTING) else "around"
 
     @property
     def required_names(self) -> list[str]:

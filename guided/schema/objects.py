@@ -180,7 +180,7 @@ def _object(
         return _wrap(lowering, bag(lowering, slots, other, lo, hi), extra, base, place)
     policy = place.policy(lowering.options.key_order)
     if policy == "permuted":
-        return _wrap(lowering, _permuted(lowering, slots, other), extra, base, place)
+        return _wrap(lowering, _permuted(lowering, slots, other, lo, hi), extra, base, place)
     around = policy == "around"
     body = _members(lowering, slots, other, lo, hi, around)
     rank = {n: i for i, n in enumerate(place.required_first)}
@@ -322,11 +322,57 @@ def any_order(lowering: SchemaLowering, members: list[Node]) -> Node:
     return _permuted(lowering, [(m, True) for m in members], EMPTY)
 
 
-def _permuted(lowering: SchemaLowering, slots, other: Node) -> Node:
-    """The members in any order: each slot at most once, required ones present, others anywhere."""
+def _permuted(lowering: SchemaLowering, slots, other: Node, lo: int = 0, hi: int | None = None) -> Node:
+    """The members in any order: each slot at most once, required ones present, others anywhere;
+    with ``lo``/``hi``, between that many members in all."""
+    if lo or hi is not None:
+        return _permuted_counted(lowering, slots, other, lo, hi)
     others = repeat(seq(lowering.sep, other)) if other != EMPTY else EPSILON
     start, after = _any_order_parts(lowering, slots, others)
     return alt(start, seq(other, after)) if other != EMPTY else start
+
+
+def _permuted_counted(lowering: SchemaLowering, slots, other: Node, lo: int, hi: int | None) -> Node:
+    """``_permuted`` with ``lo`` to ``hi`` members: one node per (slots used, members so far), the
+    count capped at ``lo`` when there is no upper bound (past it, others repeat freely)."""
+    n = len(slots)
+    if hi is not None and hi < lo:
+        return EMPTY
+    cap = lo if hi is None else hi
+    if (1 << n) * (cap + 1) > 20_000:
+        raise LimitError(f"minProperties/maxProperties over {n} properties in any order is too large to count exactly")
+    need = sum(1 << i for i, (_, req) in enumerate(slots) if req)
+    sep = lowering.sep
+    loop = repeat(seq(sep, other)) if other != EMPTY else EPSILON
+    memo: dict[tuple[int, int], Node] = {}
+
+    def after(seen: int, c: int) -> Node:
+        """What may follow once c members (the slots in ``seen`` among them) were written."""
+        if hi is None:
+            c = min(c, lo)
+        node = memo.get((seen, c))
+        if node is not None:
+            return node
+        done = EPSILON if need & seen == need and c >= lo else EMPTY
+        unused = [i for i in range(n) if not seen >> i & 1]
+        if hi is None and c >= lo:  # the count no longer matters
+            more = [seq(slots[i][0], after(seen | 1 << i, c)) for i in unused]
+            node = seq(loop, alt(done, seq(sep, alt(*more)) if more else EMPTY))
+        elif hi is not None and c >= hi:
+            node = done
+        else:
+            more = [seq(slots[i][0], after(seen | 1 << i, c + 1)) for i in unused]
+            if other != EMPTY:
+                more.append(seq(other, after(seen, c + 1)))
+            node = alt(done, seq(sep, alt(*more)) if more else EMPTY)
+        memo[(seen, c)] = node
+        return node
+
+    first = [seq(member, after(1 << i, 1)) for i, (member, _) in enumerate(slots)]
+    if other != EMPTY:
+        first.append(seq(other, after(0, 1)))
+    empty = EPSILON if not need and lo == 0 else EMPTY
+    return alt(empty, *first) if hi is None or hi > 0 else empty
 
 
 def _any_order_parts(lowering: SchemaLowering, slots, others: Node) -> tuple[Node, Node]:

@@ -25,7 +25,7 @@ from decimal import Decimal
 
 import numpy as np
 
-from guided.grammar.tokens.matcher import Matcher
+from guided.grammar import Matcher
 from guided.schema.unique_plan import UniquePlan
 
 __all__ = ["UniqueChecked", "UniqueMatcher", "JsonTrack", "json_value_key"]

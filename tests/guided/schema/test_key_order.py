@@ -1,7 +1,7 @@
 """Key order policies (``SchemaOptions.key_order``), with the jsonschema validator as the oracle.
 
 "any" must accept an object exactly when it is valid, in every order of its members, wherever the
-place has at most ``MAX_PERMUTED`` declared names and no member count; past the bound it falls back
+place has at most ``MAX_PERMUTED`` declared names (member counts included); past the bound it falls back
 to declared / required-first order with other properties anywhere. Every policy must stay exact
 under ``not`` and ``oneOf``: the orders accepted at a place never depend on which schema there is
 lowered. "declared" (the default) keeps the declared order, so keys stay forced.
@@ -52,7 +52,8 @@ def _check_exact(schema: dict, instances: list) -> None:
         return
     for inst in instances:
         text = json.dumps(inst)
-        assert accepts(node, text) == is_valid(schema, inst), (schema, text)
+        got, want = accepts(node, text), is_valid(schema, inst)  # (a failing assert would print the node)
+        assert got == want, (schema, text)
 
 
 SCHEMAS = {
@@ -115,16 +116,21 @@ def test_past_the_bound_declared_order_with_others_around():
     assert not accepts(node, '{"p0": 1, "p0": 2, "p3": 1}')  # a declared name at most once
 
 
-def test_counted_members_keep_the_declared_policy():
-    schema = {**OBJ, "minProperties": 2}
-    node = json_schema_to_node(schema, key_order="any")
-    assert accepts(node, '{"a": 1, "b": "x"}') and not accepts(node, '{"b": "x"}')
-    assert accepts(node, '{"a": 1, "b": "x", "x": 0}') and not accepts(node, '{"x": 0, "a": 1, "b": "x"}')
-    # the same place seen through "not": both sides use the declared policy, so not(...) stays exact
-    _check_exact(
-        {"type": "object", "properties": OBJ["properties"], "not": {"minProperties": 2}},
-        _instances("abcx", 3),
-    )
+@pytest.mark.parametrize(
+    "counts",
+    [{"minProperties": 2}, {"maxProperties": 2}, {"minProperties": 1, "maxProperties": 3},
+     {"minProperties": 3}, {"maxProperties": 0}, {"minProperties": 2, "maxProperties": 1}],
+)  # fmt: skip
+def test_counted_members_in_any_order(counts):
+    schema = {**OBJ, **counts}
+    if counts == {"minProperties": 2}:
+        node = json_schema_to_node(schema, key_order="any")
+        assert accepts(node, '{"a": 1, "b": "x"}') and accepts(node, '{"b": "x", "a": 1}')
+        assert accepts(node, '{"x": 0, "a": 1, "b": "x"}') and not accepts(node, '{"b": "x"}')
+    _check_exact(schema, _instances("abcx"))
+    _check_exact({**schema, "additionalProperties": False}, _instances("abcx"))
+    # the same place seen through "not": the complement stays exact in every order
+    _check_exact({"type": "object", "properties": OBJ["properties"], "not": counts}, _instances("abcx", 3))
 
 
 def test_const_objects_in_any_order():

@@ -202,7 +202,8 @@ def test_keyword_family_matches_validator(name):
         expected = is_valid(schema, inst)
         for compact in (False, True):
             text = dumps(inst, compact)
-            assert accepts(node, text) == expected, (name, text, expected)
+            got = accepts(node, text)  # (a failing assert would print the node)
+            assert got == expected, (name, text, expected)
 
 
 # Formats follow the RFCs' grammars, stricter than jsonschema's own checkers (which for email only
