@@ -5,8 +5,9 @@ on generation means; ``parse_regex(pattern, search=True)`` gives JSON Schema's u
 (some substring matches, ``^``/``$`` anchor it). Character-class escapes follow ECMA-262: ``\\d`` is
 ASCII digits, ``\\w`` ASCII word characters, ``\\s`` includes the Unicode spaces; ``.`` excludes line
 terminators. ``^``, ``$`` and lookaround (``(?=``, ``(?!``, ``(?<=``, ``(?<!``) are exact anywhere outside
-a repetition (``_Assertions``: intersections and complements); inside one, and for backreferences,
-word boundaries, ``\\p{..}`` and inline flags, a ``GrammarError`` names the construct.
+a repetition (``_Assertions``: intersections and complements), and ``$`` ending / ``^`` starting an
+iteration of ``*`` or ``+``; elsewhere in a repetition, and for backreferences, word boundaries,
+``\\p{..}`` and inline flags, a ``GrammarError`` names the construct.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 
 from guided.errors import GrammarError
 from guided.grammar.regex_ast import (
+    EMPTY,
     EPSILON,
     MAX_CODEPOINT,
     Alt,
@@ -132,7 +134,34 @@ class _Assertions:
             return [b for item in node.items for b in self._flatten(item)]
         if isinstance(node, Repeat) and node.max == 1:
             return self._flatten(node.item) + ([[]] if node.min == 0 else [])
+        if isinstance(node, Repeat) and node.max is None and node.min <= 1 and not _has_look(node.item):
+            return self._repeated_anchors(node)
         raise self.error("an anchor or lookaround inside a repetition")
+
+    def _repeated_anchors(self, node: Repeat) -> list[list[Node]]:
+        """``(x|y$)*`` / ``(x|y$)+``: an iteration ending in ``$`` can only be the last (those after
+        it match nothing), one starting with ``^`` only the first: ``x*`` or ``x* y $`` (and
+        ``^ y x*``). Other anchors in a repetition are refused."""
+        plain, ends, starts = [], [], []
+        for items in self._flatten(node.item):
+            marks = [i for i, x in enumerate(items) if isinstance(x, _Anchor)]
+            if not marks:
+                plain.append(seq(*items))
+            elif marks == [len(items) - 1] and not items[-1].start:
+                ends.append(seq(*items[:-1]))
+            elif marks == [0] and items[0].start:
+                starts.append(seq(*items[1:]))
+            else:
+                raise self.error("an anchor inside a repetition, neither ending nor starting an iteration")
+        body = alt(*plain) if plain else EMPTY
+        out: list[list[Node]] = [[repeat(body, node.min, None)]]
+        if ends:
+            out.append([repeat(body, 0, None), alt(*ends), _Anchor(False)])
+        if starts:
+            out.append([_Anchor(True), alt(*starts), repeat(body, 0, None)])
+        if starts and ends:
+            out.append([_Anchor(True), alt(*starts), repeat(body, 0, None), alt(*ends), _Anchor(False)])
+        return out
 
     def _branch(self, items: list[Node], pre: Node, post: Node) -> Node:
         # adjacent assertions hold at one position, so they commute: those looking back go first

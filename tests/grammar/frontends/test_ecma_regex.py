@@ -100,7 +100,7 @@ def test_search_semantics(pattern, yes, no):
     "pattern, construct",
     [
         ("(?:(?=a)b)*", "inside a repetition"),
-        ("(a$|b)+", "inside a repetition"),
+        ("(a$b|c)+", "inside a repetition"),
         ("a(?=b)c(?<=c)", "a lookahead before a lookbehind"),
         (r"(a)\1", "backreference"),
         (r"(?<x>a)\k<x>", "backreference"),
@@ -138,6 +138,10 @@ LOOKAROUND = [
     r"^(?:(?=a)a|b)c",
     r"^$[a-z]*$",  # '$' in the middle: only the empty string
     r"/^[0-9]{2}$/",  # '^' after a character: nothing
+    r"^(\/?((\.{2})|([a-z0-9\-]*))($|\/))*$",  # '$' ending an iteration: only the last one
+    r"(a($|b))+",
+    r"(^a|b$|c)+d",
+    r"x(a|b$)*",
 ]
 
 
@@ -148,7 +152,7 @@ def test_lookaround_and_inner_anchors_match_python_re(pattern):
     from guided.grammar.languages import matches
 
     rng = random.Random(pattern)
-    texts = {"".join(rng.choice("ab.0-@/:=x y9") for _ in range(rng.randint(0, 10))) for _ in range(300)}
+    texts = {"".join(rng.choice("ab.0-@/:=x y9cd") for _ in range(rng.randint(0, 10))) for _ in range(300)}
     texts |= {"", "@@a", "abc", "org.b.X", "org.c.x", "pattern", "patterns", "@a--b", "@ab-c", "ab", "b",
               "a.b", "a.1", "xy", "xz", "a1b", "1ab", "ac", "bc", "/12/"}  # fmt: skip
     search, whole = parse_regex(pattern, search=True), parse_regex(pattern)
