@@ -25,9 +25,14 @@ most), numbers, integers, any value, or a small finite set the grammar enforces 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
-from guided.errors import SchemaError
+from guided.errors import GrammarError, LimitError, SchemaError
+from guided.grammar import parse_regex
+from guided.grammar.languages import to_dfa
+from guided.grammar.regex_ast import any_char, any_string, intersect, repeat
 from guided.schema.facts import json_equal
+from guided.schema.formats import format_node
 from guided.schema.keywords import ANNOTATIONS, OLD_DRAFTS
 from guided.schema.resolver import SchemaResolver
 
@@ -365,8 +370,9 @@ class UniquePlan:
             kind = self.item_kind(self.item(f, i))
             if kind is None:
                 raise PlanError(
-                    "uniqueItems is exact only for items that are strings (minLength at most), numbers, "
-                    "integers, any value, or a small finite set of values", where
+                    "uniqueItems is exact only for items that are strings (with at most minLength, or a "
+                    "pattern/format that leaves every prefix infinitely many endings), numbers, integers, "
+                    "any value, or a small finite set of values", where
                 )  # fmt: skip
             if kind == "finite":  # the grammar enforces it, but only where each unique schema's items are finite
                 for leaf in leaves:
@@ -430,7 +436,95 @@ def _leaf_kind(schema: dict) -> str | None:
     if t in ("boolean", "null"):
         return "finite"
     if t == "string":
-        return "string" if keys <= {"minLength"} else None
+        if keys <= {"minLength"}:
+            return "string"
+        if keys <= {"minLength", "maxLength", "pattern", "format"}:
+            key = tuple(schema.get(k) for k in ("minLength", "maxLength", "pattern", "format"))
+            return "string" if _open_everywhere(*key) else None
+        return None
     if t in ("number", "integer"):
         return t if not keys else None
     return None
+
+
+@lru_cache(maxsize=1024)
+def _open_everywhere(min_len, max_len, pattern, fmt) -> bool:
+    """Whether every prefix of the strings a string schema allows still has infinitely many
+    completions: then refusing the finitely many earlier items never leaves a prefix with no way
+    on (``[a-z]+``, ``^https://``, ``format: uri``; not ``maxLength``, ``uuid``, ``^(a|b)$``)."""
+    parts = [any_string()]
+    try:
+        if isinstance(pattern, str):
+            parts.append(parse_regex(pattern, search=True))
+        if isinstance(fmt, str):
+            node = format_node(fmt)
+            if node is not None:
+                parts.append(node)
+        if isinstance(max_len, int):
+            return False
+        if isinstance(min_len, int) and min_len > 0:
+            parts.append(repeat(any_char(), min_len, None))
+        dfa = to_dfa(intersect(*parts), max_states=4000)
+    except (GrammarError, LimitError, SchemaError):
+        return False
+    return _all_reach_a_cycle(dfa.trans)
+
+
+def _all_reach_a_cycle(trans) -> bool:
+    """Over a trimmed DFA (every state live): whether every state reaches a cycle."""
+    n = len(trans)
+    succ = [sorted({int(t) for t in row if t >= 0}) for row in trans]
+    # states on a cycle: those in a strongly connected component of size > 1, or with a self-loop
+    index, low, on, stack, comp = [0] * n, [0] * n, [False] * n, [], [-1] * n
+    seen = [False] * n
+    counter = 1
+    cyclic = [False] * n
+    for root in range(n):
+        if seen[root]:
+            continue
+        work = [(root, 0)]
+        while work:
+            v, i = work.pop()
+            if i == 0:
+                seen[v] = True
+                index[v] = low[v] = counter
+                counter += 1
+                stack.append(v)
+                on[v] = True
+            if i < len(succ[v]):
+                work.append((v, i + 1))
+                w = succ[v][i]
+                if not seen[w]:
+                    work.append((w, 0))
+                elif on[w]:
+                    low[v] = min(low[v], index[w])
+                continue
+            if low[v] == index[v]:
+                members = []
+                while True:
+                    w = stack.pop()
+                    on[w] = False
+                    comp[w] = v
+                    members.append(w)
+                    if w == v:
+                        break
+                if len(members) > 1 or v in succ[v]:
+                    for w in members:
+                        cyclic[w] = True
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[v])
+    # every state must reach a cyclic one: propagate backwards from the cyclic states
+    pred: list[list[int]] = [[] for _ in range(n)]
+    for v in range(n):
+        for w in succ[v]:
+            pred[w].append(v)
+    good = list(cyclic)
+    todo = [v for v in range(n) if good[v]]
+    while todo:
+        w = todo.pop()
+        for v in pred[w]:
+            if not good[v]:
+                good[v] = True
+                todo.append(v)
+    return all(good)

@@ -84,6 +84,9 @@ def test_random_walks_end_valid_and_never_dead(compiler, vocab_builtin):
     schemas = [
         {"type": "array", "items": {"type": "string", "minLength": 1}, "uniqueItems": True, "minItems": 3},
         {"type": "array", "items": {"type": "integer"}, "uniqueItems": True, "minItems": 3},
+        # every prefix of [ab]+ has infinitely many endings: refusing duplicates never dead-ends
+        {"type": "array", "items": {"type": "string", "pattern": "^[ab]+$"}, "uniqueItems": True, "minItems": 4},
+        {"type": "array", "items": {"type": "string", "format": "uri"}, "uniqueItems": True, "minItems": 2},
         {"type": "array", "uniqueItems": True, "minItems": 3, "maxItems": 6},
         {"properties": {"a": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "number"},
                                                                "uniqueItems": True}]}}},  # fmt: skip
