@@ -224,6 +224,9 @@ class SchemaLowering:
             finally:
                 for t in inlined:
                     self.inlined[t] -= 1
+        split = self._presence_split(schema, base)
+        if split is not None:  # oneOf/anyOf of required sets: object variants, no intersection
+            return self.lower(split, path, base, place)
         for kw in UNSUPPORTED_KEYWORDS:
             if kw in schema:
                 raise SchemaError(f"{kw} is not supported", f"{path}/{kw}")
@@ -250,6 +253,24 @@ class SchemaLowering:
     def _uncounted_need_complement(self, schema: dict, base: str) -> bool:
         """Whether the items ``contains`` does not count are a complement (no schema says them)."""
         return "contains" in schema and complement_schema(self, schema["contains"], base) is None
+
+    def _presence_split(self, schema: dict, base: str) -> dict | None:
+        """An object schema whose ``oneOf`` (or ``anyOf``) branches only say which names are
+        ``required``, rewritten as ``anyOf`` of object variants, each with its branch's names
+        required and (``oneOf``) a name of every other branch absent (``properties: {x: false}``);
+        under ``anyOf`` a variant keeps the non-objects. Equivalent, and it needs no intersection:
+        properties whose values recurse stay context-free (WashingtonPost's content schemas). None
+        when the schema is not of that shape or the variants would exceed 32."""
+        key = (id(schema), base, "presence")
+        if key in self.rewrites:
+            return self.rewrites[key]
+        out = None
+        kws = [k for k in ("oneOf", "anyOf") if k in schema]
+        if len(kws) == 1 and not any(k in schema for k in ("allOf", "not", "if", "$ref", "$dynamicRef")):
+            out = _presence_variants(schema, kws[0])
+        self.rewrites[key] = out
+        self.keep((schema, out))
+        return out
 
     def keep(self, obj) -> None:
         """Keep a rewritten schema alive: memo keys use id()."""
@@ -640,3 +661,56 @@ def _checked(checker, value, lowering: SchemaLowering, sibling: dict, path: str)
         return checker.is_valid(value)
     except jsonschema.exceptions.SchemaError as e:
         raise SchemaError(f"invalid schema: {e.message}", path) from e
+
+
+def _presence_variants(schema: dict, kw: str) -> dict | None:
+    """See ``SchemaLowering._presence_split``."""
+    branches = schema[kw]
+    if not isinstance(branches, list) or not branches:
+        return None
+    sets = []
+    for b in branches:
+        if not isinstance(b, dict) or set(b) - ANNOTATIONS != {"required"}:
+            return None
+        req = b["required"]
+        if not isinstance(req, list) or not all(isinstance(x, str) for x in req):
+            return None
+        sets.append(set(req))
+    props = schema.get("properties", {})
+    if not isinstance(props, dict) or not (props or schema.get("type") == "object"):
+        return None
+    types = schema.get("type")
+    types = [types] if isinstance(types, str) else types
+    if types is not None and (not isinstance(types, list) or "object" not in types):
+        return None
+    parent = {k: v for k, v in schema.items() if k != kw}
+    own = [x for x in parent.get("required", []) if isinstance(x, str)]
+    variants: list[dict] = []
+    for i, need in enumerate(sets):
+        choices: list[list[str]] = [[]]  # names to make absent, one per other branch (oneOf)
+        if kw == "oneOf":
+            for j, other in enumerate(sets):
+                if j == i:
+                    continue
+                free = sorted(other - need)
+                if not free:  # branch i implies branch j: never exactly one
+                    choices = []
+                    break
+                choices = [c + [x] for c in choices for x in free]
+                if len(choices) > 32:
+                    return None
+        for absent in choices:
+            required = list(dict.fromkeys([*own, *sorted(need)]))
+            if set(absent) & set(required):
+                continue
+            v = {**parent, "type": "object", "required": required}
+            if absent:
+                v["properties"] = {**props, **dict.fromkeys(absent, False)}
+            variants.append(v)
+            if len(variants) > 32:
+                return None
+    if kw == "anyOf" or len(sets) == 1:  # non-objects satisfy every branch: valid once at least one is
+        rest = [t for t in (types or ["null", "boolean", "number", "string", "array"]) if t != "object"]
+        if rest:
+            variants.append({**parent, "type": rest})
+    return {"anyOf": variants} if variants else False

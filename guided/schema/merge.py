@@ -39,8 +39,9 @@ def merge(schemas: list) -> dict | None:
             parts.append(s)
     if not all(isinstance(s, dict) and not (_NEVER & s.keys()) for s in parts):
         return None
-    for group in _GROUPS:  # keywords that read each other must come from one schema
-        if sum(1 for s in parts if group & s.keys()) > 1:
+    for group in _GROUPS:  # keywords that read each other must come from one schema (or be equal)
+        seen = [{k: s[k] for k in group & s.keys()} for s in parts if group & s.keys()]
+        if any(g != seen[0] for g in seen[1:]):
             return None
     out: dict = {}
     for s in parts:

@@ -24,6 +24,7 @@ from guided.grammar.languages import is_empty
 from guided.grammar.regex_ast import EMPTY, EPSILON, Node, Not, alt, intersect, literal, optional, repeat, seq
 from guided.schema.key_order import MAX_PERMUTED
 from guided.schema.object_bags import bag
+from guided.schema.recursion import has_hole
 from guided.schema.strings import ANY_STRING_BODY, encode, json_literal_string, none_of, quoted
 
 if TYPE_CHECKING:  # the lowering calls these helpers with itself
@@ -217,6 +218,17 @@ def _value(lowering: SchemaLowering, name, props, pats, pattern_nodes, addl, pat
             subs.append(lowering.lower(pats[p], f"{path}/patternProperties/{_esc(p)}", base, child))
     if not subs:
         subs.append(lowering.lower(addl, f"{path}/additionalProperties", base, child))
+    if len(subs) > 1 and any(has_hole(n) for n in subs):
+        # a property its patterns also match, with recursion below: as one allOf schema, which
+        # merges on the schemas (arrays of the same $ref items stay one context-free language)
+        # before anything is intersected
+        schemas = [props[name]] if name in props else []
+        schemas += [pats[p] for p, node in pattern_nodes.items() if node is not None and _member(node, name)]
+        key = (tuple(map(id, schemas)), base, "property-and-patterns")
+        if key not in lowering.rewrites:
+            lowering.rewrites[key] = {"allOf": schemas}
+            lowering.keep((schemas, lowering.rewrites[key]))
+        return lowering.lower(lowering.rewrites[key], f"{path}/properties/{_esc(name)}", base, child)
     return lowering.conjoin(subs)
 
 

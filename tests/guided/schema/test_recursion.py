@@ -147,6 +147,28 @@ def test_tree_and_linked_list(compiler, tokenizer_llama3):
     )
 
 
+PRESENCE = [  # oneOf/anyOf that only say which names are present, beside properties that recurse
+    {"properties": {"a": {"$ref": "#"}, "b": {}, "c": {}}, "additionalProperties": False,
+     "oneOf": [{"required": ["a"]}, {"required": ["b", "c"]}]},
+    {"type": "object", "properties": {"a": {"$ref": "#"}, "b": {}}, "anyOf": [{"required": ["a"]}, {"required": ["b"]}]},
+    {"properties": {"a": {"$ref": "#"}, "b": {}}, "oneOf": [{"required": ["a"]}]},
+    {"properties": {"a": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}, "b": {}, "c": {}}, "required": ["c"],
+     "oneOf": [{"required": ["a"]}, {"required": ["a", "b"]}]},
+    # a property its patterns also match, both recursing: one allOf, merged on the schemas
+    {"properties": {"a": {"type": "array", "items": {"$ref": "#"}, "title": "A"}, "b": {}},
+     "patternProperties": {"^a": {"type": "array", "items": {"$ref": "#"}}}, "required": ["b"]},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("schema", PRESENCE)
+def test_recursion_beside_presence_only_branches_and_patterns(compiler, tokenizer_llama3, schema):
+    texts = ['{"b": 1, "c": 2}', '{"a": {"b": 1, "c": 2}}', '{"a": {"b": 1}}', '{"a": {"a": {"b": 1, "c": 1}}}',
+             '{"a": {"b": 1}, "b": 2, "c": 3}', '{"b": 1}', '{"c": 1}', '{}', '1', '"s"', "null",
+             '{"a": [{"b": 1}], "b": 0}', '{"a": [{"a": [], "b": 1}], "b": 0}', '{"a": [{"c": 1}], "b": 0}',
+             '{"a": null, "c": 1}', '{"a": null, "b": 1, "c": 1}', '{"a": {"a": null, "c": 2}, "c": 1}']  # fmt: skip
+    _check(compiler, tokenizer_llama3, schema, texts)
+
+
 def test_schema_free_values_nest_50_deep(compiler, tokenizer_llama3):
     arrays = json.dumps(_nested(50, 1, lambda x: [x]))
     objects = json.dumps(_nested(50, {}, lambda x: {"k": x}))
