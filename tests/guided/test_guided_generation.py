@@ -69,6 +69,17 @@ def test_choice(llm):
     assert all(o.text in options and o.finish_reason == "stop" for o in outs)
 
 
+def test_unique_items_through_the_engine(llm):
+    """uniqueItems over any value: the matcher's run-time check through masks and fast-forward."""
+    schema = {"type": "array", "items": {}, "uniqueItems": True, "minItems": 3, "maxItems": 6}
+    outs = llm.generate(["Set:"] * 6, [sampling(s, 120) for s in range(6)], use_tqdm=False,
+                        response_format=JsonSchema(schema))  # fmt: skip
+    done = [o for o in outs if o.finish_reason == "stop"]
+    assert done and all(o.finish_reason in ("stop", "length") for o in outs)
+    for o in done:
+        jsonschema.validate(json.loads(o.text), schema)
+
+
 class Pet(BaseModel):
     name: str = Field(max_length=12)
     kind: str = Field(pattern="^(cat|dog|fish)$")
