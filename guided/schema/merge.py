@@ -6,7 +6,8 @@ automaton plain: ``{"properties": {"a": A}} ∧ {"properties": {"a": B}, "requir
 ``{"properties": {"a": {"allOf": [A, B]}}, "required": ["a"]}``. A property one schema does not list
 takes that schema's ``additionalProperties`` (default true) into its ``allOf``. Keywords that appear
 in one schema only are copied; ``type`` is intersected and ``required`` united; any other clash
-(``patternProperties``, two ``items``, ...) leaves the intersection to ``And`` (``merge`` returns None).
+(``patternProperties``, two ``contains``, ...) leaves the intersection to ``And`` (``merge`` returns
+None); several schema-form ``items`` (no tuple keywords) merge as ``items: {"allOf": [...]}``.
 """
 
 from __future__ import annotations
@@ -39,14 +40,21 @@ def merge(schemas: list) -> dict | None:
             parts.append(s)
     if not all(isinstance(s, dict) and not (_NEVER & s.keys()) for s in parts):
         return None
+    items = [s["items"] for s in parts if "items" in s]
+    # several schema-form ``items`` alone (no tuple keywords beside them): every item meets them all
+    items_meet = len(items) > 1 and all(isinstance(i, (dict, bool)) for i in items) and not any(
+        k in s for s in parts for k in ("prefixItems", "additionalItems")
+    )
     for group in _GROUPS:  # keywords that read each other must come from one schema (or be equal)
         seen = [{k: s[k] for k in group & s.keys()} for s in parts if group & s.keys()]
-        if any(g != seen[0] for g in seen[1:]):
+        if any(g != seen[0] for g in seen[1:]) and not (items_meet and "items" in group):
             return None
     out: dict = {}
+    if items_meet:
+        out["items"] = _all(items)
     for s in parts:
         for k, v in s.items():
-            if k in _ANNOTATIONS or k in _SPECIAL:
+            if k in _ANNOTATIONS or k in _SPECIAL or (items_meet and k == "items"):
                 continue
             if k in out and out[k] != v:
                 return None
@@ -67,7 +75,7 @@ def merge(schemas: list) -> dict | None:
 
 
 def _all(subs: list):
-    subs = [s for s in subs if s is not True and s != {}]
+    subs = [s for i, s in enumerate(subs) if s is not True and s != {} and s not in subs[:i]]  # equal ones once
     if not subs:
         return True
     if any(s is False for s in subs):

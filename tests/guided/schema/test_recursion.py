@@ -169,6 +169,23 @@ def test_recursion_beside_presence_only_branches_and_patterns(compiler, tokenize
     _check(compiler, tokenizer_llama3, schema, texts)
 
 
+def test_recursion_through_two_items_schemas(compiler, tokenizer_llama3):
+    """A property whose pattern gives other ``items`` (WashingtonPost's ``related_content``: a
+    ``redirect`` list beside ``.*`` lists of content that recurses): one ``items: {allOf: [...]}``,
+    still context-free."""
+    n = {"type": "object", "properties": {"type": {"const": "n"}, "k": {"$ref": "#"}}, "required": ["type"],
+         "additionalProperties": False}  # fmt: skip
+    m = {"type": "object", "properties": {"type": {"const": "m"}, "url": {"type": "string"}}, "required": ["type"],
+         "additionalProperties": False}  # fmt: skip
+    schema = {"properties": {"r": {"type": "array", "items": {"$ref": "#/$defs/m"}, "maxItems": 1}},
+              "patternProperties": {".*": {"type": "array", "items": {"anyOf": [{"$ref": "#/$defs/n"}, {"$ref": "#/$defs/m"}]}}},
+              "$defs": {"n": n, "m": m}}  # fmt: skip
+    texts = ['{"r": [{"type": "m", "url": "u"}]}', '{"r": [{"type": "n"}]}', '{"r": [{"type": "m"}, {"type": "m"}]}',
+             '{"x": [{"type": "n", "k": {"r": [{"type": "m"}]}}]}', '{"x": [{"type": "n", "k": {"r": [{"type": "n"}]}}]}',
+             '{"x": [{"type": "m", "k": {}}]}', '{"x": [1]}']  # fmt: skip
+    _check(compiler, tokenizer_llama3, schema, texts)
+
+
 def test_schema_free_values_nest_50_deep(compiler, tokenizer_llama3):
     arrays = json.dumps(_nested(50, 1, lambda x: [x]))
     objects = json.dumps(_nested(50, {}, lambda x: {"k": x}))
