@@ -62,6 +62,7 @@ from typing import Any
 
 from guided.errors import LimitError, SchemaError
 from guided.grammar import intern_common
+from guided.grammar.bounded_cache import BoundedCache
 from guided.grammar.cfg_ir import CfgGrammar
 from guided.grammar.regex_ast import EMPTY, Node
 from guided.limits import check_schema
@@ -193,12 +194,15 @@ def compile_json_schema(compiler, schema: Any, *, registry: dict | None = None, 
     _intern_common_lexemes()
     opts = SchemaOptions(**options)
     schema = schema_dict(schema)
-    plan, refusal = unique_plan(schema, registry, opts)
     key = ("json-schema", cache_key(schema, opts, registry))  # a cached grammar skips the lowering
+    plan, refusal = _PLANS.get_or_create(key, lambda: unique_plan(schema, registry, opts))
     compiled = compiler.compile_lowered(
         key, lambda: json_schema_to_grammar(schema, registry=registry, options=opts, unique_runtime=plan or refusal)
     )
     return compiled if plan is None else UniqueChecked(compiled, plan)
+
+
+_PLANS: BoundedCache[tuple, tuple] = BoundedCache(256)  # uniqueItems plans, by the grammar's cache key
 
 
 def unique_plan(schema, registry: dict | None, opts: SchemaOptions) -> tuple[UniquePlan | None, str | None]:

@@ -35,7 +35,6 @@ class SchemaResolver:
         self.base_of: dict[int, str] = {}  # id(schema dict) -> its base URI
         self._registry = dict(registry or {})
         self._indexed: set[str] = set()
-        self._from_root = False  # resolve's one retry of a pointer against the root is under way
         self.places: dict[tuple, object] = {}  # KeyOrder.at: (id(schema), base) pairs -> their place
         self.root = root
         self.id_keys = _id_keywords(root.get("$schema") if isinstance(root, dict) else None)
@@ -79,7 +78,7 @@ class SchemaResolver:
         self.resources.setdefault(uri, (doc, uri + "#"))
 
     # ------------------------------------------------------------------ resolution
-    def resolve(self, ref: str, base: str, path: str):
+    def resolve(self, ref: str, base: str, path: str, retry_root: bool = True):
         """The target of ``ref`` seen from ``base``: (schema, base URI of the target, its path)."""
         uri = _join(base, ref)
         doc_uri, frag = urldefrag(uri)
@@ -107,17 +106,14 @@ class SchemaResolver:
             elif isinstance(target, dict) and key in target:
                 target = target[key]
             else:
-                if doc is not self.root and ref.startswith("#/") and not self._from_root:
+                if doc is not self.root and ref.startswith("#/") and retry_root:
                     # a same-document pointer written from the root while an `id`/`$id` inside made a
                     # new base (schemas copied into `definitions` keep theirs): what validators that
                     # ignore the inner id resolve, so it is tried against the root before failing
-                    self._from_root = True
                     try:
-                        return self.resolve(ref, self.root_base, path)
+                        return self.resolve(ref, self.root_base, path, retry_root=False)
                     except SchemaError:
                         pass
-                    finally:
-                        self._from_root = False
                 raise SchemaError(f"$ref {ref!r}: JSON pointer does not resolve (no {key!r})", path)
             tpath = f"{tpath}/{_escape(key)}"
         return target, self.base_of.get(id(target), doc_uri), tpath

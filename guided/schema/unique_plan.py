@@ -471,60 +471,7 @@ def _open_everywhere(min_len, max_len, pattern, fmt) -> bool:
 
 
 def _all_reach_a_cycle(trans) -> bool:
-    """Over a trimmed DFA (every state live): whether every state reaches a cycle."""
-    n = len(trans)
-    succ = [sorted({int(t) for t in row if t >= 0}) for row in trans]
-    # states on a cycle: those in a strongly connected component of size > 1, or with a self-loop
-    index, low, on, stack, comp = [0] * n, [0] * n, [False] * n, [], [-1] * n
-    seen = [False] * n
-    counter = 1
-    cyclic = [False] * n
-    for root in range(n):
-        if seen[root]:
-            continue
-        work = [(root, 0)]
-        while work:
-            v, i = work.pop()
-            if i == 0:
-                seen[v] = True
-                index[v] = low[v] = counter
-                counter += 1
-                stack.append(v)
-                on[v] = True
-            if i < len(succ[v]):
-                work.append((v, i + 1))
-                w = succ[v][i]
-                if not seen[w]:
-                    work.append((w, 0))
-                elif on[w]:
-                    low[v] = min(low[v], index[w])
-                continue
-            if low[v] == index[v]:
-                members = []
-                while True:
-                    w = stack.pop()
-                    on[w] = False
-                    comp[w] = v
-                    members.append(w)
-                    if w == v:
-                        break
-                if len(members) > 1 or v in succ[v]:
-                    for w in members:
-                        cyclic[w] = True
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[v])
-    # every state must reach a cyclic one: propagate backwards from the cyclic states
-    pred: list[list[int]] = [[] for _ in range(n)]
-    for v in range(n):
-        for w in succ[v]:
-            pred[w].append(v)
-    good = list(cyclic)
-    todo = [v for v in range(n) if good[v]]
-    while todo:
-        w = todo.pop()
-        for v in pred[w]:
-            if not good[v]:
-                good[v] = True
-                todo.append(v)
-    return all(good)
+    """Over a trimmed DFA (every state live): whether every state reaches a cycle. A state whose
+    language is finite reaches only such states, which form an acyclic graph and so end in a state
+    with no transition; conversely such a state's language is finite. So: no state without one."""
+    return bool((trans >= 0).any(axis=1).all())
