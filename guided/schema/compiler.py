@@ -21,10 +21,13 @@ Output policy
   ``additionalProperties``) after them, so keys the order fixes are forced. "any" accepts any order
   of at most ``MAX_PERMUTED`` (6) declared properties at a place (each at most once, required ones
   present; the automaton's state is the set of names seen, ``n * 2**(n-1)`` member edges), other
-  properties anywhere; past that bound, the declared order or the required names first and then
-  the rest in any order (in declared order past the bound), other properties before or after them;
-  where ``minProperties``/``maxProperties`` count members, the "declared" policy (see
-  ``guided.schema.key_order``). The policy depends on the place only, so ``not``/``oneOf``
+  properties anywhere. Past that bound, through ``compile_json_schema``: any order too (the "bag"
+  policy: the grammar takes members in any order with repeats, the matcher refuses a name written
+  twice), wherever every undeclared name is alike (no ``patternProperties``/``propertyNames``) and
+  at most 8 names must be present; elsewhere (and from ``json_schema_to_grammar`` alone) the
+  declared order or the required names first and then the rest in any order (in declared order
+  past the bound), other properties before or after them; where ``minProperties``/
+  ``maxProperties`` count members, the "declared" policy (see ``guided.schema.key_order``). The policy depends on the place only, so ``not``/``oneOf``
   stay exact.
 * Strings: the canonical JSON spelling of each character (``json.dumps(..., ensure_ascii=False)``).
 * Numbers: integers as ``-?(0|[1-9][0-9]*)`` (``1.0`` allowed from draft-06 on, as JSON Schema
@@ -68,6 +71,7 @@ from guided.grammar.regex_ast import EMPTY, Node
 from guided.limits import check_schema
 from guided.schema.any_value import ANY
 from guided.schema.intersections import meet_one
+from guided.schema.key_order import bag_root
 from guided.schema.lowering import SchemaLowering
 from guided.schema.options import SchemaOptions
 from guided.schema.pydantic_models import json_schema_for
@@ -106,7 +110,12 @@ def schema_dict(schema: Any) -> dict | bool:
 
 
 def json_schema_to_grammar(
-    schema: Any, *, registry: dict | None = None, unique_runtime: UniquePlan | str | None = None, **options
+    schema: Any,
+    *,
+    registry: dict | None = None,
+    unique_runtime: UniquePlan | str | None = None,
+    names_runtime: bool = False,
+    **options,
 ) -> Node | CfgGrammar:
     """The language of a JSON Schema's instances: a regex AST node when it is regular, else a
     ``CfgGrammar`` (recursive ``$ref`` cycles, schema-free values nesting without bound).
@@ -120,6 +129,11 @@ def json_schema_to_grammar(
         A checked plan: ``uniqueItems`` over items the grammar cannot make unique is left to the
         matcher (``compile_json_schema`` wraps the grammar); a string: why the plan was refused (the
         error then says it).
+    names_runtime : bool
+        The matcher refuses a member name written twice (``compile_json_schema`` wraps the grammar):
+        with ``key_order="any"``, objects with more declared names than a permutation automaton
+        holds then accept them in any order (with repeats, which the matcher refuses); without it
+        they keep the declared order (see ``key_order``).
     **options
         ``SchemaOptions`` fields: strict, lenient, whitespace, max_ws, max_depth, any_depth,
         max_nodes, timeout_s.
@@ -138,6 +152,7 @@ def json_schema_to_grammar(
     check_shapes(schema)  # malformed keywords: SchemaError naming the keyword and JSON pointer
     lowering = SchemaLowering(schema, opts, registry)
     lowering.unique_runtime = isinstance(unique_runtime, UniquePlan)
+    lowering.names_runtime = names_runtime
     lowering.unique_refusal = unique_runtime if isinstance(unique_runtime, str) else None
     try:
         with hole_memo():  # one has_hole memo for the whole lowering (see has_hole)
@@ -195,14 +210,27 @@ def compile_json_schema(compiler, schema: Any, *, registry: dict | None = None, 
     opts = SchemaOptions(**options)
     schema = schema_dict(schema)
     key = ("json-schema", cache_key(schema, opts, registry))  # a cached grammar skips the lowering
-    plan, refusal = _PLANS.get_or_create(key, lambda: unique_plan(schema, registry, opts))
+    plan, refusal, keys = _PLANS.get_or_create(key, lambda: (*unique_plan(schema, registry, opts), _bags(schema, registry, opts)))
     compiled = compiler.compile_lowered(
-        key, lambda: json_schema_to_grammar(schema, registry=registry, options=opts, unique_runtime=plan or refusal)
+        key,
+        lambda: json_schema_to_grammar(
+            schema, registry=registry, options=opts, unique_runtime=plan or refusal, names_runtime=keys is not None
+        ),
     )
-    return compiled if plan is None else UniqueChecked(compiled, plan)
+    return compiled if plan is None and keys is None else UniqueChecked(compiled, plan, keys, opts.strict)
 
 
-_PLANS: BoundedCache[tuple, tuple] = BoundedCache(256)  # uniqueItems plans, by the grammar's cache key
+def _bags(schema, registry: dict | None, opts: SchemaOptions):
+    """The root key-order place when the grammar has objects whose repeated names the matcher refuses."""
+    if opts.key_order != "any":
+        return None
+    try:
+        return bag_root(schema, registry)
+    except (SchemaError, RecursionError):
+        return None  # the lowering reports a malformed schema with its own message
+
+
+_PLANS: BoundedCache[tuple, tuple] = BoundedCache(256)  # run-time check plans, by the grammar's cache key
 
 
 def unique_plan(schema, registry: dict | None, opts: SchemaOptions) -> tuple[UniquePlan | None, str | None]:

@@ -12,7 +12,11 @@ compare like with like. Two policies (``SchemaOptions.key_order``):
   ``maxProperties`` counted along), any order of them, each at most once, required
   ones present (a permutation automaton: its state is the set of names seen, so it costs
   ``n * 2**(n-1)`` member edges: 192 for 6 names), with other properties anywhere between them.
-  Past that bound ("around"): the declared order, or the required names first (in ``required``
+  Past that bound, when the matcher checks member names (``compile_json_schema``) and every name
+  not declared here is alike (no ``patternProperties``/``propertyNames``) and at most
+  ``MAX_TRACKED_REQUIRED`` names must be present ("bag"): any order in linear size, the grammar
+  taking members with repeats (``object_bags.bag``) and the matcher refusing a name written twice
+  (``unique_runtime``). Otherwise ("around"): the declared order, or the required names first (in ``required``
   order) and then the others in any order when at most ``MAX_PERMUTED`` remain (else in declared
   order); other properties before or after the declared ones. Where members are counted: the
   "declared" policy. The bound trades orders for compile time (each name more doubles the
@@ -30,19 +34,23 @@ from __future__ import annotations
 
 import re
 
+from guided.schema.object_bags import MAX_BAG_STATES, MAX_TRACKED_REQUIRED
 from guided.schema.resolver import SchemaResolver
 
-__all__ = ["KeyOrder", "order_instance", "MAX_PERMUTED"]
+__all__ = ["KeyOrder", "order_instance", "bag_root", "MAX_PERMUTED"]
 
 MAX_PERMUTED = 6
+MAX_BAG_WALK = 4_000  # places bag_root visits before it assumes a bag somewhere
 _COUNTING = ("minProperties", "maxProperties")
 
 _IN_PLACE = ("allOf", "anyOf", "oneOf")
 _ORDER_KEYS = frozenset(
     {"properties", "required", "patternProperties", "additionalProperties", "items", "prefixItems",
-     "additionalItems", "contains", "minProperties", "maxProperties"}
-)  # fmt: skip
+     "additionalItems", "contains", "minProperties", "maxProperties", "propertyNames", "dependentRequired",
+     "dependentSchemas", "dependencies"}
+)  # fmt: skip  (what the policy reads: places with equal keys get equal policies)
 _IN_PLACE_ONE = ("not", "if", "then", "else")
+_BRANCHING = ("anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas", "dependencies", "dependentRequired")
 
 
 class KeyOrder:
@@ -55,6 +63,8 @@ class KeyOrder:
         for schema, base in schemas:
             self._close(schema, base, seen, 0)
         self._names: list[str] | None = None
+        self._name_set: frozenset[str] | None = None
+        self._bag: bool | None = None
         self._children: dict[str, KeyOrder] = {}
         # what the order here and below depends on: the schemas with ordering keywords
         self.key = tuple(id(s) for s, _ in self.schemas if not _ORDER_KEYS.isdisjoint(s))
@@ -100,15 +110,60 @@ class KeyOrder:
             self._names = list(names)
         return self._names
 
-    def policy(self, key_order: str) -> str:
-        """How members are ordered here: "permuted" (any order), "around" (declared order, other
-        properties before or after them) or "declared" (declared order, others last); see the module
-        docstring."""
+    @property
+    def name_set(self) -> frozenset[str]:
+        if self._name_set is None:
+            self._name_set = frozenset(self.names)
+        return self._name_set
+
+    def policy(self, key_order: str, bags: bool = True) -> str:
+        """How members are ordered here: "permuted" (any order), "bag" (any order, a name's
+        repeats refused by the matcher; only with ``bags``, when the matcher checks names),
+        "around" (declared order, other properties before or after them) or "declared" (declared
+        order, others last); see the module docstring."""
         if key_order != "any":
             return "declared"
         if len(self.names) <= MAX_PERMUTED:
             return "permuted"
+        if bags and self.bag_exact:
+            return "bag"
         return "declared" if any(k in schema for schema, _ in self.schemas for k in _COUNTING) else "around"
+
+    @property
+    def conjunctive(self) -> bool:
+        """Whether every schema here applies to every object here (no ``anyOf``, ``oneOf``,
+        conditionals or dependencies): then the names a bag accepts are the same at every member."""
+        return not any(k in s for s, _ in self.schemas for k in _BRANCHING)
+
+    @property
+    def bag_exact(self) -> bool:
+        """Whether the "bag" policy is exact here: every name not declared here is alike (no
+        ``patternProperties`` or ``propertyNames``), so one fresh name stands for all of them when
+        the matcher asks whether a member may still come; and the bag tracks every name that must
+        be present (``required``, dependencies) and the member count without forgetting any."""
+        if self._bag is None:
+            self._bag = self._bag_exact()
+        return self._bag
+
+    def _bag_exact(self) -> bool:
+        tracked = set(self.required_names)
+        cap = 0
+        for schema, _ in self.schemas:
+            if "patternProperties" in schema or "propertyNames" in schema:
+                return False
+            for kw in ("dependentRequired", "dependencies"):
+                deps = schema.get(kw)
+                if isinstance(deps, dict):
+                    for trigger, dep in deps.items():
+                        tracked.add(trigger)
+                        if isinstance(dep, list):
+                            tracked.update(n for n in dep if isinstance(n, str))
+            if isinstance(schema.get("dependentSchemas"), dict):
+                tracked.update(schema["dependentSchemas"])
+            for kw in _COUNTING:
+                if isinstance(schema.get(kw), int) and not isinstance(schema.get(kw), bool):
+                    cap = max(cap, schema[kw])
+        return len(tracked) <= MAX_TRACKED_REQUIRED and (1 << len(tracked)) * (cap + 1) <= MAX_BAG_STATES
 
     @property
     def required_names(self) -> list[str]:
@@ -191,6 +246,33 @@ class KeyOrder:
             if isinstance(schema.get("contains"), dict):
                 out.append((schema["contains"], base))
         return KeyOrder.at(self.resolver, out)
+
+
+def bag_root(schema, registry: dict | None = None) -> KeyOrder | None:
+    """The root place of a schema compiled with ``key_order="any"`` when some place of its
+    instances has the "bag" policy (the matcher then refuses repeated names there), else None.
+    Walks the places (declared names, any other name, tuple indexes, any other index); past
+    ``MAX_BAG_WALK`` of them it answers as if there were a bag."""
+    resolver = SchemaResolver(schema if isinstance(schema, dict) else {}, registry)
+    root = KeyOrder.at(resolver, [(schema, resolver.root_base)])
+    todo, seen = [root], {id(root)}
+    while todo:
+        place = todo.pop()
+        if place.policy("any") == "bag" or len(seen) > MAX_BAG_WALK:
+            return root
+        width = max((len(_prefix(s)) for s, _ in place.schemas), default=0)
+        for nxt in [*map(place.child, place.names), place.other(), *map(place.item, range(width + 1))]:
+            if nxt.schemas and id(nxt) not in seen:
+                seen.add(id(nxt))
+                todo.append(nxt)
+    return None
+
+
+def _prefix(schema: dict) -> list:
+    items = schema.get("items")
+    if isinstance(items, list):
+        return items
+    return schema["prefixItems"] if isinstance(schema.get("prefixItems"), list) else []
 
 
 def _merged_order(lists) -> list[str]:

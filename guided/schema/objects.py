@@ -177,9 +177,10 @@ def _object(
     other = _other_members(lowering, names, pats, pattern_nodes, addl, key_filter, name_lang, path, base, place)
     lo = lowering.count(schema, "minProperties", 0, path)
     hi = lowering.count(schema, "maxProperties", None, path)
-    if lowering.mode == lowering.NEG and (slots or lo or hi is not None):  # to be complemented: every order
+    policy = place.policy(lowering.options.key_order, lowering.names_runtime)
+    if policy == "bag" or (lowering.mode == lowering.NEG and (slots or lo or hi is not None)):
+        # every order: to be complemented, or ("bag") with the matcher refusing a name written twice
         return _wrap(lowering, bag(lowering, slots, other, lo, hi), extra, base, place)
-    policy = place.policy(lowering.options.key_order)
     if policy == "permuted":
         return _wrap(lowering, _permuted(lowering, slots, other, lo, hi), extra, base, place)
     around = policy == "around"

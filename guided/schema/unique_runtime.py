@@ -1,6 +1,17 @@
-"""The run-time half of ``uniqueItems``: a matcher that refuses any token completing an array item
-equal, as a JSON value, to an earlier item of the same array (``1`` and ``1.0`` are one value,
-objects are equal whatever their member order, strings whatever their escapes).
+"""Run-time checks no grammar holds: unique array items and unique member names.
+
+``uniqueItems``: the matcher refuses any token completing an array item equal, as a JSON value, to
+an earlier item of the same array (``1`` and ``1.0`` are one value, objects are equal whatever their
+member order, strings whatever their escapes).
+
+Member names: where an object's declared properties may come in any order past what a permutation
+automaton holds (``key_order="any"``, the "bag" policy of ``key_order``), the grammar accepts the
+members in any order with repeats, and the matcher refuses a token completing a name already written
+in that object. So that the refusal never leaves the generation without a way on, a token that
+starts or continues a name (or writes the comma before one) is allowed only while some name not yet
+written can still follow: a declared one, or a fresh undeclared one (at such places every
+undeclared name is alike), asked of the grammar by walking its automaton from the state after the
+token. (A name cut inside an escape or a multi-byte character is not checked until the next token.)
 
 A ``JsonTrack`` follows the accepted bytes as JSON (the grammar guarantees they are): the stack of
 open arrays and objects, each with the formula of its place (``unique_plan``), the member name or
@@ -77,11 +88,14 @@ class Dup(Exception):
 class JsonTrack:
     """Incremental JSON reader for one sequence (see the module docstring). ``feed`` raises Dup."""
 
-    __slots__ = ("plan", "stack", "lex", "pos", "root_done")
+    __slots__ = ("plan", "keys", "stack", "lex", "pos", "root_done")
 
-    # frame: [is_array, formula, unique, items, item_start, index, item_kind, member name]
-    def __init__(self, plan: UniquePlan):
+    # frame: [is_array, formula, unique, items, item_start, index, item_kind, member name,
+    #         key-order place, names written (a frozenset where they must be unique, else None),
+    #         a comma was written and the next name not started, names the grammar accepts here or None]
+    def __init__(self, plan: UniquePlan | None, keys=None):
         self.plan = plan
+        self.keys = keys  # the root's KeyOrder place, or None when no object checks its names
         self.stack: list[list] = []
         self.lex: list | None = None  # ["s", start, escape, is_key] | ["n"|"l", start]
         self.pos = 0
@@ -89,15 +103,16 @@ class JsonTrack:
 
     def clone(self) -> JsonTrack:
         t = JsonTrack.__new__(JsonTrack)
-        t.plan, t.pos, t.root_done = self.plan, self.pos, self.root_done
+        t.plan, t.keys, t.pos, t.root_done = self.plan, self.keys, self.pos, self.root_done
         t.stack = [f.copy() for f in self.stack]
         t.lex = None if self.lex is None else self.lex.copy()
         return t
 
     def unique_depth(self) -> int:
-        """Index of the innermost open array that must be unique, or -1."""
+        """Index of the innermost open array that must be unique or object whose names must be, or -1."""
         for i in range(len(self.stack) - 1, -1, -1):
-            if self.stack[i][2]:
+            f = self.stack[i]
+            if f[2] or f[9] is not None:
                 return i
         return -1
 
@@ -133,6 +148,8 @@ class JsonTrack:
                 continue
             top = self.stack[-1] if self.stack else None
             if b == 0x2C or b == 0x3A:  # , :
+                if b == 0x2C and top is not None and not top[0]:
+                    top[10] = True
                 continue
             if b == 0x5D or b == 0x7D:  # ] }
                 self.stack.pop()
@@ -140,15 +157,18 @@ class JsonTrack:
                 continue
             if b == 0x22 and top is not None and not top[0] and top[7] is None:
                 self.lex = ["s", p, 0, True]  # a member name
+                top[10] = False
                 continue
             self._value_start(p)
             if b == 0x22:
                 self.lex = ["s", p, 0, False]
             elif b == 0x5B or b == 0x7B:
                 f = self._formula_here()
+                place = self._place_here()
                 is_array = b == 0x5B
                 unique = is_array and f is not None and self.plan.demand(f) == "Y"
-                self.stack.append([is_array, f, unique, frozenset(), -1, 0, None, None])
+                names = None if is_array or place is None or place.policy("any") != "bag" else frozenset()
+                self.stack.append([is_array, f, unique, frozenset(), -1, 0, None, None, place, names, False, None])
             elif b in _LIT:
                 self.lex = ["l", p]
                 self._decided(("z",) if b == 0x6E else ("b", _LIT[b]))
@@ -157,7 +177,20 @@ class JsonTrack:
                 self._decided_number(self.lex, p + 1, past, data, base)
         self.pos = base + len(data)
 
+    def _place_here(self):
+        if not self.stack:
+            return self.keys
+        top = self.stack[-1]
+        place = top[8]
+        if place is None:
+            return None
+        if top[0]:
+            return place.item(top[5])
+        return place.child(top[7]) if top[7] in place.name_set else place.other()
+
     def _formula_here(self):
+        if self.plan is None:
+            return None
         if not self.stack:
             return self.plan.root
         top = self.stack[-1]
@@ -193,7 +226,12 @@ class JsonTrack:
     def _scalar_end(self, lex: list, end: int, past: bytes, data: bytes, base: int) -> None:
         if lex[0] == "s" and lex[3]:  # a member name: the value's place is now known
             top = self.stack[-1]
-            top[7] = json.loads(_text(lex[1], end, past, data, base))
+            name = json.loads(_text(lex[1], end, past, data, base))
+            if top[9] is not None:
+                if name in top[9]:
+                    raise Dup
+                top[9] = top[9] | {name}
+            top[7] = name
             return
         self._value_end(end, past, data, base)
 
@@ -232,6 +270,10 @@ class _VocabFeatures:
         zero = np.zeros(n, dtype=bool)  # a 0 (an integer item "-0" is decided there)
         dot = np.zeros(n, dtype=bool)  # a . (an integer item is decided there)
         starts = np.zeros(n, dtype=bool)  # after , and ws: an item that may be decided in the token
+        comma = np.zeros(n, dtype=bool)  # a , (a member name may follow in the token or after it)
+        quotes2 = np.zeros(n, dtype=bool)  # two quotes or more (a whole member name may be in the token)
+        name_complex = np.zeros(n, dtype=bool)  # a quote not in name_close
+        self.name_close: dict[bytes, list[int]] = {}  # text before the first quote -> tokens deciding nothing after it
         self.simple_close: dict[bytes, list[int]] = {}  # text before the first quote -> tokens whose rest is , and ws
         for t, data in enumerate(tokens):
             if not data or special[t]:
@@ -241,7 +283,7 @@ class _VocabFeatures:
             self.closers[t] = data.count(b"]") + data.count(b"}")
             ends[t] = any(c in data for c in b",]} \t\r\n")
             sep[t] = not data.strip(b" \t\r\n,")
-            zero[t], dot[t] = b"0" in data, b"." in data
+            zero[t], dot[t], comma[t], quotes2[t] = b"0" in data, b"." in data, b"," in data, q >= 2
             body = data.lstrip(b" \t\r\n,")
             head = body[:1]
             if head in (b"t", b"f", b"n") or q >= 2 or self.closers[t]:
@@ -256,10 +298,15 @@ class _VocabFeatures:
                     complex_quote[t] = True
                 else:
                     self.simple_close.setdefault(pre, []).append(t)
+                if b"\\" in pre or any(c in rest for c in b",]}"):
+                    name_complex[t] = True
+                else:
+                    self.name_close.setdefault(pre, []).append(t)
         pack = lambda a: _pack(a, words)  # noqa: E731
         self.quote, self.complex_quote = pack(quote), pack(complex_quote)
         self.closer, self.starts, self.ends, self.sep = pack(self.closers > 0), pack(starts), pack(ends), pack(sep)
         self.zero, self.dot = pack(zero), pack(dot)
+        self.comma, self.quotes2, self.name_complex = pack(comma), pack(quotes2), pack(name_complex)
 
 
 def _pack(flags: np.ndarray, words: int) -> np.ndarray:
@@ -293,12 +340,30 @@ def _features(vocabulary) -> _VocabFeatures:
 
 
 class UniqueChecked:
-    """A compiled JSON Schema grammar plus its uniqueItems plan: ``matcher()`` gives a UniqueMatcher;
-    everything else is the grammar's."""
+    """A compiled JSON Schema grammar plus what the matcher checks at run time: the uniqueItems
+    plan and the root place of the key order (objects whose names must not repeat), either may be
+    None. ``matcher()`` gives a UniqueMatcher; everything else is the grammar's."""
 
-    def __init__(self, compiled, plan: UniquePlan):
+    def __init__(self, compiled, plan: UniquePlan | None, keys=None, strict: bool = False):
         self.compiled = compiled
         self.plan = plan
+        self.keys = keys
+        self.name_memo: dict[tuple, bool] = {}  # (state, place, names written, prefix) -> a name may come
+        self.strict = strict
+        self._open: dict[int, bool] = {}
+
+    def names_open(self, place) -> bool:
+        """Whether every undeclared name is accepted at ``place`` whatever was written before: no
+        schema there closes its objects (``additionalProperties`` and ``unevaluatedProperties``
+        unset, true or ``{}``, and not ``strict``). Then a fresh name always fits, and only a
+        token holding a whole name can be refused."""
+        hit = self._open.get(id(place))
+        if hit is None:
+            hit = self._open[id(place)] = not self.strict and all(
+                s.get(kw, True) in (True, {}) for s, _ in place.schemas
+                for kw in ("additionalProperties", "unevaluatedProperties")
+            )  # fmt: skip
+        return hit
 
     def matcher(self) -> UniqueMatcher:
         return UniqueMatcher(self.compiled.matcher(), self)
@@ -318,7 +383,7 @@ class UniqueMatcher:
     def __init__(self, inner, checked: UniqueChecked):
         self.inner = inner
         self.checked = checked
-        self._tracks = [JsonTrack(checked.plan)]
+        self._tracks = [JsonTrack(checked.plan, checked.keys)]
         self._bytes = bytearray()
         self._lens = [0]
 
@@ -358,14 +423,71 @@ class UniqueMatcher:
             del self._bytes[self._lens[-1] :]
 
     # ------------------------------------------------------------------ the check
-    def _after(self, data: bytes) -> JsonTrack | None:
-        """The track after ``data``, or None when it completes a duplicate item."""
+    def _after(self, data: bytes, token: int | None = None) -> JsonTrack | None:
+        """The track after ``data`` (the bytes of ``token`` when given), or None when it completes a
+        duplicate item or member name, or leaves a name to write where every name left is written
+        already."""
         t = self._tracks[-1].clone()
         try:
             t.feed(data, self._bytes)
         except Dup:
             return None
-        return t
+        return t if self._name_may_come(t, data, token) else None
+
+    def _name_may_come(self, t: JsonTrack, data: bytes, token: int | None) -> bool:
+        """Whether, in an object whose names must not repeat, some name not written yet can still
+        be written (checked where a name is due or begun and one was written before)."""
+        top = t.stack[-1] if t.stack else None
+        if top is None or top[0] or not top[9]:
+            return True
+        lex = t.lex
+        if lex is None:
+            if not top[10]:
+                return True
+            raw = None
+        elif lex[0] == "s" and lex[3]:
+            if lex[2]:
+                return True  # inside an escape: checked at the next token
+            raw = _text(lex[1] + 1, t.pos, self._bytes, data, self._tracks[-1].pos)
+        else:
+            return True
+        compiled = self.checked.compiled
+        if token is not None:
+            state = compiled.next_state(self.inner.state, token)
+        else:
+            state = compiled.dfa.walk(self.inner.state, data) if data else self.inner.state
+        if state < 0:
+            return True  # the grammar refuses the bytes anyway
+        return self._names_left(state, top[8], top[9], raw)
+
+    def _names_left(self, state: int, place, written: frozenset, raw: bytes | None, fresh_only: bool = False) -> bool:
+        """From grammar ``state`` (a name due when ``raw`` is None, else begun with bytes ``raw``),
+        whether the grammar accepts the rest of a name not in ``written``: a declared one, or a
+        fresh undeclared one standing for all of them."""
+        memo = self.checked.name_memo
+        key = (state, id(place), written, raw, fresh_only)
+        hit = memo.get(key)
+        if hit is not None:
+            return hit
+        if raw is None:
+            lead, prefix = b'"', ""
+        else:
+            try:
+                lead, prefix = b"", json.loads(b'"' + raw + b'"')
+            except ValueError:  # cut inside a character: checked at the next token
+                return True
+        fresh = prefix + "~q"
+        while fresh in place.name_set or fresh in written:
+            fresh += "q"
+        names = [fresh]
+        if not fresh_only:
+            names += [n for n in place.names if n not in written and n.startswith(prefix)]
+        walk = self.checked.compiled.dfa.walk
+        ok = any(walk(state, lead + json.dumps(n[len(prefix) :], ensure_ascii=False)[1:].encode()) >= 0 for n in names)
+        if len(memo) > 50_000:
+            memo.clear()
+        memo[key] = ok
+        return ok
 
     def _refused(self, words: np.ndarray) -> list[int]:
         """Of the tokens the grammar allows (packed uint32 ``words``), those completing a duplicate
@@ -377,8 +499,13 @@ class UniqueMatcher:
         need = len(track.stack) - 1 - d  # closing brackets before an item of that array can end
         tokens = vocab.tokens
         out: list[int] = []
-        if need > 0:
-            sim = _ids(words & feats.closer)
+        if not track.stack[d][0]:
+            sim = self._name_candidates(track, feats, words, need, out)
+        elif need > 0:
+            pick = words & feats.closer
+            if track.lex is not None and track.lex[0] == "s":  # a string ends at a quote first
+                pick &= feats.quote
+            sim = _ids(pick)
             sim = sim[feats.closers[sim] >= need]
         elif track.lex is not None and track.lex[0] == "s":
             fast = self._string_closers(track, feats, words)
@@ -402,9 +529,101 @@ class UniqueMatcher:
         else:
             sim = _ids(words & feats.starts)
         for t in sim.tolist():
-            if self._after(tokens[t]) is None:
+            if self._after(tokens[t], t) is None:
                 out.append(t)
         return out
+
+    def _accepted_names(self, state: int, place) -> frozenset:
+        """The names (declared ones, and "" for any fresh one) the grammar accepts from ``state``,
+        where a name is due."""
+        key = (state, id(place), "accepted")
+        hit = self.checked.name_memo.get(key)
+        if hit is None:
+            walk = self.checked.compiled.dfa.walk
+            fresh = "~q"
+            while fresh in place.name_set:
+                fresh += "q"
+            names = [n for n in place.names if walk(state, json.dumps(n, ensure_ascii=False).encode()) >= 0]
+            if walk(state, json.dumps(fresh).encode()) >= 0:
+                names.append("")
+            hit = self.checked.name_memo[key] = frozenset(names)
+        return hit
+
+    def _name_candidates(
+        self, track: JsonTrack, feats: _VocabFeatures, words: np.ndarray, need: int, out: list[int]
+    ) -> np.ndarray:
+        """The allowed tokens to simulate for the innermost object whose names must not repeat (those
+        refused without simulating go to ``out``). A name is decided where its closing quote is, a
+        dead end can begin at a comma or inside a name; so: tokens with closing brackets, commas, or
+        a quote where a name is begun or due. Inside a name, tokens that close it and decide nothing
+        more are looked up by the text before their quote; in an object where no fresh name fits
+        (closed), every token in a name is simulated (few: the grammar allows only name prefixes)."""
+        lex, top = track.lex, track.stack[-1]
+        if need > 0:  # back in the object only past ``need`` closing brackets (and a quote, from a string)
+            pick = words & feats.closer
+            if lex is not None and lex[0] == "s":
+                pick &= feats.quote
+            if not any(f[2] or f[9] is not None for f in track.stack[: len(track.stack) - 1 - need]):
+                pick &= feats.comma | feats.quotes2  # then a comma or a whole name decides
+            sim = _ids(pick)
+            return sim[feats.closers[sim] >= need]
+        written = top[9]
+        if lex is None and top[7] is None and (top[10] or not written) and top[11] is None and top[8].conjunctive:
+            top[11] = self._accepted_names(self.inner.state, top[8])  # a name is due: the same at every member
+        if self.checked.names_open(top[8]) or (top[11] is not None and top[11] - written):
+            # a fresh name always fits, or a name not written yet: only whole names decide
+            whole = feats.quotes2 if lex is None and top[10] else feats.quotes2 & feats.comma
+            if any(f[2] or f[9] is not None for f in track.stack[:-1]):
+                whole = whole | feats.closer  # closing this object can decide in an outer one
+            if lex is None or lex[0] != "s" or not lex[3]:
+                return _ids(words & whole & feats.quote if lex is not None and lex[0] == "s" else words & whole)
+        decide = feats.comma | feats.closer
+        if lex is None:
+            if not top[10]:
+                return _ids(words & decide)
+            if self._names_left(self.inner.state, top[8], written, None, fresh_only=True):
+                return _ids(words & (decide | feats.quotes2))  # a name can be done within the token
+            return _ids(words & (decide | feats.quote))
+        if lex[0] != "s":
+            return _ids(words & decide)
+        if not lex[3]:  # a string value: it ends at a quote, a decision needs a comma or bracket after
+            return _ids(words & feats.quote & decide)
+        raw = bytes(self._bytes[lex[1] + 1 :])
+        try:
+            so_far = None if lex[2] else json.loads(b'"' + raw + b'"')
+        except ValueError:
+            so_far = None
+        if so_far is None:  # inside an escape or a character
+            return _ids(words & feats.quote)
+        if written and not self.checked.names_open(top[8]):
+            if top[11] is not None and "" not in top[11]:  # closed, its names known: no simulation
+                out += self._stuck_in_name(top[11] - written, so_far, words, feats)
+            elif not self._names_left(self.inner.state, top[8], written, raw, fresh_only=True):
+                return _ids(words)
+        for name in written:
+            if name.startswith(so_far):
+                spelled = json.dumps(name[len(so_far) :], ensure_ascii=False)[1:-1].encode()
+                out += [t for t in feats.name_close.get(spelled, ()) if (int(words[t >> 5]) >> (t & 31)) & 1]
+        return _ids(words & feats.name_complex)
+
+    def _stuck_in_name(self, left: frozenset, so_far: str, words: np.ndarray, feats: _VocabFeatures) -> list[int]:
+        """Allowed tokens without a quote that continue the name ``so_far`` where no name in ``left``
+        (the names not yet written) can follow."""
+        rests = [n[len(so_far) :] for n in left if n.startswith(so_far)]
+        tokens = self.checked.compiled.vocabulary.tokens
+        stuck = []
+        for t in _ids(words & ~feats.quote).tolist():
+            data = tokens[t]
+            try:
+                text = None if b"\\" in data else data.decode("utf-8")
+            except UnicodeDecodeError:
+                text = None
+            if text is None:  # an escape or part of a character: simulated
+                if self._after(data, t) is None:
+                    stuck.append(t)
+            elif not any(r.startswith(text) for r in rests):
+                stuck.append(t)
+        return stuck
 
     def _string_closers(self, track: JsonTrack, feats: _VocabFeatures, words: np.ndarray) -> list[int] | None:
         """Tokens ending the string item in progress (quote, then only , and whitespace) as a

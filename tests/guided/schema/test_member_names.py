@@ -1,0 +1,200 @@
+"""Any key order past the permutation bound ("bag" places of ``key_order="any"``): the grammar takes
+members in any order with repeats and the matcher refuses a name written twice, without ever leaving
+the generation with no way on.
+
+Oracles: the ``jsonschema`` validator and a duplicate-key check on every finished random walk; the
+plain grammar's mask (a token is dropped exactly when it completes a name written before, or leaves
+a name to write where none is left).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+
+import jsonschema
+import numpy as np
+import pytest
+
+from guided.grammar.compiler import GrammarCompiler
+from guided.schema.compiler import compile_json_schema
+from guided.schema.key_order import MAX_PERMUTED, KeyOrder
+from guided.schema.resolver import SchemaResolver
+from guided.schema.unique_runtime import UniqueChecked
+
+NAMES = [f"p{i}" for i in range(MAX_PERMUTED + 3)]
+
+
+def _object(closed: bool, required=("p3", "p0"), kinds=("integer", "string")) -> dict:
+    props = {n: {"type": kinds[i % len(kinds)]} for i, n in enumerate(NAMES)}
+    schema = {"type": "object", "properties": props, "required": list(required)}
+    if closed:
+        schema["additionalProperties"] = False
+    return schema
+
+
+def _value(kind: str, i: int):
+    return i if kind == "integer" else f"v{i}"
+
+
+@pytest.fixture(scope="module")
+def compiler(vocab_builtin):
+    return GrammarCompiler(vocab_builtin)
+
+
+def _compiled(compiler, schema, **options):
+    compiled = compile_json_schema(compiler, schema, key_order="any", **options)
+    assert isinstance(compiled, UniqueChecked) and compiled.keys is not None
+    return compiled
+
+
+def _no_repeats(text: str):
+    def hook(pairs):
+        names = [k for k, _ in pairs]
+        assert len(names) == len(set(names)), text
+        return dict(pairs)
+
+    return json.loads(text, object_pairs_hook=hook)
+
+
+@pytest.mark.parametrize("closed", [True, False])
+def test_every_order_accepted_and_a_repeated_name_refused(compiler, closed):
+    schema = _object(closed)
+    compiled = _compiled(compiler, schema)
+    rng = random.Random(1)
+    for _ in range(30):
+        names = rng.sample(NAMES, rng.randint(2, len(NAMES)))
+        inst = {n: _value(schema["properties"][n]["type"], i) for i, n in enumerate(names)}
+        m = compiled.matcher()
+        ok = m.accept_text(json.dumps(inst)) and m.is_accepting()
+        assert ok == jsonschema.Draft202012Validator(schema).is_valid(inst), inst
+    m = compiled.matcher()
+    assert m.accept_text('{"p1": "a", "p3": "b"')
+    assert not m.accept_text(', "p1": "c"')  # refused, nothing consumed
+    assert not m.accept_text(', "p3"')
+    assert m.accept_text(', "p0": 3}') and m.is_accepting()
+
+
+def test_the_grammar_alone_keeps_the_bounded_policy():
+    """Without the matcher's check (``json_schema_to_grammar`` alone) a repeat is never accepted:
+    the place keeps the declared / required-first orders."""
+    from guided.schema.compiler import json_schema_to_node  # the grammar-only entry point
+
+    node = json_schema_to_node(_object(True), key_order="any")
+    from json_schema_oracle import accepts  # the test helpers' regex oracle
+
+    assert not accepts(node, '{"p0": 1, "p0": 2, "p3": 1}')
+
+
+def test_a_closed_object_with_every_name_written_can_only_close(compiler, vocab_builtin):
+    compiled = _compiled(compiler, _object(True))
+    m = compiled.matcher()
+    inst = {n: _value(_object(True)["properties"][n]["type"], i) for i, n in enumerate(reversed(NAMES))}
+    assert m.accept_text(json.dumps(inst)[:-1])
+    allowed = np.flatnonzero(m.allowed_tokens())
+    texts = [vocab_builtin.tokens[t] for t in allowed if not compiled.is_eos(int(t))]
+    assert texts and all(b"," not in t for t in texts)  # no member can follow: no comma
+    assert any(t.strip() == b"}" for t in texts)
+    # one name left: the comma comes back, and then only that name's prefixes
+    m = compiled.matcher()
+    assert m.accept_text(json.dumps({k: v for k, v in inst.items() if k != "p5"})[:-1])
+    assert m.accept_text(", ")
+    nxt = [vocab_builtin.tokens[t] for t in np.flatnonzero(m.allowed_tokens())]
+    assert nxt and all(b'"p5"'.startswith(t.strip()) or t.strip() == b"" for t in nxt), nxt
+
+
+def _masked_walk(compiled, vocab, rng, steps=400) -> bytes | None:
+    m = compiled.matcher()
+    out = b""
+    for _ in range(steps):
+        allowed = np.flatnonzero(m.allowed_tokens())
+        assert len(allowed), out  # never a dead end
+        # half the time a token that can end a string or a member, so that names and objects finish
+        closing = [t for t in allowed.tolist() if compiled.is_eos(t) or any(c in vocab.tokens[t] for c in b'"},')]
+        t = int(rng.choice(closing if closing and rng.random() < 0.5 else allowed))
+        if compiled.is_eos(t):
+            assert m.is_accepting()
+            return out
+        assert m.accept_token(t)
+        out += vocab.tokens[t]
+    return None
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        _object(True, kinds=("integer", "boolean")),
+        _object(True, required=()),
+        _object(False, kinds=("boolean", "null")),
+        {"type": "array", "items": _object(True, required=("p1",), kinds=("boolean",)), "maxItems": 3},
+        {"type": "object", "properties": {"inner": _object(True, kinds=("null",))}, "required": ["inner"],
+         "additionalProperties": False},
+        {"allOf": [_object(True, required=("p2",), kinds=("boolean",)), {"required": ["p7"]}]},
+        {"anyOf": [_object(True, kinds=("null",)), {**_object(True, kinds=("boolean",)), "required": ["p8"]}]},
+    ],
+    ids=["closed", "closed-optional", "open", "in-array", "nested", "allOf", "anyOf"],
+)  # fmt: skip
+def test_random_walks_never_dead_end_and_finish_valid(compiler, vocab_builtin, schema):
+    compiled = _compiled(compiler, schema, whitespace="compact")
+    validator = jsonschema.Draft202012Validator(schema)
+    rng = random.Random(5)
+    finished = 0
+    for _ in range(12):
+        out = _masked_walk(compiled, vocab_builtin, rng)
+        if out is None:
+            continue
+        finished += 1
+        value = _no_repeats(out.decode())
+        assert validator.is_valid(value), out
+    # open objects take any names: uniform walks rarely close them, there only dead ends are checked
+    assert finished >= (0 if schema.get("additionalProperties", True) is True and "properties" in schema else 3)
+
+
+def test_masks_drop_exactly_the_repeats_and_the_dead_ends(compiler, vocab_builtin):
+    """At states along valid instances, compare the mask with the plain grammar's: a token is dropped
+    exactly when it completes a name already written, or ends where a name is due or begun and no
+    name not yet written can complete it (found by trying every declared name)."""
+    schema = _object(True, kinds=("null",))
+    compiled = _compiled(compiler, schema, whitespace="compact")
+    inner = compiled.compiled
+    tokens = vocab_builtin.tokens
+    rng = random.Random(2)
+    order = rng.sample(NAMES, len(NAMES))
+    text = "{" + ",".join(f'"{n}":null' for n in order) + "}"
+    checked = 0
+    for cut in range(2, len(text) - 1):
+        prefix = text[:cut]
+        m = compiled.matcher()
+        assert m.accept_text(prefix)
+        plain = inner.matcher()
+        assert plain.accept_text(prefix)
+        got = set(np.flatnonzero(m.allowed_tokens()).tolist())
+        before = set(np.flatnonzero(plain.allowed_tokens()).tolist())
+        assert got <= before
+        for t in before:
+            if inner.is_eos(t):
+                continue
+            after = (prefix.encode() + tokens[t]).decode("utf-8", "replace")
+            keys = re.findall(r'"([^"]*)":', after)  # values are null: every string followed by a colon is a name
+            repeat = len(keys) != len(set(keys))
+            in_name = after.count('"') % 2 == 1
+            stuck = False
+            if in_name or after.endswith(","):  # a name begun or due: can a name not written complete it?
+                begun = after[after.rfind('"') + 1 :] if in_name else ""
+                stuck = not any(n.startswith(begun) for n in NAMES if n not in keys)
+            assert (t in got) == (not repeat and not stuck), (prefix, tokens[t])
+            checked += 1
+    assert checked > 50
+
+
+def test_the_bag_policy_where_names_are_alike_only():
+    props = {n: {"type": "integer"} for n in NAMES}
+    res = SchemaResolver({})
+    place = KeyOrder.at(res, [({"type": "object", "properties": props}, "")])
+    assert place.policy("any") == "bag"
+    assert place.policy("any", bags=False) == "around"
+    pats = {"type": "object", "properties": props, "patternProperties": {"^x-": {}}}
+    assert KeyOrder.at(res, [(pats, "")]).policy("any") == "around"
+    many = {"type": "object", "properties": props, "required": NAMES}  # 9 names to track: past the bag's count
+    assert KeyOrder.at(res, [(many, "")]).policy("any") == "around"
