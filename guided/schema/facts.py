@@ -8,7 +8,6 @@ types, constant values, discriminator properties and closed objects' required na
 
 from __future__ import annotations
 
-from guided.errors import SchemaError
 from guided.grammar.regex_ast import Alt, Chars, Node, Repeat, Seq
 
 __all__ = ["TYPES", "disjoint", "within", "json_equal"]
@@ -63,11 +62,7 @@ def disjoint(subs: list, resolver, base: str) -> bool:
     """Cheap proof that no instance matches two of the schemas (then oneOf is anyOf)."""
     sigs = []
     for s in subs:
-        if isinstance(s, dict) and "$ref" in s:
-            try:
-                s = resolver.resolve(s["$ref"], base, "#")[0]
-            except SchemaError:
-                return False
+        s = resolver.followed(s, base)
         if not isinstance(s, dict):
             return False
         sigs.append(_signature(s))

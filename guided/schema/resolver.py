@@ -78,6 +78,15 @@ class SchemaResolver:
         self.resources.setdefault(uri, (doc, uri + "#"))
 
     # ------------------------------------------------------------------ resolution
+    def followed(self, schema, base: str):
+        """``schema``, or the target of its ``$ref`` (one step); None when the ``$ref`` dangles."""
+        if not isinstance(schema, dict) or "$ref" not in schema:
+            return schema
+        try:
+            return self.resolve(schema["$ref"], base, "#")[0]
+        except SchemaError:
+            return None
+
     def resolve(self, ref: str, base: str, path: str, retry_root: bool = True):
         """The target of ``ref`` seen from ``base``: (schema, base URI of the target, its path)."""
         uri = _join(base, ref)

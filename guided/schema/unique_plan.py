@@ -90,13 +90,9 @@ def finite_values(resolver: SchemaResolver, schema, base: str) -> list | None:
         return []
     if not isinstance(schema, dict):
         return None
-    if "$ref" in schema:
-        try:
-            schema = resolver.resolve(schema["$ref"], base, "#")[0]
-        except SchemaError:
-            return None
-        if not isinstance(schema, dict):
-            return None
+    schema = resolver.followed(schema, base)
+    if not isinstance(schema, dict):
+        return None
     if "const" in schema:
         return [schema["const"]]
     if isinstance(schema.get("enum"), list):
