@@ -65,6 +65,7 @@ class KeyOrder:
         self._names: list[str] | None = None
         self._name_set: frozenset[str] | None = None
         self._bag: bool | None = None
+        self._open: bool | None = None
         self._children: dict[str, KeyOrder] = {}
         # what the order here and below depends on: the schemas with ordering keywords
         self.key = tuple(id(s) for s, _ in self.schemas if not _ORDER_KEYS.isdisjoint(s))
@@ -128,6 +129,17 @@ class KeyOrder:
         if bags and self.bag_exact:
             return "bag"
         return "declared" if any(k in schema for schema, _ in self.schemas for k in _COUNTING) else "around"
+
+    def names_open(self, strict: bool) -> bool:
+        """Whether every undeclared name is accepted here whatever was written before: no schema
+        here closes its objects (``additionalProperties``/``unevaluatedProperties`` unset, true or
+        ``{}``, and not ``strict``). Then a fresh name always fits."""
+        if self._open is None:
+            self._open = all(
+                s.get(kw, True) in (True, {}) for s, _ in self.schemas
+                for kw in ("additionalProperties", "unevaluatedProperties")
+            )  # fmt: skip
+        return self._open and not strict
 
     @property
     def conjunctive(self) -> bool:

@@ -45,6 +45,8 @@ _WS = b" \t\r\n"
 _NUMBER = re.compile(r"(-?)([0-9]+)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?")
 _NUM = frozenset(b"0123456789+-.eE")
 _LIT = {ord("t"): True, ord("f"): False, ord("n"): None}
+# a token that, where a name is due or a value just ended, writes one whole name and nothing deciding after it
+_WHOLE_NAME = re.compile(rb'[ \t\r\n]*,?[ \t\r\n]*"([^"\\]*)"[^",\]}]*', re.S)
 
 
 def number_key(text: str) -> tuple:
@@ -250,6 +252,42 @@ class JsonTrack:
             self._decided(number_key(text.rstrip(b".").decode()))
 
 
+def _selection(f: _VocabFeatures, label: tuple) -> np.ndarray:
+    """The packed token set a context of ``UniqueMatcher._name_candidates`` simulates (see there)."""
+    kind = label[0]
+    if kind == "need":  # closing brackets back to the object (past a quote, from a string); then ...
+        _, _, in_string, known, outer = label
+        pick = f.closer & f.quote if in_string else f.closer
+        if known:  # ... a comma and a whole name, or what an outer frame decides
+            return pick & (f.quotes2 & f.comma | _closing(f, outer, False))
+        return pick if outer is not None else pick & (f.comma | f.quotes2)  # ... a comma or a whole name
+    if kind == "due":  # tokens with two quotes that are not one whole name (those are looked up)
+        return f.quotes2 & ~f.whole | _closing(f, label[1], False)
+    if kind == "value":  # a value, a comma, then a whole name
+        return f.name_after_value | _closing(f, label[1], False)
+    if kind == "unknown":  # a comma or a bracket; where a name is due, every name begun
+        return f.comma | f.closer | f.quote if label[1] else f.comma | f.closer
+    if kind == "string":
+        _, outer, known = label
+        if known:
+            return f.quote & (f.quotes3 & f.comma | _closing(f, outer, True))
+        return f.quote & (f.comma | f.closer)
+    if kind == "quote":
+        return f.quote
+    _, outer, known = label  # "name": past the name's quote, a comma and a whole name
+    if known:
+        return f.name_complex & (f.quotes3 & f.comma | _closing(f, outer, False))
+    return f.name_complex
+
+
+def _closing(f: _VocabFeatures, outer: str | None, in_string: bool) -> np.ndarray | int:
+    """The tokens whose closing brackets can decide in an outer frame (``_outer``), 0 for none."""
+    if outer is None:
+        return 0
+    pick = f.closer if outer == "item" else f.closer & f.comma if outer == "name" else f.closer & f.comma & f.quotes2
+    return pick & f.quote if in_string else pick
+
+
 def _text(start: int, end: int, past: bytes, data: bytes, base: int) -> bytes:
     if start >= base:
         return bytes(data[start - base : end - base])
@@ -272,8 +310,12 @@ class _VocabFeatures:
         starts = np.zeros(n, dtype=bool)  # after , and ws: an item that may be decided in the token
         comma = np.zeros(n, dtype=bool)  # a , (a member name may follow in the token or after it)
         quotes2 = np.zeros(n, dtype=bool)  # two quotes or more (a whole member name may be in the token)
+        quotes3 = np.zeros(n, dtype=bool)  # three or more (a string ends, then a whole name)
         name_complex = np.zeros(n, dtype=bool)  # a quote not in name_close
-        self.name_close: dict[bytes, list[int]] = {}  # text before the first quote -> tokens deciding nothing after it
+        whole = np.zeros(n, dtype=bool)  # in whole_name
+        after_value = np.zeros(n, dtype=bool)  # _name_after_value
+        self.name_close: dict[str, list[int]] = {}  # string text before the closing quote -> tokens deciding nothing after it
+        self.whole_name: dict[str, list[int]] = {}  # [ws][,][ws]"X" then nothing deciding -> by X
         self.simple_close: dict[bytes, list[int]] = {}  # text before the first quote -> tokens whose rest is , and ws
         for t, data in enumerate(tokens):
             if not data or special[t]:
@@ -283,7 +325,17 @@ class _VocabFeatures:
             self.closers[t] = data.count(b"]") + data.count(b"}")
             ends[t] = any(c in data for c in b",]} \t\r\n")
             sep[t] = not data.strip(b" \t\r\n,")
-            zero[t], dot[t], comma[t], quotes2[t] = b"0" in data, b"." in data, b"," in data, q >= 2
+            zero[t], dot[t], comma[t], quotes2[t], quotes3[t] = b"0" in data, b"." in data, b"," in data, q >= 2, q >= 3
+            after_value[t] = comma[t] and quotes2[t] and _name_after_value(data)
+            m = _WHOLE_NAME.fullmatch(data)
+            if m is not None:
+                try:
+                    name = m.group(1).decode("utf-8")
+                except UnicodeDecodeError:
+                    name = None
+                if name is not None:
+                    whole[t] = True
+                    self.whole_name.setdefault(name, []).append(t)
             body = data.lstrip(b" \t\r\n,")
             head = body[:1]
             if head in (b"t", b"f", b"n") or q >= 2 or self.closers[t]:
@@ -298,15 +350,58 @@ class _VocabFeatures:
                     complex_quote[t] = True
                 else:
                     self.simple_close.setdefault(pre, []).append(t)
-                if b"\\" in pre or any(c in rest for c in b",]}"):
+                closing = _closing_quote(data)  # where the token's text ends a string begun before it
+                if closing is None or any(c in data[closing[1] :] for c in b",]}"):
                     name_complex[t] = True
                 else:
-                    self.name_close.setdefault(pre, []).append(t)
+                    self.name_close.setdefault(closing[0], []).append(t)
         pack = lambda a: _pack(a, words)  # noqa: E731
         self.quote, self.complex_quote = pack(quote), pack(complex_quote)
         self.closer, self.starts, self.ends, self.sep = pack(self.closers > 0), pack(starts), pack(ends), pack(sep)
         self.zero, self.dot = pack(zero), pack(dot)
-        self.comma, self.quotes2, self.name_complex = pack(comma), pack(quotes2), pack(name_complex)
+        self.comma, self.quotes2, self.quotes3 = pack(comma), pack(quotes2), pack(quotes3)
+        self.name_complex, self.whole = pack(name_complex), pack(whole)
+        self.name_after_value = pack(after_value)
+
+
+def _fresh(prefix: str, place, written: frozenset) -> str:
+    """A name beginning with ``prefix`` that is neither declared at ``place`` nor written."""
+    name = prefix + "~q"
+    while name in place.name_set or name in written:
+        name += "q"
+    return name
+
+
+def _name_after_value(data: bytes) -> bool:
+    """Whether a token read where a member's value is due can hold the value, a comma and a whole
+    name (two quotes after a comma, past a string value's own two): a superset, to simulate."""
+    body = data.lstrip(b" \t\r\n")
+    if body[:1] == b'"':
+        end = _closing_quote(body[1:])
+        if end is None:
+            return False
+        body = body[1 + end[1] :]
+    comma = body.find(b",")
+    return comma >= 0 and body.count(b'"', comma) >= 2
+
+
+def _closing_quote(data: bytes) -> tuple[str, int] | None:
+    """For a token read inside a string (not inside an escape): the text it adds before the quote
+    that ends the string, decoded, and the index after that quote; None without such a quote or
+    when the text before it is not whole (escapes and characters cut)."""
+    i = 0
+    while i < len(data):
+        c = data[i]
+        if c == 0x5C:
+            i += 6 if data[i + 1 : i + 2] == b"u" else 2
+        elif c == 0x22:
+            try:
+                return json.loads(b'"' + data[:i] + b'"'), i + 1
+            except ValueError:
+                return None
+        else:
+            i += 1
+    return None
 
 
 def _pack(flags: np.ndarray, words: int) -> np.ndarray:
@@ -316,13 +411,23 @@ def _pack(flags: np.ndarray, words: int) -> np.ndarray:
 
 
 def _ids(words: np.ndarray) -> np.ndarray:
-    """Token ids of the set bits of packed uint32 words (only the nonzero words are unpacked)."""
+    """Token ids of the set bits of packed uint32 words (only the nonzero words are unpacked; most
+    masks here select none, and counting is the cheapest way to see it)."""
+    if not np.count_nonzero(words):
+        return _NO_IDS
+    if len(words) % 2 == 0 and words.flags.c_contiguous:  # scanned as half as many uint64 words
+        wide = words.view(np.uint64)
+        nz = wide.nonzero()[0]
+        bits = np.unpackbits(wide[nz].view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
+        r, c = np.nonzero(bits)
+        return nz[r] * 64 + c
     nz = np.flatnonzero(words)
-    if not len(nz):
-        return nz
     bits = np.unpackbits(words[nz].view(np.uint8).reshape(-1, 4), axis=1, bitorder="little")
     r, c = np.nonzero(bits)
     return nz[r] * 32 + c
+
+
+_NO_IDS = np.zeros(0, dtype=np.int64)
 
 
 _FEATURES: dict[str, _VocabFeatures] = {}
@@ -349,21 +454,8 @@ class UniqueChecked:
         self.plan = plan
         self.keys = keys
         self.name_memo: dict[tuple, bool] = {}  # (state, place, names written, prefix) -> a name may come
+        self.select_memo: dict[tuple, np.ndarray] = {}  # (state, context) -> tokens to simulate
         self.strict = strict
-        self._open: dict[int, bool] = {}
-
-    def names_open(self, place) -> bool:
-        """Whether every undeclared name is accepted at ``place`` whatever was written before: no
-        schema there closes its objects (``additionalProperties`` and ``unevaluatedProperties``
-        unset, true or ``{}``, and not ``strict``). Then a fresh name always fits, and only a
-        token holding a whole name can be refused."""
-        hit = self._open.get(id(place))
-        if hit is None:
-            hit = self._open[id(place)] = not self.strict and all(
-                s.get(kw, True) in (True, {}) for s, _ in place.schemas
-                for kw in ("additionalProperties", "unevaluatedProperties")
-            )  # fmt: skip
-        return hit
 
     def matcher(self) -> UniqueMatcher:
         return UniqueMatcher(self.compiled.matcher(), self)
@@ -427,14 +519,19 @@ class UniqueMatcher:
         """The track after ``data`` (the bytes of ``token`` when given), or None when it completes a
         duplicate item or member name, or leaves a name to write where every name left is written
         already."""
+        t = self._fed(data)
+        return t if t is not None and self._name_may_come(t, data, token) else None
+
+    def _fed(self, data: bytes) -> JsonTrack | None:
+        """The track after ``data``, or None when it completes a duplicate item or member name."""
         t = self._tracks[-1].clone()
         try:
             t.feed(data, self._bytes)
         except Dup:
             return None
-        return t if self._name_may_come(t, data, token) else None
+        return t
 
-    def _name_may_come(self, t: JsonTrack, data: bytes, token: int | None) -> bool:
+    def _name_may_come(self, t: JsonTrack, data: bytes, token: int | None = None, state: int | None = None) -> bool:
         """Whether, in an object whose names must not repeat, some name not written yet can still
         be written (checked where a name is due or begun and one was written before)."""
         top = t.stack[-1] if t.stack else None
@@ -451,10 +548,14 @@ class UniqueMatcher:
             raw = _text(lex[1] + 1, t.pos, self._bytes, data, self._tracks[-1].pos)
         else:
             return True
+        if top[8].names_open(self.checked.strict):
+            return True  # a fresh name fits after any prefix
+        if raw is None and top[11] is not None and top[11] - top[9]:
+            return True  # the names accepted here are known, and some are not written
         compiled = self.checked.compiled
-        if token is not None:
+        if state is None and token is not None:
             state = compiled.next_state(self.inner.state, token)
-        else:
+        elif state is None:
             state = compiled.dfa.walk(self.inner.state, data) if data else self.inner.state
         if state < 0:
             return True  # the grammar refuses the bytes anyway
@@ -476,14 +577,10 @@ class UniqueMatcher:
                 lead, prefix = b"", json.loads(b'"' + raw + b'"')
             except ValueError:  # cut inside a character: checked at the next token
                 return True
-        fresh = prefix + "~q"
-        while fresh in place.name_set or fresh in written:
-            fresh += "q"
-        names = [fresh]
+        names = [_fresh(prefix, place, written)]
         if not fresh_only:
             names += [n for n in place.names if n not in written and n.startswith(prefix)]
-        walk = self.checked.compiled.dfa.walk
-        ok = any(walk(state, lead + json.dumps(n[len(prefix) :], ensure_ascii=False)[1:].encode()) >= 0 for n in names)
+        ok = any(self._fits(state, lead, n[len(prefix) :]) for n in names)
         if len(memo) > 50_000:
             memo.clear()
         memo[key] = ok
@@ -533,18 +630,19 @@ class UniqueMatcher:
                 out.append(t)
         return out
 
+    def _fits(self, state: int, lead: bytes, rest: str) -> bool:
+        """Whether the grammar accepts, from ``state``, ``lead`` and then ``rest`` spelled as the end
+        of a JSON string (its closing quote included)."""
+        return self.checked.compiled.dfa.walk(state, lead + json.dumps(rest, ensure_ascii=False)[1:].encode()) >= 0
+
     def _accepted_names(self, state: int, place) -> frozenset:
         """The names (declared ones, and "" for any fresh one) the grammar accepts from ``state``,
         where a name is due."""
         key = (state, id(place), "accepted")
         hit = self.checked.name_memo.get(key)
         if hit is None:
-            walk = self.checked.compiled.dfa.walk
-            fresh = "~q"
-            while fresh in place.name_set:
-                fresh += "q"
-            names = [n for n in place.names if walk(state, json.dumps(n, ensure_ascii=False).encode()) >= 0]
-            if walk(state, json.dumps(fresh).encode()) >= 0:
+            names = [n for n in place.names if self._fits(state, b'"', n)]
+            if self._fits(state, b'"', _fresh("", place, frozenset())):
                 names.append("")
             hit = self.checked.name_memo[key] = frozenset(names)
         return hit
@@ -553,58 +651,86 @@ class UniqueMatcher:
         self, track: JsonTrack, feats: _VocabFeatures, words: np.ndarray, need: int, out: list[int]
     ) -> np.ndarray:
         """The allowed tokens to simulate for the innermost object whose names must not repeat (those
-        refused without simulating go to ``out``). A name is decided where its closing quote is, a
-        dead end can begin at a comma or inside a name; so: tokens with closing brackets, commas, or
-        a quote where a name is begun or due. Inside a name, tokens that close it and decide nothing
-        more are looked up by the text before their quote; in an object where no fresh name fits
-        (closed), every token in a name is simulated (few: the grammar allows only name prefixes)."""
+        refused by lookup go to ``out``). A name is decided at its closing quote; a dead end can
+        begin at a comma or inside a name, but only where no fresh name fits and the names not
+        written are not known to fit (``_known``). Tokens that finish a name and decide nothing
+        more are looked up by the text they add (``name_close``, ``whole_name``). Which allowed
+        tokens a context selects depends on the grammar state and the context only: memoised."""
         lex, top = track.lex, track.stack[-1]
+        in_string = lex is not None and lex[0] == "s"
         if need > 0:  # back in the object only past ``need`` closing brackets (and a quote, from a string)
-            pick = words & feats.closer
-            if lex is not None and lex[0] == "s":
-                pick &= feats.quote
-            if not any(f[2] or f[9] is not None for f in track.stack[: len(track.stack) - 1 - need]):
-                pick &= feats.comma | feats.quotes2  # then a comma or a whole name decides
-            sim = _ids(pick)
-            return sim[feats.closers[sim] >= need]
+            d = len(track.stack) - 1 - need
+            return self._select(words, feats, ("need", need, in_string, self._known(track.stack[d]), self._outer(track, d)))
         written = top[9]
         if lex is None and top[7] is None and (top[10] or not written) and top[11] is None and top[8].conjunctive:
             top[11] = self._accepted_names(self.inner.state, top[8])  # a name is due: the same at every member
-        if self.checked.names_open(top[8]) or (top[11] is not None and top[11] - written):
-            # a fresh name always fits, or a name not written yet: only whole names decide
-            whole = feats.quotes2 if lex is None and top[10] else feats.quotes2 & feats.comma
-            if any(f[2] or f[9] is not None for f in track.stack[:-1]):
-                whole = whole | feats.closer  # closing this object can decide in an outer one
-            if lex is None or lex[0] != "s" or not lex[3]:
-                return _ids(words & whole & feats.quote if lex is not None and lex[0] == "s" else words & whole)
-        decide = feats.comma | feats.closer
-        if lex is None:
-            if not top[10]:
-                return _ids(words & decide)
-            if self._names_left(self.inner.state, top[8], written, None, fresh_only=True):
-                return _ids(words & (decide | feats.quotes2))  # a name can be done within the token
-            return _ids(words & (decide | feats.quote))
-        if lex[0] != "s":
-            return _ids(words & decide)
-        if not lex[3]:  # a string value: it ends at a quote, a decision needs a comma or bracket after
-            return _ids(words & feats.quote & decide)
+        outer = self._outer(track, len(track.stack) - 1)
+        known = self._known(top)
+        if not in_string:
+            if known and lex is None and top[7] is None:  # a name due or a value ended: whole names looked up
+                self._written_in(feats.whole_name, written, "", words, out)
+                return self._select(words, feats, ("due", outer))
+            if known:  # a value due, a number or a literal: a comma, then a whole name
+                return self._select(words, feats, ("value", outer))
+            return self._select(words, feats, ("unknown", lex is None and top[10]))
+        if not lex[3]:  # a string value: it ends at a quote, then a comma and a whole name (or a dead end)
+            return self._select(words, feats, ("string", outer, known))
         raw = bytes(self._bytes[lex[1] + 1 :])
         try:
             so_far = None if lex[2] else json.loads(b'"' + raw + b'"')
         except ValueError:
             so_far = None
         if so_far is None:  # inside an escape or a character
-            return _ids(words & feats.quote)
-        if written and not self.checked.names_open(top[8]):
-            if top[11] is not None and "" not in top[11]:  # closed, its names known: no simulation
-                out += self._stuck_in_name(top[11] - written, so_far, words, feats)
+            return self._select(words, feats, ("quote",))
+        self._written_in(feats.name_close, written, so_far, words, out)
+        if written and not top[8].names_open(self.checked.strict):  # the name begun may lead only to written ones
+            if top[11] is not None:  # its names known: no simulation
+                if "" not in top[11]:  # (else a fresh name fits after any prefix)
+                    out += self._stuck_in_name(top[11] - written, so_far, words, feats)
             elif not self._names_left(self.inner.state, top[8], written, raw, fresh_only=True):
                 return _ids(words)
+        return self._select(words, feats, ("name", outer, known))
+
+    def _select(self, words: np.ndarray, feats: _VocabFeatures, label: tuple) -> np.ndarray:
+        """The allowed tokens (``words``: the grammar's mask at the current state) that the context
+        ``label`` of ``_name_candidates`` selects, memoised by (state, label)."""
+        memo = self.checked.select_memo
+        key = (self.inner.state, label)
+        hit = memo.get(key)
+        if hit is None:
+            hit = _ids(words & _selection(feats, label))
+            if label[0] == "need":
+                hit = hit[feats.closers[hit] >= label[1]]
+            if len(memo) > 200_000:
+                memo.clear()
+            memo[key] = hit
+        return hit
+
+    def _outer(self, track: JsonTrack, depth: int) -> str | None:
+        """What closing the checked frame at ``depth`` can decide in an outer one: "item" (a unique
+        array's item can end: any closing bracket), "name" (a dead end can begin in an outer object:
+        a closing bracket with a comma), "whole" (outer objects whose names are known to fit: a
+        closing bracket, a comma and a whole name), or None (no frame below ``depth`` is checked)."""
+        outer = [f for f in track.stack[:depth] if f[2] or f[9] is not None]
+        if not outer:
+            return None
+        if any(f[2] for f in outer):
+            return "item"
+        return "whole" if all(self._known(f) for f in outer) else "name"
+
+    def _known(self, frame: list) -> bool:
+        """Whether a name not yet written surely fits wherever one is due in this object: every
+        undeclared name fits (``KeyOrder.names_open``), or the names the grammar accepts here are known and
+        some are not written."""
+        return frame[8].names_open(self.checked.strict) or (frame[11] is not None and bool(frame[11] - frame[9]))
+
+    @staticmethod
+    def _written_in(table: dict, written: frozenset, so_far: str, words: np.ndarray, out: list[int]) -> None:
+        """Add to ``out`` the allowed tokens of ``table`` (by the text they add) that finish a
+        written name begun with ``so_far``."""
         for name in written:
             if name.startswith(so_far):
-                spelled = json.dumps(name[len(so_far) :], ensure_ascii=False)[1:-1].encode()
-                out += [t for t in feats.name_close.get(spelled, ()) if (int(words[t >> 5]) >> (t & 31)) & 1]
-        return _ids(words & feats.name_complex)
+                out += [t for t in table.get(name[len(so_far) :], ()) if (int(words[t >> 5]) >> (t & 31)) & 1]
 
     def _stuck_in_name(self, left: frozenset, so_far: str, words: np.ndarray, feats: _VocabFeatures) -> list[int]:
         """Allowed tokens without a quote that continue the name ``so_far`` where no name in ``left``
@@ -700,7 +826,7 @@ class UniqueMatcher:
         if self.inner.is_terminated():
             return False
         try:
-            track = self._after(data)
+            track = self._fed(data)
         except (IndexError, ValueError, AttributeError):
             # bytes that are not JSON (the tracker's stack or numbers break): the grammar refuses
             # them too; were it to accept them, the tracker has a bug that must not pass silently
@@ -708,6 +834,9 @@ class UniqueMatcher:
                 raise
             return False
         if track is None or not inner_accept():
+            return False
+        if not self._name_may_come(track, data, state=self.inner.state):  # a dead end: undone
+            self.inner.rollback(1)
             return False
         self._push(track, data)
         return True
