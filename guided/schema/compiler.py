@@ -27,8 +27,8 @@ Output policy
   at most 8 names must be present; elsewhere (and from ``json_schema_to_grammar`` alone) the
   declared order or the required names first and then the rest in any order (in declared order
   past the bound), other properties before or after them; where ``minProperties``/
-  ``maxProperties`` count members, the "declared" policy (see ``guided.schema.key_order``). The policy depends on the place only, so ``not``/``oneOf``
-  stay exact.
+  ``maxProperties`` count members, the "declared" policy (see ``guided.schema.key_order``). The
+  policy depends on the place only, so ``not``/``oneOf`` stay exact.
 * Strings: the canonical JSON spelling of each character (``json.dumps(..., ensure_ascii=False)``).
 * Numbers: integers as ``-?(0|[1-9][0-9]*)`` (``1.0`` allowed from draft-06 on, as JSON Schema
   counts it an integer); bounded numbers (and ``multipleOf``) as plain decimals without an exponent.
@@ -210,7 +210,9 @@ def compile_json_schema(compiler, schema: Any, *, registry: dict | None = None, 
     opts = SchemaOptions(**options)
     schema = schema_dict(schema)
     key = ("json-schema", cache_key(schema, opts, registry))  # a cached grammar skips the lowering
-    plan, refusal, keys = _PLANS.get_or_create(key, lambda: (*unique_plan(schema, registry, opts), _bags(schema, registry, opts)))
+    plan, refusal, keys = _PLANS.get_or_create(
+        key, lambda: (*unique_plan(schema, registry, opts), _bags(schema, registry, opts))
+    )
     compiled = compiler.compile_lowered(
         key,
         lambda: json_schema_to_grammar(

@@ -198,3 +198,10 @@ def test_the_bag_policy_where_names_are_alike_only():
     assert KeyOrder.at(res, [(pats, "")]).policy("any") == "around"
     many = {"type": "object", "properties": props, "required": NAMES}  # 9 names to track: past the bag's count
     assert KeyOrder.at(res, [(many, "")]).policy("any") == "around"
+    # oneOf: a bag where the branches are provably apart, the bounded policy where exclusivity
+    # needs complements (bags met with complemented bags cost too much)
+    kinds = [{"type": "object", "properties": {"kind": {"const": k}}, "required": ["kind"]} for k in "ab"]
+    apart = {"type": "object", "properties": props, "oneOf": kinds}
+    assert KeyOrder.at(res, [(apart, "")]).policy("any") == "bag"
+    overlapping = {"type": "object", "properties": props, "oneOf": [{"required": ["p0"]}, {"required": ["p1"]}]}
+    assert KeyOrder.at(res, [(overlapping, "")]).policy("any") == "around"
