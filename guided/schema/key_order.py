@@ -148,10 +148,11 @@ class KeyOrder:
         ``patternProperties`` or ``propertyNames``), so one fresh name stands for all of them when
         the matcher asks whether a member may still come; and the bag tracks every name that must
         be present (``required``, dependencies) and the member count without forgetting any. Not
-        under a ``oneOf`` whose branches ``facts.disjoint`` cannot prove apart: its exclusivity
-        intersects each branch with the others' complements, and a bag (which takes repeats) met
-        with complemented bags costs far more than the declared order does (a MaskBench schema of
-        three alarm kinds went from 0.2 s masks to the 5 s bound)."""
+        under a ``oneOf`` whose branches ``facts.disjoint`` cannot prove apart and of which several
+        are intersections themselves (``allOf``, ``$ref`` with siblings): exclusivity meets each
+        branch with the others' complements, and intersected bags (which take repeats) met with
+        complemented ones cost far more than the declared order does (a MaskBench schema of four
+        alarm kinds, each an ``allOf``, went from 0.2 s masks to the 5 s bound)."""
         if self._bag is None:
             self._bag = self._bag_exact()
         return self._bag
@@ -162,7 +163,7 @@ class KeyOrder:
         for schema, base in self.schemas:
             if "patternProperties" in schema or "propertyNames" in schema:
                 return False
-            if isinstance(schema.get("oneOf"), list) and not disjoint(schema["oneOf"], self.resolver, base):
+            if _costly_exclusivity(schema, self.resolver, base):
                 return False
             tracked.update(_dependency_names(schema))
             for kw in _COUNTING:
@@ -251,6 +252,16 @@ class KeyOrder:
             if isinstance(schema.get("contains"), dict):
                 out.append((schema["contains"], base))
         return KeyOrder.at(self.resolver, out)
+
+
+def _costly_exclusivity(schema: dict, resolver: SchemaResolver, base: str) -> bool:
+    """A ``oneOf`` not provably disjoint with two or more branches that are intersections."""
+    subs = schema.get("oneOf")
+    if not isinstance(subs, list) or disjoint(subs, resolver, base):
+        return False
+    branches = [resolver.followed(s, base) for s in subs]
+    meets = [b for b in branches if isinstance(b, dict) and ("allOf" in b or ("$ref" in b and len(b) > 1))]
+    return len(meets) >= 2
 
 
 def _dependency_names(schema: dict):

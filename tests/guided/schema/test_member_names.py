@@ -198,10 +198,13 @@ def test_the_bag_policy_where_names_are_alike_only():
     assert KeyOrder.at(res, [(pats, "")]).policy("any") == "around"
     many = {"type": "object", "properties": props, "required": NAMES}  # 9 names to track: past the bag's count
     assert KeyOrder.at(res, [(many, "")]).policy("any") == "around"
-    # oneOf: a bag where the branches are provably apart, the bounded policy where exclusivity
-    # needs complements (bags met with complemented bags cost too much)
+    # oneOf: a bag unless its branches are not provably apart and several are intersections
+    # (exclusivity then meets intersected bags with complemented ones: too costly)
     kinds = [{"type": "object", "properties": {"kind": {"const": k}}, "required": ["kind"]} for k in "ab"]
     apart = {"type": "object", "properties": props, "oneOf": kinds}
     assert KeyOrder.at(res, [(apart, "")]).policy("any") == "bag"
     overlapping = {"type": "object", "properties": props, "oneOf": [{"required": ["p0"]}, {"required": ["p1"]}]}
-    assert KeyOrder.at(res, [(overlapping, "")]).policy("any") == "around"
+    assert KeyOrder.at(res, [(overlapping, "")]).policy("any") == "bag"
+    meets = [{"allOf": [{"required": [n]}, {"properties": {n: {"type": "integer"}}}]} for n in ("p0", "p1")]
+    costly = {"type": "object", "properties": props, "oneOf": meets}
+    assert KeyOrder.at(res, [(costly, "")]).policy("any") == "around"
