@@ -338,6 +338,30 @@ def _divisible(k: int, digits: int) -> Node:
     return alt(literal("0"), *(seq(literal(str(d)), layer[d % k]) for d in range(1, 10)))
 
 
+def _decimal_multiples(c: int, n: int) -> Node:
+    """Unsigned plain decimals that are multiples of ``c / 10^n``: the digits of the value times
+    ``10^n`` (the integer part, then the fraction padded with zeros to n digits) divisible by c. A
+    walk over (fraction digits written, remainder mod c); fraction digits past the n-th are zeros.
+    The integer part has at most ``MAX_DIGITS`` digits (a restriction of the output only)."""
+
+    def ends(j: int, r: int) -> Node:  # j fraction digits written, remainder r: may the number end?
+        return EPSILON if r * 10 ** (n - j) % c == 0 else EMPTY
+
+    # after[j][r]: what may follow j >= 1 fraction digits with remainder r
+    after = [[EMPTY] * c for _ in range(n + 1)]
+    after[n] = [seq(repeat(literal("0"), 0, None), ends(n, r)) for r in range(c)]
+    for j in range(n - 1, 0, -1):
+        after[j] = [alt(ends(j, r), *(seq(literal(str(d)), after[j + 1][(10 * r + d) % c]) for d in range(10)))
+                    for r in range(c)]  # fmt: skip
+    # tail[r]: what may follow the integer part with remainder r (the fraction, if any)
+    tail = [alt(ends(0, r), seq(literal("."), alt(*(seq(literal(str(d)), after[1][(10 * r + d) % c])
+                                                    for d in range(10))))) for r in range(c)]  # fmt: skip
+    layer = tail
+    for _ in range(MAX_DIGITS - 1):
+        layer = [alt(tail[r], *(seq(literal(str(d)), layer[(10 * r + d) % c]) for d in range(10))) for r in range(c)]
+    return alt(seq(literal("0"), tail[0]), *(seq(literal(str(d)), layer[d % c]) for d in range(1, 10)))
+
+
 def _factor(k: int) -> tuple[int, int, int]:
     twos = fives = 0
     while k % 2 == 0:
@@ -379,12 +403,20 @@ def number_node(schema: dict, path: str, lenient: bool, warn, zeros: bool = Fals
         if m == m.to_integral_value():  # a multiple of an integer is an integer
             return integer_node(schema, path, lenient, warn, zeros=zeros)
         exp = m.normalize().as_tuple()
-        if exp.digits == (1,):  # 10^-n: at most n significant fraction digits
-            n = -exp.exponent
+        n = -exp.exponent
+        c = int("".join(map(str, exp.digits)))  # m = c / 10^n
+        shape = None
+        if c == 1:  # 10^-n: at most n significant fraction digits
             frac = optional(seq(literal("."), repeat(DIGIT, 1, n), repeat(literal("0"), 0, None)))
             shape = seq(optional(literal("-")), UINT, frac)
+        elif c <= MAX_DIVISOR:
+            shape = seq(optional(literal("-")), _decimal_multiples(c, n))
+        if shape is not None:
             return intersect(decimal_range(lo, lo_s, hi, hi_s), shape) if (lo, hi) != (None, None) else shape
-        msg = f"multipleOf {mult} on numbers is not expressible here (only integers and powers of ten)"
+        msg = (
+            f"multipleOf {mult} on numbers is not expressible here (only integers, powers of ten, and "
+            f"c / 10^n with c <= {MAX_DIVISOR})"
+        )
         if not lenient:
             raise SchemaError(msg, path + "/multipleOf")
         warn(f"{msg}; relaxed", path + "/multipleOf")

@@ -48,6 +48,13 @@ CASES = {
     # (values whose float division is inexact, like 0.07 / 0.01, are left out: the validator's float
     # arithmetic calls them invalid, the compiler's decimal arithmetic valid)
     "number-multiple": ({"type": "number", "multipleOf": 0.01}, [1, 1.5, 1.25, 1.255, -0.5, 0.001]),
+    # c / 10^n with c not 1: a walk over remainders mod c (values chosen so float division is exact)
+    "number-multiple-2.5": ({"type": "number", "multipleOf": 2.5}, [0, 2.5, 5, 7.5, -12.5, 100, 1, 2.4, 3.75]),
+    "number-multiple-0.25": (
+        {"type": "number", "multipleOf": 0.25, "minimum": 0, "maximum": 2},
+        [0, 0.25, 0.5, 1.75, 2, 2.25, 0.3, -0.25, 0.125],
+    ),
+    "number-multiple-0.75": ({"type": "number", "multipleOf": 0.75}, [0, 0.75, 1.5, 2.25, -3, 0.5, 1, 0.25]),
     "string-length": (
         {"type": "string", "minLength": 2, "maxLength": 3},
         ["", "a", "ab", "abc", "abcd", "é\n", '"\\'],
