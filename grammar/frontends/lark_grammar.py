@@ -14,6 +14,7 @@ Indenter, e.g. python.lark), lookaround, anchors and backreferences in terminal 
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Sequence
 
 from guided.errors import GrammarError
@@ -100,6 +101,11 @@ class _Loaded:
         self.terminals, self.rules, self.ignore_tokens = terminals, rules, ignore_tokens
 
 
+# Lark's loader reads string literals with ast.literal_eval; CPython 3.11 keeps the AST constructor's recursion
+# depth per interpreter, so two compile threads loading at once can fail with "AST constructor recursion depth
+# mismatch" (a SystemError that Lark reports as a grammar error). Loading is milliseconds: one at a time.
+_LOAD_LOCK = threading.Lock()
+
 _RELATIVE_IMPORT = re.compile(r"^[ \t]*%import[ \t]+\.\S*", re.MULTILINE)
 
 
@@ -115,8 +121,9 @@ def _load(text: str, start: str, import_paths: list) -> _Loaded:
         raise GrammarError(f"Lark grammar: the relative import {m.group(0).strip()!r} needs the folder to read it "
                            "from (import_paths; Grammar.from_file(path) uses the file's folder)")  # fmt: skip
     try:  # the loader alone: building Lark's own parser would double the compile time
-        grammar, _ = load_grammar(text, "<grammar>", import_paths, False)
-        return _Loaded(*grammar.compile([start], set()))
+        with _LOAD_LOCK:
+            grammar, _ = load_grammar(text, "<grammar>", import_paths, False)
+            return _Loaded(*grammar.compile([start], set()))
     except LarkError as e:
         raise GrammarError(f"Lark grammar: {e}".strip()) from None
     except AssertionError as e:  # Lark's loader asserts on some imports it cannot resolve
