@@ -19,7 +19,11 @@ place the schema reaches (declared names, a conservative "any other name", each 
 "any other index") and refuses a schema with a mixed place, with ``uniqueItems`` under ``not``,
 ``if`` or ``contains`` (the grammar takes complements there), or with items whose prefixes could
 all end as duplicates (a dead end for the generation): items must be strings (``minLength`` at
-most), numbers, integers, any value, or a small finite set the grammar enforces itself.
+most, or a pattern/format open after every prefix), numbers, integers, any value, objects that take
+one more member with a fresh name after any prefix (additional properties of any value, no
+``maxProperties``/``propertyNames``/``patternProperties``), a mix of those under ``anyOf``/``oneOf``,
+or a small finite set the grammar enforces itself. Undeclared member names are walked once per set of
+patterns they can match, so uniqueness under ``patternProperties`` alone is not a mixed place.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ __all__ = ["UniquePlan", "PlanError", "finite_values", "mentions_unique", "T", "
 T, F = ("T",), ("F",)
 MAX_PLACES = 4_000  # formulas the compile-time walk may visit
 MAX_UNIQUE_VALUES = 64
+MAX_PATTERN_SETS_LOG2 = 4  # undeclared names are checked per set of patterns they match, up to 2^4 sets
 _DATA = frozenset({"enum", "const", "default", "examples", "example"})
 _NOTES = ANNOTATIONS | {"example", "$schema", "$id", "id", "$anchor", "$defs", "definitions", "deprecated",
                         "readOnly", "writeOnly", "markdownDescription", "format_hint", "$comment"}  # fmt: skip
@@ -221,7 +226,26 @@ class UniquePlan:
         parts = [self._map(p, leaf_fn) for p in f[1]]
         return _and(parts) if f[0] == "A" else _or(parts)
 
-    def _member(self, leaf: tuple, name: str | None) -> tuple:
+    def undeclared(self, f: tuple) -> list[tuple]:
+        """The formulas a member with a name no schema here declares can have: one per set of the
+        patterns here it may match (every set, when there are at most MAX_PATTERN_SETS_LOG2 patterns;
+        else one conservative formula for all such names)."""
+        patterns = sorted({p for leaf in _leaves(f) for p in _patterns_of(self.schemas[leaf[1]][0])})
+        if len(patterns) > MAX_PATTERN_SETS_LOG2:
+            return [self.child(f, None)]
+        out = []
+        for bits in range(1 << len(patterns)):
+            matched = frozenset(p for i, p in enumerate(patterns) if bits >> i & 1)
+            memo = (f, "m", matched)
+            hit = self._children.get(memo)
+            if hit is None:
+                hit = self._children[memo] = self._map(f, lambda leaf, m=matched: self._member(leaf, None, m))
+            out.append(hit)
+        return out
+
+    def _member(self, leaf: tuple, name: str | None, matched: frozenset | None = None) -> tuple:
+        """The formula of member ``name`` under one leaf; with ``matched`` (and no name), of an
+        undeclared name that matches exactly those patterns."""
         schema, base = self.schemas[leaf[1]]
         if not _admits(schema, "object"):
             return F
@@ -229,23 +253,23 @@ class UniquePlan:
         pats = schema.get("patternProperties") if isinstance(schema.get("patternProperties"), dict) else {}
         addl = schema.get("additionalProperties", False if self.strict else True)
         uneval = schema.get("unevaluatedProperties")
-        if name is None:  # any undeclared name: one of the patterns or additionalProperties
+        if name is None and matched is None:  # any undeclared name: one of the patterns or additionalProperties
             opts = [self.expand(s, base, "#") for s in pats.values()] + [self.expand(addl, base, "#")]
             if uneval is not None:
                 opts.append(self.expand(uneval, base, "#"))
             return _or(opts) if len(opts) > 1 else opts[0]
-        parts, matched = [], False
+        parts, hit = [], False
         if name in props:
             parts.append(self.expand(props[name], base, "#"))
-            matched = True
+            hit = True
         for pat, sub in pats.items():
             rx = self._pattern(pat)
             if rx is None:  # a pattern Python cannot read: it may apply or not
                 parts.append(_or([T, self.expand(sub, base, "#")]))
-            elif rx.search(name):
+            elif pat in matched if name is None else rx.search(name):
                 parts.append(self.expand(sub, base, "#"))
-                matched = True
-        if not matched:
+                hit = True
+        if not hit:
             parts.append(self.expand(addl, base, "#"))
             if uneval is not None:
                 parts.append(_or([T, self.expand(uneval, base, "#")]))
@@ -315,10 +339,15 @@ class UniquePlan:
         if f == F:
             return "none"
         if f[0] == "D":
-            return _leaf_kind(self.schemas[f[1]][0])
+            return _leaf_kind(self.schemas[f[1]][0], self.strict)
         got = [self.item_kind(p) for p in f[1]]
-        if f[0] == "O":
-            return got[0] if len(set(got)) == 1 else None
+        if f[0] == "O":  # a prefix alive in one open branch has endless endings in that branch
+            live = set(got) - {"none"}
+            if not live:
+                return "none"
+            if len(live) == 1:
+                return live.pop()
+            return "any" if live <= _OPEN else None
         if None in got:
             return None
         kinds = {g for g in got if g != "any"}
@@ -350,7 +379,7 @@ class UniquePlan:
                 width = max(width, len(_prefix_of(schema)))
             if d == "Y":
                 self._check_unique_array(f, leaves, width, where)
-            nxt = [(self.child(f, n), f"{where}/{n}") for n in sorted(names)] + [(self.child(f, None), f"{where}/*")]
+            nxt = [(self.child(f, n), f"{where}/{n}") for n in sorted(names)] + [(g, f"{where}/*") for g in self.undeclared(f)]
             nxt += [(self.item(f, i), f"{where}/{i}") for i in range(width + 1)]
             for g, w in nxt:
                 if g not in seen and g not in (T, F):
@@ -399,6 +428,11 @@ def _leaves(f: tuple):
         yield from _leaves(p)
 
 
+def _patterns_of(schema: dict) -> list:
+    pats = schema.get("patternProperties")
+    return list(pats) if isinstance(pats, dict) else []
+
+
 def _prefix_of(schema: dict) -> list:
     if isinstance(schema.get("items"), list):
         return schema["items"]
@@ -417,7 +451,15 @@ def _all_finite(resolver, schema: dict, base: str) -> list | None:
     return values
 
 
-def _leaf_kind(schema: dict) -> str | None:
+# item kinds whose every prefix has endlessly many endings of distinct values
+_OPEN = frozenset({"any", "string", "number", "integer", "object"})
+# an object's keywords that never stop one more member with a fresh name (and any value) being added
+_OPEN_OBJECT_KEYS = frozenset({"properties", "required", "additionalProperties"})
+
+
+def _leaf_kind(schema: dict, strict: bool = False) -> str | None:
+    if "not" in schema or "if" in schema:  # in-place complements may end what the keywords below leave open
+        return None
     keys = set(schema) - _NOTES - _IN_PLACE
     if "const" in keys or "enum" in keys:
         return "finite"
@@ -440,7 +482,19 @@ def _leaf_kind(schema: dict) -> str | None:
         return None
     if t in ("number", "integer"):
         return t if not keys else None
+    if t == "object" and keys <= _OPEN_OBJECT_KEYS:
+        # every prefix of such an object can still take a member with a fresh name, in endlessly many
+        # ways: refusing the finitely many earlier items never leaves it without a way on
+        addl = schema.get("additionalProperties", not strict)
+        return "object" if _any_value_fits(addl) else None
     return None
+
+
+def _any_value_fits(schema) -> bool:
+    """Whether the schema surely accepts some value (conservatively: true, {} or a bare type)."""
+    if schema is True:
+        return True
+    return isinstance(schema, dict) and set(schema) - _NOTES <= {"type"} and schema.get("type") != []
 
 
 @lru_cache(maxsize=1024)

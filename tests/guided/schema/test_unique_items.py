@@ -19,6 +19,8 @@ from guided.schema.compiler import compile_json_schema
 from guided.schema.unique_runtime import UniqueChecked, json_value_key, number_key
 
 STRINGS = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
+# a closed object: once "a" is written, only the closing brace can follow, which may be a duplicate
+CLOSED = {"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": False}
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +93,11 @@ def test_random_walks_end_valid_and_never_dead(compiler, vocab_builtin):
         {"properties": {"a": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "number"},
                                                                "uniqueItems": True}]}}},  # fmt: skip
         {"additionalProperties": {"$ref": "#/$defs/t"}, "$defs": {"t": {**STRINGS, "minItems": 2}}},
+        # objects that take one more member with a fresh name after any prefix, and a mix of open kinds
+        {"type": "array", "items": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+         "uniqueItems": True, "minItems": 3},
+        {"type": "array", "items": {"anyOf": [{"type": "string"}, {"type": "object"}]}, "uniqueItems": True,
+         "minItems": 3},
     ]
     rng = random.Random(1)
     eos = set(vocab_builtin.eos_ids)
@@ -149,7 +156,10 @@ def test_bytes_that_are_not_json_are_refused_not_crashed(compiler):
     [
         ({"anyOf": [STRINGS, {"type": "array", "items": {"type": "string"}}]}, "some branches"),
         ({"not": STRINGS}, "under 'not'"),
-        ({"type": "array", "items": {"type": "object"}, "uniqueItems": True}, "exact only for items"),
+        ({"type": "array", "items": CLOSED, "uniqueItems": True}, "exact only for items"),
+        ({"type": "array", "items": {"type": "object", "maxProperties": 2}, "uniqueItems": True}, "exact only"),
+        ({"type": "array", "items": {"type": "object", "not": {"required": ["a"]}}, "uniqueItems": True}, "exact only"),
+        ({"type": "array", "items": {"anyOf": [{"type": "string"}, CLOSED]}, "uniqueItems": True}, "exact only"),
         ({"type": "array", "items": {"type": "string", "pattern": "^[ab]$"}, "uniqueItems": True}, "exact only"),
     ],
 )
@@ -173,3 +183,22 @@ def test_value_keys_follow_json_equality():
     assert number_key("1") == number_key("1.0") == number_key("10e-1") == number_key("0.1e1")
     assert number_key("-0") == number_key("0.00") and number_key("1e999999999999999999999") != number_key("1e2")
     assert json_value_key(True) != json_value_key(1) and json_value_key({"a": [1]}) == json_value_key({"a": [1.0]})
+
+
+def test_object_items_that_stay_open_are_compared_as_values(compiler):
+    items = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    m = _matcher(compiler, {"type": "array", "items": items, "uniqueItems": True})
+    assert m.accept_text('[{"a": 1, "b": [2]}, {"a": 1}')
+    assert not m.accept_text(', {"b": [2.0], "a": 1}')  # equal to the first item
+    assert not m.accept_text(', {"a": 1.0}')  # equal to the second
+    assert m.accept_text(', {"a": 1, "c": 0}]') and m.is_accepting()
+
+
+def test_undeclared_names_are_checked_per_pattern_they_match(compiler):
+    schema = {"type": "object", "patternProperties": {"^x": {"type": "object", "properties": {"e": STRINGS}}}}
+    m = _matcher(compiler, schema)  # uniqueItems under names matching ^x only: not a mixed place
+    assert m.accept_text('{"b": {"e": ["a", "a"]}, "xa": {"e": ["a"')
+    assert not m.accept_text(', "a"')
+    assert m.accept_text(', "b"]}}') and m.is_accepting()
+    value = json.loads('{"b": {"e": ["a", "a"]}, "xa": {"e": ["a", "b"]}}')
+    jsonschema.validate(value, schema)
