@@ -12,8 +12,7 @@ compare like with like. Two policies (``SchemaOptions.key_order``):
   ``maxProperties`` counted along), any order of them, each at most once, required
   ones present (a permutation automaton: its state is the set of names seen, so it costs
   ``n * 2**(n-1)`` member edges: 192 for 6 names), with other properties anywhere between them.
-  Past that bound, when the matcher checks member names (``compile_json_schema``) and every name
-  not declared here is alike (no ``patternProperties``/``propertyNames``) and at most
+  Past that bound, when the matcher checks member names (``compile_json_schema``) and at most
   ``MAX_TRACKED_REQUIRED`` names must be present ("bag"): any order in linear size, the grammar
   taking members with repeats (``object_bags.bag``) and the matcher refusing a name written twice
   (``unique_runtime``). Otherwise ("around"): the declared order, or the required names first (in
@@ -35,6 +34,7 @@ from __future__ import annotations
 import re
 
 from guided.schema.facts import disjoint
+from guided.schema.keywords import ANNOTATIONS
 from guided.schema.object_bags import MAX_BAG_STATES, MAX_TRACKED_REQUIRED
 from guided.schema.resolver import SchemaResolver
 
@@ -123,18 +123,38 @@ class KeyOrder:
             return "permuted"
         if bags and self.bag_exact:
             return "bag"
+        return self.ordered_policy
+
+    @property
+    def ordered_policy(self) -> str:
+        """The policy past the permutation bound where no bag is: "declared" where members are
+        counted, else "around"."""
         return "declared" if any(k in schema for schema, _ in self.schemas for k in _COUNTING) else "around"
 
     def names_open(self, strict: bool) -> bool:
-        """Whether every undeclared name is accepted here whatever was written before: no schema
-        here closes its objects (``additionalProperties``/``unevaluatedProperties`` unset, true or
-        ``{}``, and not ``strict``). Then a fresh name always fits."""
+        """Whether every undeclared name is accepted here whatever was written before: no
+        ``propertyNames``, ``patternProperties`` only with schemas any value fits, and no schema here
+        closes its objects (``additionalProperties``/``unevaluatedProperties`` unset, true or ``{}``,
+        and not ``strict``). Then a fresh name always fits."""
         if self._open is None:
-            self._open = all(
+            self._open = not any("propertyNames" in s for s, _ in self.schemas) and all(
                 s.get(kw, True) in (True, {}) for s, _ in self.schemas
                 for kw in ("additionalProperties", "unevaluatedProperties")
-            )  # fmt: skip
+            ) and all(_trivial(p) for p in self._pattern_schemas())  # fmt: skip
         return self._open and not strict
+
+    def names_alike(self, strict: bool) -> bool:
+        """Whether every name not declared here fits as well as any other: no ``propertyNames``, and no
+        ``patternProperties`` unless every undeclared name fits anyway (``names_open``). Then one
+        fresh name stands for all of them."""
+        if any("propertyNames" in s for s, _ in self.schemas):
+            return False
+        return not any(True for _ in self._pattern_schemas()) or self.names_open(strict)
+
+    def _pattern_schemas(self):
+        for s, _ in self.schemas:
+            if isinstance(s.get("patternProperties"), dict):
+                yield from s["patternProperties"].values()
 
     @property
     def conjunctive(self) -> bool:
@@ -144,12 +164,11 @@ class KeyOrder:
 
     @property
     def bag_exact(self) -> bool:
-        """Whether the "bag" policy is exact here: every name not declared here is alike (no
-        ``patternProperties`` or ``propertyNames``), so one fresh name stands for all of them when
-        the matcher asks whether a member may still come; and the bag tracks every name that must
-        be present (``required``, dependencies) and the member count without forgetting any. Not
-        under a ``oneOf`` whose branches ``facts.disjoint`` cannot prove apart and of which several
-        are intersections themselves (``allOf``, ``$ref`` with siblings): exclusivity meets each
+        """Whether the "bag" policy is exact here: the bag tracks every name that must be present
+        (``required``, dependencies) and the member count without forgetting any (where branches
+        apply, ``anyOf`` and the like, each object lowered here is checked for its own names and
+        takes ``ordered_policy`` past the bound). Not under a ``oneOf`` whose branches
+        ``facts.disjoint`` cannot prove apart and of which several are intersections themselves (``allOf``, ``$ref`` with siblings): exclusivity meets each
         branch with the others' complements, and intersected bags (which take repeats) met with
         complemented ones cost far more than the declared order does (a MaskBench schema of four
         alarm kinds, each an ``allOf``, went from 0.2 s masks to the 5 s bound)."""
@@ -161,15 +180,15 @@ class KeyOrder:
         tracked = set(self.required_names)
         cap = 0
         for schema, base in self.schemas:
-            if "patternProperties" in schema or "propertyNames" in schema:
-                return False
             if _costly_exclusivity(schema, self.resolver, base):
                 return False
             tracked.update(_dependency_names(schema))
             for kw in _COUNTING:
                 if isinstance(schema.get(kw), int) and not isinstance(schema.get(kw), bool):
                     cap = max(cap, schema[kw])
-        return len(tracked) <= MAX_TRACKED_REQUIRED and (1 << len(tracked)) * (cap + 1) <= MAX_BAG_STATES
+        if not self.conjunctive:  # one branch's names at a time: each object lowered here checks its own
+            return True
+        return bag_fits(len(tracked), cap)
 
     @property
     def required_names(self) -> list[str]:
@@ -262,6 +281,16 @@ def _costly_exclusivity(schema: dict, resolver: SchemaResolver, base: str) -> bo
     branches = [resolver.followed(s, base) for s in subs]
     meets = [b for b in branches if isinstance(b, dict) and ("allOf" in b or ("$ref" in b and len(b) > 1))]
     return len(meets) >= 2
+
+
+def bag_fits(tracked: int, cap: int) -> bool:
+    """Whether a bag tracks ``tracked`` required names and counts to ``cap`` without forgetting."""
+    return tracked <= MAX_TRACKED_REQUIRED and (1 << tracked) * (cap + 1) <= MAX_BAG_STATES
+
+
+def _trivial(schema) -> bool:
+    """True, {} or annotations only: any value fits."""
+    return schema is True or (isinstance(schema, dict) and set(schema) <= ANNOTATIONS)
 
 
 def _dependency_names(schema: dict):

@@ -22,7 +22,7 @@ from guided.grammar import EMPTY_ID, ExprPool, parse_regex
 from guided.grammar.bounded_cache import BoundedCache
 from guided.grammar.languages import is_empty
 from guided.grammar.regex_ast import EMPTY, EPSILON, Node, Not, alt, intersect, literal, optional, repeat, seq
-from guided.schema.key_order import MAX_PERMUTED
+from guided.schema.key_order import MAX_PERMUTED, bag_fits
 from guided.schema.object_bags import bag
 from guided.schema.recursion import has_hole
 from guided.schema.strings import ANY_STRING_BODY, encode, json_literal_string, none_of, quoted
@@ -178,6 +178,8 @@ def _object(
     lo = lowering.count(schema, "minProperties", 0, path)
     hi = lowering.count(schema, "maxProperties", None, path)
     policy = place.policy(lowering.options.key_order, lowering.names_runtime)
+    if policy == "bag" and not bag_fits(sum(req for _, req in slots), hi if hi is not None else lo):
+        policy = place.ordered_policy  # this object's own names, where the place has several branches
     if policy == "bag" or (lowering.mode == lowering.NEG and (slots or lo or hi is not None)):
         # every order: to be complemented, or ("bag") with the matcher refusing a name written twice
         return _wrap(lowering, bag(lowering, slots, other, lo, hi), extra, base, place)

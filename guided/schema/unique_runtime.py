@@ -317,11 +317,16 @@ class _VocabFeatures:
         self.name_close: dict[str, list[int]] = {}  # string text before the closing quote -> tokens deciding nothing after it
         self.whole_name: dict[str, list[int]] = {}  # [ws][,][ws]"X" then nothing deciding -> by X
         self.simple_close: dict[bytes, list[int]] = {}  # text before the first quote -> tokens whose rest is , and ws
+        self.by_text: dict[bytes, list[int]] = {}  # a token's bytes, when they hold no quote -> tokens
+        backslash = np.zeros(n, dtype=bool)  # a backslash (an escape may spell a name another way)
         for t, data in enumerate(tokens):
             if not data or special[t]:
                 continue
             q = data.count(b'"')
             quote[t] = q > 0
+            backslash[t] = b"\\" in data
+            if not q:
+                self.by_text.setdefault(data, []).append(t)
             self.closers[t] = data.count(b"]") + data.count(b"}")
             ends[t] = any(c in data for c in b",]} \t\r\n")
             sep[t] = not data.strip(b" \t\r\n,")
@@ -356,12 +361,35 @@ class _VocabFeatures:
                 else:
                     self.name_close.setdefault(closing[0], []).append(t)
         pack = lambda a: _pack(a, words)  # noqa: E731
-        self.quote, self.complex_quote = pack(quote), pack(complex_quote)
+        self.quote, self.complex_quote, self.backslash = pack(quote), pack(complex_quote), pack(backslash)
         self.closer, self.starts, self.ends, self.sep = pack(self.closers > 0), pack(starts), pack(ends), pack(sep)
         self.zero, self.dot = pack(zero), pack(dot)
         self.comma, self.quotes2, self.quotes3 = pack(comma), pack(quotes2), pack(quotes3)
         self.name_complex, self.whole = pack(name_complex), pack(whole)
         self.name_after_value = pack(after_value)
+
+
+def _diverges(dfa, s: int, rests: list[bytes]) -> bool:
+    """Whether, from the live automaton state ``s`` inside a name, some byte path leaves every one
+    of ``rests`` (the spellings that end written names, each with its closing quote): then some
+    completion of the name is not written."""
+    if not rests:
+        return True
+    dfa.materialize(s)
+    allowed = dfa.trans[s][dfa.class_map] >= 0
+    by_byte: dict[int, list[bytes]] = {}
+    for r in rests:
+        by_byte.setdefault(r[0], []).append(r[1:])
+    off = allowed.copy()
+    off[list(by_byte)] = False
+    off[0x5C] = False
+    if off.any():
+        return True
+    for b, subs in by_byte.items():
+        subs = [r for r in subs if r]  # an empty rest: this byte (the quote) ends a written name
+        if allowed[b] and subs and _diverges(dfa, dfa.walk(s, bytes((b,))), subs):
+            return True
+    return False
 
 
 def _fresh(prefix: str, place, written: frozenset) -> str:
@@ -577,10 +605,13 @@ class UniqueMatcher:
                 lead, prefix = b"", json.loads(b'"' + raw + b'"')
             except ValueError:  # cut inside a character: checked at the next token
                 return True
-        names = [_fresh(prefix, place, written)]
-        if not fresh_only:
-            names += [n for n in place.names if n not in written and n.startswith(prefix)]
-        ok = any(self._fits(state, lead, n[len(prefix) :]) for n in names)
+        if not place.names_alike(self.checked.strict):
+            ok = self._unwritten_fits(state, lead, prefix, written)
+        else:
+            names = [_fresh(prefix, place, written)]
+            if not fresh_only:
+                names += [n for n in place.names if n not in written and n.startswith(prefix)]
+            ok = any(self._fits(state, lead, n[len(prefix) :]) for n in names)
         if len(memo) > 50_000:
             memo.clear()
         memo[key] = ok
@@ -630,6 +661,18 @@ class UniqueMatcher:
                 out.append(t)
         return out
 
+    def _unwritten_fits(self, state: int, lead: bytes, prefix: str, written: frozenset) -> bool:
+        """Whether the grammar accepts, from ``state``, ``lead`` and then the rest of some name that
+        begins with ``prefix`` and is not in ``written``: a search along the written names' spellings
+        only, since any byte the grammar allows off all of them (but a backslash, whose escape may
+        spell a written name another way) leads to names that were not written."""
+        dfa = self.checked.compiled.dfa
+        s = dfa.walk(state, lead) if lead else state
+        if s < 0:
+            return False
+        rests = [json.dumps(n[len(prefix) :], ensure_ascii=False)[1:].encode() for n in written if n.startswith(prefix)]
+        return _diverges(dfa, s, rests)
+
     def _fits(self, state: int, lead: bytes, rest: str) -> bool:
         """Whether the grammar accepts, from ``state``, ``lead`` and then ``rest`` spelled as the end
         of a JSON string (its closing quote included)."""
@@ -662,7 +705,8 @@ class UniqueMatcher:
             d = len(track.stack) - 1 - need
             return self._select(words, feats, ("need", need, in_string, self._known(track.stack[d]), self._outer(track, d)))
         written = top[9]
-        if lex is None and top[7] is None and (top[10] or not written) and top[11] is None and top[8].conjunctive:
+        if (lex is None and top[7] is None and (top[10] or not written) and top[11] is None and top[8].conjunctive
+                and top[8].names_alike(self.checked.strict)):  # fmt: skip
             top[11] = self._accepted_names(self.inner.state, top[8])  # a name is due: the same at every member
         outer = self._outer(track, len(track.stack) - 1)
         known = self._known(top)
@@ -683,6 +727,9 @@ class UniqueMatcher:
         if so_far is None:  # inside an escape or a character
             return self._select(words, feats, ("quote",))
         self._written_in(feats.name_close, written, so_far, words, out)
+        if written and not top[8].names_alike(self.checked.strict):  # only tokens toward a written name can be stuck
+            more = self._toward_written(written, so_far, words, feats)
+            return np.union1d(self._select(words, feats, ("name", outer, known)), more)
         if written and not top[8].names_open(self.checked.strict):  # the name begun may lead only to written ones
             if top[11] is not None:  # its names known: no simulation
                 if "" not in top[11]:  # (else a fresh name fits after any prefix)
@@ -731,6 +778,20 @@ class UniqueMatcher:
         for name in written:
             if name.startswith(so_far):
                 out += [t for t in table.get(name[len(so_far) :], ()) if (int(words[t >> 5]) >> (t & 31)) & 1]
+
+    def _toward_written(self, written: frozenset, so_far: str, words: np.ndarray, feats: _VocabFeatures) -> np.ndarray:
+        """Allowed tokens without a quote after which the name begun (``so_far``) is still the
+        beginning of a written name, or may be (a backslash): the only ones that can leave no
+        unwritten name to finish, since the grammar accepts some ending after any allowed token."""
+        head = so_far.encode("utf-8")
+        found = []
+        for name in written:
+            spelled = name.encode("utf-8")
+            if spelled.startswith(head):
+                rest = spelled[len(head) :]
+                for k in range(1, len(rest) + 1):
+                    found += [t for t in feats.by_text.get(rest[:k], ()) if (int(words[t >> 5]) >> (t & 31)) & 1]
+        return np.union1d(np.asarray(found, dtype=np.int64), _ids(words & feats.backslash & ~feats.quote))
 
     def _stuck_in_name(self, left: frozenset, so_far: str, words: np.ndarray, feats: _VocabFeatures) -> list[int]:
         """Allowed tokens without a quote that continue the name ``so_far`` where no name in ``left``

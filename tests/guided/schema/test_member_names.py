@@ -38,6 +38,11 @@ def _value(kind: str, i: int):
     return i if kind == "integer" else f"v{i}"
 
 
+# names that patternProperties alone admit: four, so that they can all be written
+PATTERNED = {**_object(True, kinds=("null",)), "patternProperties": {"^q[0-3]$": {"type": "null"}}}
+PATTERN_NAMES = ["q0", "q1", "q2", "q3"]
+
+
 @pytest.fixture(scope="module")
 def compiler(vocab_builtin):
     return GrammarCompiler(vocab_builtin)
@@ -132,8 +137,10 @@ def _masked_walk(compiled, vocab, rng, steps=400) -> bytes | None:
          "additionalProperties": False},
         {"allOf": [_object(True, required=("p2",), kinds=("boolean",)), {"required": ["p7"]}]},
         {"anyOf": [_object(True, kinds=("null",)), {**_object(True, kinds=("boolean",)), "required": ["p8"]}]},
+        PATTERNED,
+        {**_object(False, kinds=("null",)), "patternProperties": {"^x": {"type": "boolean"}}},
     ],
-    ids=["closed", "closed-optional", "open", "in-array", "nested", "allOf", "anyOf"],
+    ids=["closed", "closed-optional", "open", "in-array", "nested", "allOf", "anyOf", "patterns", "open-patterns"],
 )  # fmt: skip
 def test_random_walks_never_dead_end_and_finish_valid(compiler, vocab_builtin, schema):
     compiled = _compiled(compiler, schema, whitespace="compact")
@@ -151,16 +158,17 @@ def test_random_walks_never_dead_end_and_finish_valid(compiler, vocab_builtin, s
     assert finished >= (0 if schema.get("additionalProperties", True) is True and "properties" in schema else 3)
 
 
-def test_masks_drop_exactly_the_repeats_and_the_dead_ends(compiler, vocab_builtin):
+@pytest.mark.parametrize("schema, extra", [(_object(True, kinds=("null",)), []), (PATTERNED, PATTERN_NAMES)],
+                         ids=["declared", "patterns"])  # fmt: skip
+def test_masks_drop_exactly_the_repeats_and_the_dead_ends(compiler, vocab_builtin, schema, extra):
     """At states along valid instances, compare the mask with the plain grammar's: a token is dropped
     exactly when it completes a name already written, or ends where a name is due or begun and no
-    name not yet written can complete it (found by trying every declared name)."""
-    schema = _object(True, kinds=("null",))
+    name not yet written can complete it (found by trying every name the schema admits)."""
     compiled = _compiled(compiler, schema, whitespace="compact")
     inner = compiled.compiled
     tokens = vocab_builtin.tokens
     rng = random.Random(2)
-    order = rng.sample(NAMES, len(NAMES))
+    order = rng.sample(NAMES + extra, len(NAMES + extra))
     text = "{" + ",".join(f'"{n}":null' for n in order) + "}"
     checked = 0
     for cut in range(2, len(text) - 1):
@@ -182,7 +190,7 @@ def test_masks_drop_exactly_the_repeats_and_the_dead_ends(compiler, vocab_builti
             stuck = False
             if in_name or after.endswith(","):  # a name begun or due: can a name not written complete it?
                 begun = after[after.rfind('"') + 1 :] if in_name else ""
-                stuck = not any(n.startswith(begun) for n in NAMES if n not in keys)
+                stuck = not any(n.startswith(begun) for n in NAMES + extra if n not in keys)
             assert (t in got) == (not repeat and not stuck), (prefix, tokens[t])
             checked += 1
     assert checked > 50
@@ -194,8 +202,12 @@ def test_the_bag_policy_where_names_are_alike_only():
     place = KeyOrder.at(res, [({"type": "object", "properties": props}, "")])
     assert place.policy("any") == "bag"
     assert place.policy("any", bags=False) == "around"
-    pats = {"type": "object", "properties": props, "patternProperties": {"^x-": {}}}
-    assert KeyOrder.at(res, [(pats, "")]).policy("any") == "around"
+    pats = {"type": "object", "properties": props, "patternProperties": {"^x-": {"type": "integer"}}}
+    assert KeyOrder.at(res, [(pats, "")]).policy("any") == "bag"  # names not alike: the matcher searches
+    assert not KeyOrder.at(res, [(pats, "")]).names_alike(False) and place.names_alike(False)
+    any_x = {"type": "object", "properties": props, "patternProperties": {"^x-": {"title": "any"}}}
+    assert KeyOrder.at(res, [(any_x, "")]).names_alike(False)  # every undeclared name fits anyway
+    assert not KeyOrder.at(res, [(any_x, "")]).names_alike(True)  # strict: only ^x- names fit
     many = {"type": "object", "properties": props, "required": NAMES}  # 9 names to track: past the bag's count
     assert KeyOrder.at(res, [(many, "")]).policy("any") == "around"
     # oneOf: a bag unless its branches are not provably apart and several are intersections
@@ -208,3 +220,28 @@ def test_the_bag_policy_where_names_are_alike_only():
     meets = [{"allOf": [{"required": [n]}, {"properties": {n: {"type": "integer"}}}]} for n in ("p0", "p1")]
     costly = {"type": "object", "properties": props, "oneOf": meets}
     assert KeyOrder.at(res, [(costly, "")]).policy("any") == "around"
+
+
+def test_branches_with_many_required_names_between_them_take_any_order(compiler):
+    """Past the bag's tracked bound only together: each anyOf branch requires five names of its own
+    (ten at the place), so each branch's object is a bag and takes its members in any order."""
+    branches = []
+    for b in range(2):
+        own = [f"b{b}n{i}" for i in range(5)]
+        branches.append({"type": "object", "properties": {n: {"type": "integer"} for n in own + NAMES[:3]},
+                         "required": own, "additionalProperties": False})  # fmt: skip
+    schema = {"anyOf": branches}
+    compiled = _compiled(compiler, schema)
+    rng = random.Random(3)
+    for _ in range(10):
+        b = rng.randrange(2)
+        names = rng.sample(list(branches[b]["properties"]), 7)
+        inst = {n: i for i, n in enumerate(names)}
+        m = compiled.matcher()
+        ok = m.accept_text(json.dumps(inst)) and m.is_accepting()
+        assert ok == jsonschema.Draft202012Validator(schema).is_valid(inst), inst
+    m = compiled.matcher()
+    assert m.accept_text('{"p1": 1, "b1n3": 2, "b1n0": 3')
+    assert not m.accept_text(', "b1n3": 4')  # a repeat: refused
+    assert not m.accept_text('}')  # b1n1, b1n2, b1n4 missing
+    assert m.accept_text(', "b1n4": 4, "b1n1": 5, "b1n2": 6}') and m.is_accepting()
