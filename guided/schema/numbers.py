@@ -5,9 +5,11 @@ Languages (JSON number syntax throughout):
 * ``integer``: ``-?(0|[1-9][0-9]*)`` optionally followed by ``.0`` (JSON Schema counts ``1.0`` as an
   integer; one zero only, so generation cannot loop on zeros); no exponent form.
 * ``number`` without bounds: the full JSON number grammar, exponent included.
-* ``number`` with bounds or ``multipleOf``: plain decimals without an exponent, so the comparison with
-  the bound is exact digit by digit. Every finite decimal has such a spelling, so this restricts what
-  is generated, never what the schema allows through.
+* ``number`` with bounds that only ask for a sign (``minimum: 0``, ``exclusiveMaximum: 0``): every
+  spelling, exponent included.
+* ``number`` with other bounds or ``multipleOf``: plain decimals without an exponent, so the
+  comparison with the bound is exact digit by digit. Every finite decimal has such a spelling, so
+  this restricts what is generated, never what the schema allows through.
 
 Range languages are built digit by digit (no intersection), so they cost the automaton nothing extra.
 """
@@ -422,7 +424,30 @@ def number_node(schema: dict, path: str, lenient: bool, warn, zeros: bool = Fals
         warn(f"{msg}; relaxed", path + "/multipleOf")
     if lo is None and hi is None:
         return JSON_NUMBER
+    if not zeros and lo in (None, 0) and hi in (None, 0):
+        return _signed(lo, lo_s, hi, hi_s)
     return decimal_range(lo, lo_s, hi, hi_s)
+
+
+# a mantissa whose value is 0, and one whose value is not
+ZERO_MANTISSA = seq(literal("0"), optional(seq(literal("."), repeat(literal("0"), 1, None))))
+NONZERO_MANTISSA = alt(
+    seq(NONZERO, DIGITS, FRAC),
+    seq(literal("0."), repeat(literal("0"), 0, None), NONZERO, DIGITS),
+)
+
+
+def _signed(lo: Decimal | None, lo_strict: bool, hi: Decimal | None, hi_strict: bool) -> Node:
+    """Numbers whose bounds only ask for a sign (``minimum: 0``, ``exclusiveMaximum: 0``, ...), in
+    every spelling, the exponent form included: the sign of m·10^e is the sign of m."""
+    parts = []
+    if hi is None:
+        parts.append(seq(NONZERO_MANTISSA, EXP))
+    if lo is None:
+        parts.append(seq(literal("-"), NONZERO_MANTISSA, EXP))
+    if (lo is None or not lo_strict) and (hi is None or not hi_strict):
+        parts.append(seq(optional(literal("-")), ZERO_MANTISSA, EXP))
+    return alt(*parts)
 
 
 def _dec(v) -> Decimal:

@@ -47,6 +47,10 @@ CASES = {
     ),
     # (values whose float division is inexact, like 0.07 / 0.01, are left out: the validator's float
     # arithmetic calls them invalid, the compiler's decimal arithmetic valid)
+    # bounds that ask for a sign only: every spelling, exponents included (json.dumps writes 1e-06)
+    "number-sign": ({"type": "number", "minimum": 0}, [0, 3, 1e-06, 2.5e20, -1e-09, -0.0, -3]),
+    "number-positive": ({"type": "number", "exclusiveMinimum": 0}, [1e-06, 5e30, 0, 0.0, -2e-07]),
+    "number-nonpositive": ({"type": "number", "maximum": 0}, [-1e-06, 0, -0.0, 1e-300, -5]),
     "number-multiple": ({"type": "number", "multipleOf": 0.01}, [1, 1.5, 1.25, 1.255, -0.5, 0.001]),
     # c / 10^n with c not 1: a walk over remainders mod c (values chosen so float division is exact)
     "number-multiple-2.5": ({"type": "number", "multipleOf": 2.5}, [0, 2.5, 5, 7.5, -12.5, 100, 1, 2.4, 3.75]),
