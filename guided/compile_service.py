@@ -26,6 +26,7 @@ from guided.grammar.regex_ast import alt, literal
 from guided.grammar.vocab import Vocabulary
 from guided.limits import Limits, check_text
 from guided.schema.compiler import compile_json_schema
+from guided.schema.unique_runtime import prepare as prepare_checks
 
 __all__ = ["CompileService", "PendingGrammar", "grammar_cache_dir"]
 
@@ -128,6 +129,7 @@ class CompileService:
         self.grammars = GrammarCompiler(vocabulary, cache_size=cache_size, encode=encode, disk_cache=disk)
         self.set_limits(limits or Limits(compile_timeout_s=float(timeout_s)))
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="guided-compile")
+        self._pool.submit(prepare_checks, vocabulary)  # the run-time checks' tables, off the first request
         self._inflight: dict[tuple, tuple[Future, list]] = {}
         self._compiled: BoundedCache[tuple, bool] = BoundedCache(cache_size)  # keys compiled lately
         self._lock = threading.Lock()

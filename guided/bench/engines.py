@@ -18,6 +18,7 @@ import numpy as np
 from guided.grammar.compiler import GrammarCompiler
 from guided.grammar.vocab import Vocabulary
 from guided.schema.compiler import compile_json_schema
+from guided.schema.unique_runtime import prepare as prepare_checks
 
 __all__ = ["make_engine", "ENGINES"]
 
@@ -52,6 +53,7 @@ class GuidedEngine:
 
         self.vocab = Vocabulary.from_tokenizer(tokenizer)
         self.compiler = GrammarCompiler(self.vocab, cache_size=2)
+        prepare_checks(self.vocab)  # per-vocabulary tables, as llguidance builds its own with the tokenizer
         self.registry = registry
         self.options = options  # SchemaOptions fields, e.g. max_depth
         self.bitmask = np.zeros((1, self.vocab.bitmask_words), dtype=np.int32)

@@ -39,7 +39,7 @@ import numpy as np
 from guided.grammar import Matcher
 from guided.schema.unique_plan import UniquePlan
 
-__all__ = ["UniqueChecked", "UniqueMatcher", "JsonTrack", "json_value_key"]
+__all__ = ["UniqueChecked", "UniqueMatcher", "JsonTrack", "json_value_key", "prepare"]
 
 _WS = b" \t\r\n"
 _NUMBER = re.compile(r"(-?)([0-9]+)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?")
@@ -300,37 +300,50 @@ class _VocabFeatures:
 
     def __init__(self, tokens: list[bytes], special, words: int) -> None:
         n = len(tokens)
-        self.closers = np.zeros(n, dtype=np.int16)
-        quote = np.zeros(n, dtype=bool)  # any quote
+        self.tokens = tokens
+        live = np.fromiter((bool(t) for t in tokens), bool, n) & ~np.asarray(special, dtype=bool)[:n]
+        # byte counts per token, over all tokens at once: the loops below visit only the few tokens
+        # whose bytes make them interesting (a quote, a leading digit)
+        lens = np.fromiter((len(t) for t in tokens), np.int64, n)
+        flat = np.frombuffer(b"".join(tokens), dtype=np.uint8)
+        owner = np.repeat(np.arange(n), lens)
+
+        def count(chars: bytes) -> np.ndarray:
+            hit = np.isin(flat, np.frombuffer(chars, dtype=np.uint8))
+            return np.bincount(owner[hit], minlength=n)[:n] * live
+
+        q = count(b'"')
+        self.closers = count(b"]}").astype(np.int16)
+        quote = q > 0  # any quote
+        ends = count(b",]} \t\r\n") > 0  # , ] } or whitespace: a number or literal may end there
+        sep = live & (count(b", \t\r\n") == lens)  # only , and whitespace: ends a scalar, decides nothing more
+        zero = count(b"0") > 0  # a 0 (an integer item "-0" is decided there)
+        dot = count(b".") > 0  # a . (an integer item is decided there)
+        comma = count(b",") > 0  # a , (a member name may follow in the token or after it)
+        quotes2, quotes3 = q >= 2, q >= 3  # a whole member name may be in the token; a string ends, then one
+        backslash = count(b"\\") > 0  # a backslash (an escape may spell a name another way)
         complex_quote = np.zeros(n, dtype=bool)  # a quote with a backslash before or more after it
-        ends = np.zeros(n, dtype=bool)  # , ] } or whitespace: a number or literal may end there
-        sep = np.zeros(n, dtype=bool)  # only , and whitespace: ends a scalar, decides nothing more
-        zero = np.zeros(n, dtype=bool)  # a 0 (an integer item "-0" is decided there)
-        dot = np.zeros(n, dtype=bool)  # a . (an integer item is decided there)
-        starts = np.zeros(n, dtype=bool)  # after , and ws: an item that may be decided in the token
-        comma = np.zeros(n, dtype=bool)  # a , (a member name may follow in the token or after it)
-        quotes2 = np.zeros(n, dtype=bool)  # two quotes or more (a whole member name may be in the token)
-        quotes3 = np.zeros(n, dtype=bool)  # three or more (a string ends, then a whole name)
         name_complex = np.zeros(n, dtype=bool)  # a quote not in name_close
         whole = np.zeros(n, dtype=bool)  # in whole_name
         after_value = np.zeros(n, dtype=bool)  # _name_after_value
+        # after , and ws: an item that may be decided in the token (a literal at its first letter, a
+        # string at its quote, a number where it ends in the token or at 0 / .)
+        starts = quotes2 | (self.closers > 0)
         self.name_close: dict[str, list[int]] = {}  # string text before the closing quote -> tokens deciding nothing after it
         self.whole_name: dict[str, list[int]] = {}  # [ws][,][ws]"X" then nothing deciding -> by X
         self.simple_close: dict[bytes, list[int]] = {}  # text before the first quote -> tokens whose rest is , and ws
-        self.by_text: dict[bytes, list[int]] = {}  # a token's bytes, when they hold no quote -> tokens
-        backslash = np.zeros(n, dtype=bool)  # a backslash (an escape may spell a name another way)
-        for t, data in enumerate(tokens):
-            if not data or special[t]:
-                continue
-            q = data.count(b'"')
-            quote[t] = q > 0
-            backslash[t] = b"\\" in data
-            if not q:
-                self.by_text.setdefault(data, []).append(t)
-            self.closers[t] = data.count(b"]") + data.count(b"}")
-            ends[t] = any(c in data for c in b",]} \t\r\n")
-            sep[t] = not data.strip(b" \t\r\n,")
-            zero[t], dot[t], comma[t], quotes2[t], quotes3[t] = b"0" in data, b"." in data, b"," in data, q >= 2, q >= 3
+        self._by_text: dict[bytes, list[int]] | None = None
+        heads = [t.lstrip(b" \t\r\n,")[:1] for t in tokens]
+        for t in np.flatnonzero(live & ~starts).tolist():
+            head = heads[t]
+            if head in (b"t", b"f", b"n"):
+                starts[t] = True
+            elif head == b"-" or head.isdigit():
+                body = tokens[t].lstrip(b" \t\r\n,")
+                run = len(body) - len(body.lstrip(b"0123456789+-.eE"))
+                starts[t] = run < len(body) or body.startswith((b"0", b"-0")) or b"." in body
+        for t in np.flatnonzero(quote).tolist():
+            data = tokens[t]
             after_value[t] = comma[t] and quotes2[t] and _name_after_value(data)
             m = _WHOLE_NAME.fullmatch(data)
             if m is not None:
@@ -341,25 +354,18 @@ class _VocabFeatures:
                 if name is not None:
                     whole[t] = True
                     self.whole_name.setdefault(name, []).append(t)
-            body = data.lstrip(b" \t\r\n,")
-            head = body[:1]
-            if head in (b"t", b"f", b"n") or q >= 2 or self.closers[t]:
-                starts[t] = True  # a literal is decided at its first letter; a string at its quote
-            elif head == b"-" or head.isdigit():  # a number: decided when it ends in the token, or at 0 / .
-                run = len(body) - len(body.lstrip(b"0123456789+-.eE"))
-                starts[t] = run < len(body) or body.startswith((b"0", b"-0")) or b"." in body
-            if q:
-                i = data.index(b'"')
-                pre, rest = data[:i], data[i + 1 :]
-                if b"\\" in pre or rest.strip(b" \t\r\n,"):
-                    complex_quote[t] = True
-                else:
-                    self.simple_close.setdefault(pre, []).append(t)
-                closing = _closing_quote(data)  # where the token's text ends a string begun before it
-                if closing is None or any(c in data[closing[1] :] for c in b",]}"):
-                    name_complex[t] = True
-                else:
-                    self.name_close.setdefault(closing[0], []).append(t)
+            i = data.index(b'"')
+            pre, rest = data[:i], data[i + 1 :]
+            if b"\\" in pre or rest.strip(b" \t\r\n,"):
+                complex_quote[t] = True
+            else:
+                self.simple_close.setdefault(pre, []).append(t)
+            closing = _closing_quote(data)  # where the token's text ends a string begun before it
+            if closing is None or any(c in data[closing[1] :] for c in b",]}"):
+                name_complex[t] = True
+            else:
+                self.name_close.setdefault(closing[0], []).append(t)
+        self._live = live
         pack = lambda a: _pack(a, words)  # noqa: E731
         self.quote, self.complex_quote, self.backslash = pack(quote), pack(complex_quote), pack(backslash)
         self.closer, self.starts, self.ends, self.sep = pack(self.closers > 0), pack(starts), pack(ends), pack(sep)
@@ -367,6 +373,18 @@ class _VocabFeatures:
         self.comma, self.quotes2, self.quotes3 = pack(comma), pack(quotes2), pack(quotes3)
         self.name_complex, self.whole = pack(name_complex), pack(whole)
         self.name_after_value = pack(after_value)
+
+    @property
+    def by_text(self) -> dict[bytes, list[int]]:
+        """A token's bytes, when they hold no quote -> the tokens (built on first use)."""
+        if self._by_text is None:
+            table: dict[bytes, list[int]] = {}
+            tokens = self.tokens
+            for t in np.flatnonzero(self._live).tolist():
+                if b'"' not in tokens[t]:
+                    table.setdefault(tokens[t], []).append(t)
+            self._by_text = table
+        return self._by_text
 
 
 def _diverges(dfa, s: int, rests: list[bytes]) -> bool:
@@ -460,6 +478,12 @@ _NO_IDS = np.zeros(0, dtype=np.int64)
 
 _FEATURES: dict[str, _VocabFeatures] = {}
 _FEATURES_LOCK = threading.Lock()
+
+
+def prepare(vocabulary) -> None:
+    """Build the per-vocabulary tables of the run-time checks now (~60 ms for 128k tokens) instead
+    of in the first mask that needs them."""
+    _features(vocabulary)
 
 
 def _features(vocabulary) -> _VocabFeatures:
