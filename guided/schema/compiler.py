@@ -70,6 +70,7 @@ from guided.grammar.cfg_ir import CfgGrammar
 from guided.grammar.regex_ast import EMPTY, Node
 from guided.limits import check_schema
 from guided.schema.any_value import ANY
+from guided.schema.drafts import for_draft
 from guided.schema.intersections import meet_one
 from guided.schema.key_order import bag_root
 from guided.schema.lowering import SchemaLowering
@@ -147,7 +148,7 @@ def json_schema_to_grammar(
         The lowering exceeded its size or time bound.
     """
     opts = options.pop("options", None) or SchemaOptions(**options)
-    schema = schema_dict(schema)
+    schema = for_draft(schema_dict(schema))
     check_schema(schema, opts.limits)  # sizes, depth, counts: LimitError naming the limit and JSON pointer
     check_shapes(schema)  # malformed keywords: SchemaError naming the keyword and JSON pointer
     lowering = SchemaLowering(schema, opts, registry)
@@ -208,7 +209,7 @@ def compile_json_schema(compiler, schema: Any, *, registry: dict | None = None, 
     where ``uniqueItems`` needs the run-time check, either inside a ``UniqueChecked``."""
     _intern_common_lexemes()
     opts = SchemaOptions(**options)
-    schema = schema_dict(schema)
+    schema = for_draft(schema_dict(schema))
     key = ("json-schema", cache_key(schema, opts, registry))  # a cached grammar skips the lowering
     plan, refusal, keys = _PLANS.get_or_create(
         key, lambda: (*unique_plan(schema, registry, opts), _bags(schema, registry, opts))

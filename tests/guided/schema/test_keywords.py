@@ -443,3 +443,34 @@ def test_schema_text_and_unsatisfiable():
     assert accepts(json_schema_to_node('{"type": "null"}'), "null")
     with pytest.raises(SchemaError, match="accepts no instance"):
         json_schema_to_node({"allOf": [{"type": "string"}, False]})
+
+
+@pytest.mark.parametrize(
+    "schema, instances",
+    [
+        # draft-04 has no if/then/else and no const: its validators ignore them, and so does the grammar
+        ({"$schema": "http://json-schema.org/draft-04/schema#", "type": "object",
+          "properties": {"kind": {"type": "string"}, "if": {"type": "integer"}},
+          "if": {"properties": {"kind": {"const": "a"}}}, "then": {"required": ["x"]}},
+         [{"kind": "a"}, {"kind": "b", "if": 1}, {"kind": "a", "if": "no"}]),
+        ({"$schema": "http://json-schema.org/draft-04/schema#", "properties": {"v": {"const": 1}}},
+         [{"v": 2}, {"v": 1}]),
+        # draft-07 has if/then but no dependentRequired
+        ({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+          "dependentRequired": {"a": ["b"]}, "if": {"required": ["a"]}, "then": {"required": ["c"]}},
+         [{"a": 1}, {"a": 1, "c": 2}, {"b": 1}]),
+        # no $schema: every keyword applies
+        ({"type": "object", "properties": {"v": {"const": 1}}}, [{"v": 2}, {"v": 1}]),
+    ],
+    ids=["draft4-if-const", "draft4-const", "draft7-dependentRequired", "no-draft"],
+)  # fmt: skip
+def test_keywords_a_declared_draft_does_not_have_are_ignored_as_its_validator_does(schema, instances):
+    import jsonschema
+
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        node = json_schema_to_node(schema)
+    assert any("ignored" in str(w.message) for w in caught) == ("$schema" in schema)
+    for value in instances:
+        assert accepts(node, dumps(value)) == validator.is_valid(value), value
