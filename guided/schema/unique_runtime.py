@@ -46,6 +46,11 @@ _NUMBER = re.compile(r"(-?)([0-9]+)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?")
 _NUM = frozenset(b"0123456789+-.eE")
 _LIT = {ord("t"): True, ord("f"): False, ord("n"): None}
 # a token that, where a name is due or a value just ended, writes one whole name and nothing deciding after it
+# token shapes in an object whose names are checked (``UniqueMatcher._by_shape``): where a name is due, a
+# quote and the name begun; in a string value or a scalar, its rest, a comma and maybe a name begun
+_DUE_SHAPE = re.compile(rb'(?P<pre>)[ \t\r\n]*"(?P<name>[^"\\]*)', re.S)
+_STRING_VALUE_SHAPE = re.compile(rb'(?P<pre>[^"\\]*)"[ \t\r\n]*,[ \t\r\n]*(?:"(?P<name>[^"\\]*))?', re.S)
+_SCALAR_SHAPE = re.compile(rb'(?P<pre>[0-9a-zA-Z.+-]*)[ \t\r\n]*,[ \t\r\n]*(?:"(?P<name>[^"\\]*))?', re.S)
 _WHOLE_NAME = re.compile(rb'[ \t\r\n]*,?[ \t\r\n]*"([^"\\]*)"[^",\]}]*', re.S)
 
 
@@ -680,10 +685,50 @@ class UniqueMatcher:
             sim = _ids(ends)
         else:
             sim = _ids(words & feats.starts)
-        for t in sim.tolist():
+        ids = sim.tolist()
+        if not track.stack[d][0] and d == len(track.stack) - 1 and len(ids) > 1:
+            ids = self._by_shape(track, ids, out)
+        for t in ids:
             if self._after(tokens[t], t) is None:
                 out.append(t)
         return out
+
+    def _by_shape(self, track: JsonTrack, ids: list[int], out: list[int]) -> list[int]:
+        """Of the tokens to simulate in the checked object on top, those whose shape does not decide
+        them. A token that ends beginning a name no written name begins with is allowed: the grammar
+        accepts some ending after it, and that name was not written. A token that ends past a comma
+        decides what every token with the same text before the comma decides (whitespace changes
+        nothing): one of them is simulated (refusals go to ``out``)."""
+        top, lex = track.stack[-1], track.lex
+        if lex is None:
+            if top[7] is not None:
+                return ids
+            shape = _DUE_SHAPE  # where a quote begins a name
+        elif lex[0] == "s" and not lex[3] and not lex[2]:
+            shape = _STRING_VALUE_SHAPE
+        elif lex[0] in ("n", "l"):
+            shape = _SCALAR_SHAPE
+        else:
+            return ids
+        written = [n.encode("utf-8") for n in top[9]]
+        tokens = self.checked.compiled.vocabulary.tokens
+        keep, decided = [], {}
+        for t in ids:
+            m = shape.fullmatch(tokens[t])
+            if m is None:
+                keep.append(t)
+                continue
+            name = m.group("name")
+            if name is not None:
+                if any(w.startswith(name) for w in written):
+                    keep.append(t)
+                continue
+            key = m.group("pre")
+            if key not in decided:
+                decided[key] = self._after(tokens[t], t) is not None
+            if not decided[key]:
+                out.append(t)
+        return keep
 
     def _unwritten_fits(self, state: int, lead: bytes, prefix: str, written: frozenset) -> bool:
         """Whether the grammar accepts, from ``state``, ``lead`` and then the rest of some name that
@@ -808,13 +853,13 @@ class UniqueMatcher:
         beginning of a written name, or may be (a backslash): the only ones that can leave no
         unwritten name to finish, since the grammar accepts some ending after any allowed token."""
         head = so_far.encode("utf-8")
-        found = []
+        found, by_text = [], feats.by_text
         for name in written:
             spelled = name.encode("utf-8")
             if spelled.startswith(head):
                 rest = spelled[len(head) :]
                 for k in range(1, len(rest) + 1):
-                    found += [t for t in feats.by_text.get(rest[:k], ()) if (int(words[t >> 5]) >> (t & 31)) & 1]
+                    found += [t for t in by_text.get(rest[:k], ()) if (int(words[t >> 5]) >> (t & 31)) & 1]
         return np.union1d(np.asarray(found, dtype=np.int64), _ids(words & feats.backslash & ~feats.quote))
 
     def _stuck_in_name(self, left: frozenset, so_far: str, words: np.ndarray, feats: _VocabFeatures) -> list[int]:
