@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # the lowering calls these helpers with itself
 __all__ = ["object_node", "any_order", "MAX_PATTERN_GROUPS", "MAX_DEPENDENCIES"]
 
 MAX_PATTERN_GROUPS = 64  # kinds of undeclared name by the patternProperties they match (_pattern_groups)
-MAX_DEPENDENCIES = 4
+MAX_DEPENDENCIES = 6
 _OBJECT_KEYWORDS = ("dependentRequired", "dependentSchemas", "dependencies")
 _OPEN, _CLOSE = literal("{"), literal("}")
 _STRING_ONLY = frozenset(

@@ -474,3 +474,25 @@ def test_keywords_a_declared_draft_does_not_have_are_ignored_as_its_validator_do
     assert any("ignored" in str(w.message) for w in caught) == ("$schema" in schema)
     for value in instances:
         assert accepts(node, dumps(value)) == validator.is_valid(value), value
+
+
+def test_six_property_dependencies_split_exactly_and_a_seventh_is_a_limit():
+    import itertools
+
+    import jsonschema
+
+    names = "abcdefg"
+    deps = {names[i]: [names[(i + 1) % 7]] for i in range(6)}  # a->b, b->c, ..., f->g: none settled
+    schema = {"type": "object", "properties": {n: {"type": "integer"} for n in names}, "dependentRequired": deps}
+    node = json_schema_to_node(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    checked = 0
+    for k in range(4):
+        for chosen in itertools.combinations(names, k):
+            value = {n: 1 for n in names if n in chosen}
+            assert accepts(node, dumps(value)) == validator.is_valid(value), value
+            checked += 1
+    assert checked == 1 + 7 + 21 + 35
+    deps["g"] = ["a"]
+    with pytest.raises(LimitError, match="more than 6 property dependencies"):
+        json_schema_to_node(schema)
