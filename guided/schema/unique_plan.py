@@ -22,7 +22,9 @@ all end as duplicates (a dead end for the generation): items must be strings (``
 most, or a pattern/format open after every prefix), numbers, integers, any value, objects that take
 one more member with a fresh name after any prefix (additional properties of any value, no
 ``maxProperties``/``propertyNames``/``patternProperties``), a mix of those under ``anyOf``/``oneOf``,
-or a small finite set the grammar enforces itself. Undeclared member names are walked once per set of
+or a small finite set the grammar enforces itself; or strings that may run out (``maxLength``,
+``uuid``, ``^(a|b)$``, beside the open kinds: "bounded"), where the matcher searches the grammar for
+an ending no earlier item has before it lets a string item go on or a new item begin. Undeclared member names are walked once per set of
 patterns they can match, so uniqueness under ``patternProperties`` alone is not a mixed place.
 """
 
@@ -327,8 +329,9 @@ class UniquePlan:
         return "0" if not live else live.pop() if len(live) == 1 else "X"
 
     def item_kind(self, f: tuple) -> str | None:
-        """What an item of formula f is: "any", "string", "number", "integer", "finite", "none" (no
-        value), or None when its prefixes could all end as duplicates (not supported)."""
+        """What an item of formula f is: "any", "string", "number", "integer", "object", "bounded"
+        (strings that may run out, beside open kinds), "finite", "none" (no value), or None when
+        its prefixes could all end as duplicates and the matcher cannot tell (not supported)."""
         if f not in self._kinds:
             self._kinds[f] = self._kind(f)
         return self._kinds[f]
@@ -347,10 +350,14 @@ class UniquePlan:
                 return "none"
             if len(live) == 1:
                 return live.pop()
-            return "any" if live <= _OPEN else None
+            if live <= _OPEN:
+                return "any"
+            return "bounded" if live <= _OPEN | {"bounded"} else None
         if None in got:
             return None
         kinds = {g for g in got if g != "any"}
+        if "bounded" in kinds and kinds <= {"bounded", "string"}:
+            return "bounded"  # within a bounded string language: still bounded
         if "none" in kinds:
             return "none"
         if "finite" in kinds:
@@ -451,7 +458,9 @@ def _all_finite(resolver, schema: dict, base: str) -> list | None:
     return values
 
 
-# item kinds whose every prefix has endlessly many endings of distinct values
+# item kinds whose every prefix has endlessly many endings of distinct values; "bounded": such kinds or
+# strings whose language runs out (maxLength, uuid, ^(a|b)$), where the matcher searches the grammar
+# for an ending that is not an earlier item before it lets a string item go on
 _OPEN = frozenset({"any", "string", "number", "integer", "object"})
 # an object's keywords that never stop one more member with a fresh name (and any value) being added
 _OPEN_OBJECT_KEYS = frozenset({"properties", "required", "additionalProperties"})
@@ -466,10 +475,17 @@ def _leaf_kind(schema: dict, strict: bool = False) -> str | None:
     t = schema.get("type")
     keys.discard("type")
     if t is None:
-        # keywords of one kind say nothing about values of other kinds: such a leaf is "any" only
-        # when it has none
-        return "any" if not keys else None
-    if isinstance(t, list):
+        # keywords of one kind say nothing about values of other kinds: such a leaf is "any" when
+        # it has none, and with string keywords only, "any" or "bounded" as its strings are
+        if not keys:
+            return "any"
+        if keys <= {"minLength", "maxLength", "pattern", "format"}:
+            key = tuple(schema.get(k) for k in ("minLength", "maxLength", "pattern", "format"))
+            return "any" if _open_everywhere(*key) else "bounded"
+        return None
+    if isinstance(t, list):  # a string or null: null is decided at its first letter
+        if sorted(t) == ["null", "string"] and keys <= {"minLength", "maxLength", "pattern", "format"}:
+            return "bounded"
         return None
     if t in ("boolean", "null"):
         return "finite"
@@ -478,7 +494,7 @@ def _leaf_kind(schema: dict, strict: bool = False) -> str | None:
             return "string"
         if keys <= {"minLength", "maxLength", "pattern", "format"}:
             key = tuple(schema.get(k) for k in ("minLength", "maxLength", "pattern", "format"))
-            return "string" if _open_everywhere(*key) else None
+            return "string" if _open_everywhere(*key) else "bounded"
         return None
     if t in ("number", "integer"):
         return t if not keys else None

@@ -22,6 +22,11 @@ at the byte after it (a literal already at its first letter, an integer already 
 that is not decided can still end as a new value, so refusing these tokens never leaves the
 generation without a way forward.
 
+Strings that may run out ("bounded" items: ``maxLength``, ``uuid``, ``^(a|b)$``): a token that
+leaves a string item, or the comma before a new item, is allowed only while the grammar accepts an
+ending that no earlier item has, found by a search along the earlier items' spellings
+(``_diverges``, as for member names).
+
 Masks: the grammar's mask, then only the allowed tokens that could decide an item are simulated
 (by which bytes they contain; in a string item, only tokens whose text before the quote finishes
 an earlier item, plus the few with more after the quote).
@@ -51,6 +56,8 @@ _LIT = {ord("t"): True, ord("f"): False, ord("n"): None}
 _DUE_SHAPE = re.compile(rb'(?P<pre>)[ \t\r\n]*"(?P<name>[^"\\]*)', re.S)
 _STRING_VALUE_SHAPE = re.compile(rb'(?P<pre>[^"\\]*)"[ \t\r\n]*,[ \t\r\n]*(?:"(?P<name>[^"\\]*))?', re.S)
 _SCALAR_SHAPE = re.compile(rb'(?P<pre>[0-9a-zA-Z.+-]*)[ \t\r\n]*,[ \t\r\n]*(?:"(?P<name>[^"\\]*))?', re.S)
+# where an item may begin: separators, then a string item begun (its text so far, no quote after it)
+_ITEM_BEGUN = re.compile(rb'[ \t\r\n,]*"([^"]*)', re.S)
 _WHOLE_NAME = re.compile(rb'[ \t\r\n]*,?[ \t\r\n]*"([^"\\]*)"[^",\]}]*', re.S)
 
 
@@ -577,7 +584,38 @@ class UniqueMatcher:
         duplicate item or member name, or leaves a name to write where every name left is written
         already."""
         t = self._fed(data)
-        return t if t is not None and self._name_may_come(t, data, token) else None
+        if t is None or not self._name_may_come(t, data, token):
+            return None
+        return t if self._item_may_end_new(t, data, token) else None
+
+    def _item_may_end_new(self, t: JsonTrack, data: bytes, token: int | None = None, state: int | None = None) -> bool:
+        """Whether, in a string item of an array whose strings may run out ("bounded" items), the
+        item can still end as a string no earlier item is: the grammar is searched along the
+        earlier items' spellings only (``_diverges``). A string cut inside an escape or a
+        character is checked at the next token."""
+        top = t.stack[-1] if t.stack else None
+        lex = t.lex
+        if top is None or not top[0] or not top[2]:
+            return True
+        if lex is None:  # after a comma, an item must come: can one that is new?
+            tail = data.rstrip(_WS) or bytes(self._bytes[-64:]).rstrip(_WS)
+            if top[4] < 0 and top[3] and tail.endswith(b",") and self._next_bounded(t, -1):
+                return self._new_item_fits(t, data, token, state)
+            return True
+        if top[6] != "bounded" or lex[0] != "s" or lex[2]:
+            return True
+        try:
+            so_far = json.loads(b'"' + _text(lex[1] + 1, t.pos, self._bytes, data, self._tracks[-1].pos) + b'"')
+        except ValueError:
+            return True
+        rests = [json.dumps(k[1][len(so_far) :], ensure_ascii=False)[1:].encode()
+                 for k in top[3] if k[0] == "s" and k[1].startswith(so_far)]  # fmt: skip
+        if not rests:
+            return True
+        compiled = self.checked.compiled
+        if state is None:
+            state = compiled.next_state(self.inner.state, token) if token is not None else compiled.dfa.walk(self.inner.state, data)
+        return state < 0 or _diverges(compiled.dfa, state, rests)
 
     def _fed(self, data: bytes) -> JsonTrack | None:
         """The track after ``data``, or None when it completes a duplicate item or member name."""
@@ -671,6 +709,10 @@ class UniqueMatcher:
             else:
                 sim = _ids(words & feats.complex_quote)
                 out += fast
+                if track.stack[d][6] == "bounded":  # and tokens that keep it an earlier item's beginning,
+                    sim = np.union1d(sim, self._toward_earlier(track, feats, words))  # or end it and go on
+                    if self._next_bounded(track, d, 1):
+                        sim = np.union1d(sim, _ids(words & feats.quote & feats.comma))
         elif track.lex is not None:  # a number or literal: decided where it ends (integers also at 0 / .)
             ends = words & feats.ends
             if track.lex[0] == "n" and track.stack[-1][6] == "integer":
@@ -685,6 +727,9 @@ class UniqueMatcher:
             sim = _ids(ends)
         else:
             sim = _ids(words & feats.starts)
+            if self._next_bounded(track, d):  # strings begun in the token, commas before a new item
+                sim = np.union1d(sim, self._begun_as_earlier(track.stack[d], feats, words))
+                sim = np.union1d(sim, _ids(words & feats.comma))
         ids = sim.tolist()
         if not track.stack[d][0] and d == len(track.stack) - 1 and len(ids) > 1:
             ids = self._by_shape(track, ids, out)
@@ -852,15 +897,7 @@ class UniqueMatcher:
         """Allowed tokens without a quote after which the name begun (``so_far``) is still the
         beginning of a written name, or may be (a backslash): the only ones that can leave no
         unwritten name to finish, since the grammar accepts some ending after any allowed token."""
-        head = so_far.encode("utf-8")
-        found, by_text = [], feats.by_text
-        for name in written:
-            spelled = name.encode("utf-8")
-            if spelled.startswith(head):
-                rest = spelled[len(head) :]
-                for k in range(1, len(rest) + 1):
-                    found += [t for t in by_text.get(rest[:k], ()) if (int(words[t >> 5]) >> (t & 31)) & 1]
-        return np.union1d(np.asarray(found, dtype=np.int64), _ids(words & feats.backslash & ~feats.quote))
+        return self._prefix_tokens(so_far.encode("utf-8"), [n.encode("utf-8") for n in written], feats, words)
 
     def _stuck_in_name(self, left: frozenset, so_far: str, words: np.ndarray, feats: _VocabFeatures) -> list[int]:
         """Allowed tokens without a quote that continue the name ``so_far`` where no name in ``left``
@@ -880,6 +917,76 @@ class UniqueMatcher:
             elif not any(r.startswith(text) for r in rests):
                 stuck.append(t)
         return stuck
+
+    def _new_item_fits(self, t: JsonTrack, data: bytes, token: int | None, state: int | None) -> bool:
+        """Where an item of a "bounded" unique array must begin: whether the grammar accepts one that
+        is no earlier item (a number, object or array is always new there: such kinds are open)."""
+        compiled = self.checked.compiled
+        if state is None:
+            state = compiled.next_state(self.inner.state, token) if token is not None else compiled.dfa.walk(self.inner.state, data)
+        if state < 0:
+            return True
+        dfa = compiled.dfa
+        for lead in b" \t\r\n":  # past the whitespace the grammar takes after the comma
+            nxt = dfa.walk(state, bytes((lead,)))
+            if nxt >= 0:
+                state = nxt
+                break
+        earlier = t.stack[-1][3]
+        if any(dfa.walk(state, bytes((b,))) >= 0 for b in b"-0123456789{["):
+            return True
+        if ("z",) not in earlier and dfa.walk(state, b"n") >= 0:
+            return True
+        inside = dfa.walk(state, b'"')
+        rests = [json.dumps(k[1], ensure_ascii=False)[1:].encode() for k in earlier if k[0] == "s"]
+        return inside >= 0 and _diverges(dfa, inside, rests)
+
+    @staticmethod
+    def _next_bounded(track: JsonTrack, d: int, ahead: int = 0) -> bool:
+        """Whether the item of the unique array at ``d`` that comes next (``ahead``: after the one in
+        progress) is of the "bounded" kind."""
+        frame = track.stack[d]
+        plan = track.plan
+        return plan is not None and plan.item_kind(plan.item(frame[1], frame[5] + ahead)) == "bounded"
+
+    def _toward_earlier(self, track: JsonTrack, feats: _VocabFeatures, words: np.ndarray) -> np.ndarray:
+        """In a string item: the allowed tokens without a quote after which its text is still the
+        beginning of an earlier string item, or may be (a backslash)."""
+        try:
+            so_far = json.loads(b'"' + bytes(self._bytes[track.lex[1] + 1 :]) + b'"')
+        except ValueError:
+            return _ids(words & ~feats.quote)
+        head = so_far.encode("utf-8")
+        earlier = [k[1].encode("utf-8") for k in track.stack[-1][3] if k[0] == "s"]
+        return self._prefix_tokens(head, earlier, feats, words)
+
+    def _begun_as_earlier(self, frame: list, feats: _VocabFeatures, words: np.ndarray) -> np.ndarray:
+        """Where an item may begin: the allowed tokens that begin a string item as an earlier string
+        item begins (or with a backslash), whose ending the grammar must be searched for."""
+        earlier = [k[1].encode("utf-8") for k in frame[3] if k[0] == "s"]
+        if not earlier:
+            return _NO_IDS
+        tokens = self.checked.compiled.vocabulary.tokens
+        found = []
+        for t in _ids(words & feats.quote).tolist():
+            m = _ITEM_BEGUN.fullmatch(tokens[t])
+            if m is None:
+                continue
+            body = m.group(1)
+            if b"\\" in body or any(e.startswith(body) for e in earlier):
+                found.append(t)
+        return np.asarray(found, dtype=np.int64)
+
+    def _prefix_tokens(self, head: bytes, earlier: list[bytes], feats: _VocabFeatures, words: np.ndarray) -> np.ndarray:
+        """Allowed tokens without a quote that continue ``head`` toward one of ``earlier``, and those
+        with a backslash."""
+        found, by_text = [], feats.by_text
+        for spelled in earlier:
+            if spelled.startswith(head):
+                rest = spelled[len(head) :]
+                for k in range(1, len(rest) + 1):
+                    found += [t for t in by_text.get(rest[:k], ()) if (int(words[t >> 5]) >> (t & 31)) & 1]
+        return np.union1d(np.asarray(found, dtype=np.int64), _ids(words & feats.backslash & ~feats.quote))
 
     def _string_closers(self, track: JsonTrack, feats: _VocabFeatures, words: np.ndarray) -> list[int] | None:
         """Tokens ending the string item in progress (quote, then only , and whitespace) as a
@@ -965,7 +1072,8 @@ class UniqueMatcher:
             return False
         if track is None or not inner_accept():
             return False
-        if not self._name_may_come(track, data, state=self.inner.state):  # a dead end: undone
+        if not (self._name_may_come(track, data, state=self.inner.state)
+                and self._item_may_end_new(track, data, state=self.inner.state)):  # a dead end: undone
             self.inner.rollback(1)
             return False
         self._push(track, data)

@@ -98,6 +98,9 @@ def test_random_walks_end_valid_and_never_dead(compiler, vocab_builtin):
          "uniqueItems": True, "minItems": 3},
         {"type": "array", "items": {"anyOf": [{"type": "string"}, {"type": "object"}]}, "uniqueItems": True,
          "minItems": 3},
+        # strings that run out: the matcher searches for an ending no earlier item has
+        {"type": "array", "items": {"type": "string", "pattern": "^[ab]{1,2}$"}, "uniqueItems": True, "minItems": 3},
+        {"type": "array", "items": {"type": ["string", "null"], "maxLength": 1}, "uniqueItems": True, "minItems": 2},
     ]
     rng = random.Random(1)
     eos = set(vocab_builtin.eos_ids)
@@ -160,7 +163,6 @@ def test_bytes_that_are_not_json_are_refused_not_crashed(compiler):
         ({"type": "array", "items": {"type": "object", "maxProperties": 2}, "uniqueItems": True}, "exact only"),
         ({"type": "array", "items": {"type": "object", "not": {"required": ["a"]}}, "uniqueItems": True}, "exact only"),
         ({"type": "array", "items": {"anyOf": [{"type": "string"}, CLOSED]}, "uniqueItems": True}, "exact only"),
-        ({"type": "array", "items": {"type": "string", "pattern": "^[ab]$"}, "uniqueItems": True}, "exact only"),
     ],
 )
 def test_unenforceable_places_are_refused_with_the_reason(compiler, schema, reason):
@@ -202,3 +204,40 @@ def test_undeclared_names_are_checked_per_pattern_they_match(compiler):
     assert m.accept_text(', "b"]}}') and m.is_accepting()
     value = json.loads('{"b": {"e": ["a", "a"]}, "xa": {"e": ["a", "b"]}}')
     jsonschema.validate(value, schema)
+
+
+def test_strings_that_run_out_are_cut_where_only_earlier_items_remain(compiler, vocab_builtin):
+    """Items of ^[ab]{2}$ (four values): once "aa" and "ab" are written, an item begun with "a" can
+    only repeat one; every token that begins it so is dropped, exactly those."""
+    schema = {"type": "array", "items": {"type": "string", "pattern": "^[ab]{2}$"}, "uniqueItems": True}
+    m = _matcher(compiler, schema, whitespace="compact")
+    assert m.accept_text('["aa","ab",')
+    fork = m.copy()
+    assert not m.accept_text('"a') and not fork.accept_text('"ab"')
+    assert m.accept_text('"b') and m.accept_text('a","bb"]') and m.is_accepting()
+    m = _matcher(compiler, schema, whitespace="compact")
+    plain = compile_json_schema(compiler, {"type": "array", "items": {"type": "string", "pattern": "^[ab]{2}$"}},
+                                whitespace="compact").matcher()  # fmt: skip
+    for prefix in ('["aa","ab",', '["aa","ab","', '["ba","aa","b'):
+        m, p = _matcher(compiler, schema, whitespace="compact"), plain.copy()
+        p.reset()
+        assert m.accept_text(prefix) and p.accept_text(prefix)
+        got = set(np.flatnonzero(m.allowed_tokens()).tolist())
+        before = set(np.flatnonzero(p.allowed_tokens()).tolist())
+        earlier = set(json.loads(prefix.rsplit(",", 1)[0] + "]"))
+        begun = prefix.rsplit(",", 1)[1]
+        for t in before:
+            text = begun + vocab_builtin.tokens[t].decode("utf-8", "replace")
+            body = text.lstrip('"').split('"')[0]  # the item's text so far (one item per token here)
+            new = [v for v in ("aa", "ab", "ba", "bb") if v.startswith(body) and v not in earlier]
+            ends = text.count('"') == 2
+            ok = (body not in earlier) if ends else bool(new)
+            assert (t in got) == ok, (prefix, vocab_builtin.tokens[t])
+
+
+def test_string_keywords_without_a_type_bound_only_the_strings(compiler):
+    schema = {"type": "array", "items": {"pattern": "^[ab]$"}, "uniqueItems": True}
+    m = _matcher(compiler, schema, whitespace="compact")
+    assert m.accept_text('["a","b",1,{"x":[true]},')
+    assert not m.accept_text('"')  # both strings written: no string item is left
+    assert not m.accept_text("1,") and m.accept_text('{"x":[false]}]') and m.is_accepting()
