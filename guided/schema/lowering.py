@@ -620,7 +620,9 @@ class SchemaLowering:
         if isinstance(v, (int, float)):  # one spelling (a constant stays forced); NEG: both
             if v != v or v in (float("inf"), float("-inf")):
                 return EMPTY
-            if self.mode == FREE:
+            if self.mode == FREE:  # a float written 2.0 in the schema is also taken as 2, as JSON writers spell it
+                if isinstance(v, float) and v.is_integer() and abs(v) < 1e16:
+                    return alt(literal(json.dumps(v)), literal(str(int(v))))
                 return literal(json.dumps(v))
             if self.mode == PLAIN:
                 return literal(plain_number(v))

@@ -314,6 +314,10 @@ def test_constants_keep_one_spelling():
     node = json_schema_to_node({"enum": [1, 2.5]})
     assert accepts(node, "1") and accepts(node, "2.5")
     assert not accepts(node, "1.0")  # equal, but a constant stays forced (a restriction, never a relaxation)
+    # a float the schema writes 2.0 is also taken as 2, as JSON writers (JavaScript's, Go's) spell it
+    node = json_schema_to_node({"enum": [2.0, 0.5]})
+    assert accepts(node, "2.0") and accepts(node, "2") and accepts(node, "0.5")
+    assert not accepts(node, "2.00") and not accepts(node, "3")
 
 
 def test_nullable_adds_null():
