@@ -366,6 +366,18 @@ class UniquePlan:
             return "integer"
         return kinds.pop() if len(kinds) == 1 else "any" if not kinds else "none"
 
+    def _strings_and_literals(self, f: tuple) -> bool:
+        """Whether every constant the item schemas of formula f name is a string, a boolean or null
+        (decided at its first letter), so that strings are the only items that can run out."""
+        for leaf in _leaves(f):
+            schema = self.schemas[leaf[1]][0]
+            values = list(schema["enum"]) if isinstance(schema.get("enum"), list) else []
+            if "const" in schema:
+                values.append(schema["const"])
+            if not all(v is None or isinstance(v, (str, bool)) for v in values):
+                return False
+        return True
+
     # ------------------------------------------------------------------ the compile-time walk
     def check(self) -> None:
         """Visit every place; raise PlanError where uniqueness is mixed or could dead-end."""
@@ -411,9 +423,14 @@ class UniquePlan:
                     schema, base = self.schemas[leaf[1]]
                     if schema.get("uniqueItems") is True:
                         values = _all_finite(self.resolver, schema, base)
-                        if values is None or len(values) > MAX_UNIQUE_VALUES:
-                            raise PlanError("uniqueItems over items narrowed to a finite set elsewhere is not "
-                                            "supported", where)  # fmt: skip
+                        if values is not None and len(values) <= MAX_UNIQUE_VALUES:
+                            continue
+                        if not self._strings_and_literals(self.item(f, i)):
+                            raise PlanError("uniqueItems over items narrowed to a finite set elsewhere, or over "
+                                            f"more than {MAX_UNIQUE_VALUES} values, is supported for strings, "
+                                            "booleans and null only", where)  # fmt: skip
+                        # many strings, or strings narrowed elsewhere: the matcher searches (as for maxLength)
+                        self._kinds[self.item(f, i)] = "bounded"
 
 
 def _admits(schema: dict, kind: str) -> bool:

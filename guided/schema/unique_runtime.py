@@ -399,12 +399,17 @@ class _VocabFeatures:
         return self._by_text
 
 
-def _diverges(dfa, s: int, rests: list[bytes]) -> bool:
+def _diverges(dfa, s: int, rests: list[bytes], memo: dict | None = None, head: bytes = b"") -> bool:
     """Whether, from the live automaton state ``s`` inside a name, some byte path leaves every one
     of ``rests`` (the spellings that end written names, each with its closing quote): then some
-    completion of the name is not written."""
+    completion of the name is not written. ``memo``: answers by (state, text so far ``head``), for
+    searches over the same written set (the rests follow from it and ``head``)."""
     if not rests:
         return True
+    if memo is not None:
+        hit = memo.get((s, head))
+        if hit is not None:
+            return hit
     dfa.materialize(s)
     allowed = dfa.trans[s][dfa.class_map] >= 0
     by_byte: dict[int, list[bytes]] = {}
@@ -413,13 +418,18 @@ def _diverges(dfa, s: int, rests: list[bytes]) -> bool:
     off = allowed.copy()
     off[list(by_byte)] = False
     off[0x5C] = False
-    if off.any():
-        return True
-    for b, subs in by_byte.items():
-        subs = [r for r in subs if r]  # an empty rest: this byte (the quote) ends a written name
-        if allowed[b] and subs and _diverges(dfa, dfa.walk(s, bytes((b,))), subs):
-            return True
-    return False
+    found = bool(off.any())
+    if not found:
+        for b, subs in by_byte.items():
+            subs = [r for r in subs if r]  # an empty rest: this byte (the quote) ends a written name
+            if allowed[b] and subs and _diverges(dfa, dfa.walk(s, bytes((b,))), subs, memo, head + bytes((b,))):
+                found = True
+                break
+    if memo is not None:
+        if len(memo) > 100_000:
+            memo.clear()
+        memo[(s, head)] = found
+    return found
 
 
 def _fresh(prefix: str, place, written: frozenset) -> str:
@@ -534,7 +544,7 @@ class UniqueChecked:
 class UniqueMatcher:
     """A grammar matcher with the uniqueItems check (the Matcher API)."""
 
-    __slots__ = ("inner", "checked", "_tracks", "_bytes", "_lens")
+    __slots__ = ("inner", "checked", "_tracks", "_bytes", "_lens", "_memo_items", "_memo")
 
     def __init__(self, inner, checked: UniqueChecked):
         self.inner = inner
@@ -542,6 +552,7 @@ class UniqueMatcher:
         self._tracks = [JsonTrack(checked.plan, checked.keys)]
         self._bytes = bytearray()
         self._lens = [0]
+        self._memo_items, self._memo = None, ({}, [])  # string searches against one set of earlier items
 
     @property
     def compiled(self):
@@ -570,6 +581,7 @@ class UniqueMatcher:
         m = UniqueMatcher.__new__(UniqueMatcher)
         m.inner, m.checked = self.inner.copy(), self.checked
         m._tracks, m._lens, m._bytes = list(self._tracks), list(self._lens), bytearray(self._bytes)
+        m._memo_items, m._memo = None, ({}, [])
         return m
 
     def rollback(self, n: int) -> None:
@@ -608,14 +620,15 @@ class UniqueMatcher:
             so_far = json.loads(b'"' + _text(lex[1] + 1, t.pos, self._bytes, data, self._tracks[-1].pos) + b'"')
         except ValueError:
             return True
-        rests = [json.dumps(k[1][len(so_far) :], ensure_ascii=False)[1:].encode()
-                 for k in top[3] if k[0] == "s" and k[1].startswith(so_far)]  # fmt: skip
+        memo, spelled = self._search_memo(top[3])
+        head = json.dumps(so_far, ensure_ascii=False)[1:-1].encode()
+        rests = [sp[len(head) :] for text, sp in spelled if text.startswith(so_far)]
         if not rests:
             return True
         compiled = self.checked.compiled
         if state is None:
             state = compiled.next_state(self.inner.state, token) if token is not None else compiled.dfa.walk(self.inner.state, data)
-        return state < 0 or _diverges(compiled.dfa, state, rests)
+        return state < 0 or _diverges(compiled.dfa, state, rests, memo, head)
 
     def _fed(self, data: bytes) -> JsonTrack | None:
         """The track after ``data``, or None when it completes a duplicate item or member name."""
@@ -938,8 +951,16 @@ class UniqueMatcher:
         if ("z",) not in earlier and dfa.walk(state, b"n") >= 0:
             return True
         inside = dfa.walk(state, b'"')
-        rests = [json.dumps(k[1], ensure_ascii=False)[1:].encode() for k in earlier if k[0] == "s"]
-        return inside >= 0 and _diverges(dfa, inside, rests)
+        memo, spelled = self._search_memo(earlier)
+        return inside >= 0 and _diverges(dfa, inside, [sp for _, sp in spelled], memo, b"")
+
+    def _search_memo(self, earlier: frozenset) -> tuple[dict, list]:
+        """For string searches against the earlier items ``earlier`` (new ones when they changed): the
+        memo of answers, and the string items with their spellings to the closing quote."""
+        if self._memo_items is not earlier:
+            spelled = [(k[1], json.dumps(k[1], ensure_ascii=False)[1:].encode()) for k in earlier if k[0] == "s"]
+            self._memo_items, self._memo = earlier, ({}, spelled)
+        return self._memo
 
     @staticmethod
     def _next_bounded(track: JsonTrack, d: int, ahead: int = 0) -> bool:
@@ -966,14 +987,12 @@ class UniqueMatcher:
         earlier = [k[1].encode("utf-8") for k in frame[3] if k[0] == "s"]
         if not earlier:
             return _NO_IDS
+        begun = {e[:k] for e in earlier for k in range(len(e) + 1)}
         tokens = self.checked.compiled.vocabulary.tokens
         found = []
         for t in _ids(words & feats.quote).tolist():
             m = _ITEM_BEGUN.fullmatch(tokens[t])
-            if m is None:
-                continue
-            body = m.group(1)
-            if b"\\" in body or any(e.startswith(body) for e in earlier):
+            if m is not None and (m.group(1) in begun or b"\\" in m.group(1)):
                 found.append(t)
         return np.asarray(found, dtype=np.int64)
 

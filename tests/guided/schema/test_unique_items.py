@@ -241,3 +241,21 @@ def test_string_keywords_without_a_type_bound_only_the_strings(compiler):
     assert m.accept_text('["a","b",1,{"x":[true]},')
     assert not m.accept_text('"')  # both strings written: no string item is left
     assert not m.accept_text("1,") and m.accept_text('{"x":[false]}]') and m.is_accepting()
+
+
+def test_many_strings_or_strings_narrowed_elsewhere_are_searched(compiler):
+    """Past 64 values the grammar cannot hold uniqueness; string values are left to the matcher."""
+    words = [f"w{i:02d}" for i in range(70)]
+    schema = {"type": "array", "items": {"type": "string", "enum": words}, "uniqueItems": True}
+    m = _matcher(compiler, schema, whitespace="compact")
+    assert m.accept_text('["w00","w01",')
+    assert not m.accept_text('"w00"') and m.accept_text('"w02"]') and m.is_accepting()
+    one_of = [{"enum": ["a"]}, {"enum": ["b"]}]
+    narrowed = {"type": "array", "uniqueItems": True, "items": {"type": "string", "oneOf": one_of}}
+    m = _matcher(compiler, narrowed, whitespace="compact")
+    assert m.accept_text('["a",') and not m.accept_text('"a"') and m.accept_text('"b"]')
+    m = _matcher(compiler, narrowed, whitespace="compact")
+    assert m.accept_text('["a","b"') and not m.accept_text(",")  # no third value: the array must close
+    with pytest.raises(SchemaError, match="strings, booleans and null only"):
+        compile_json_schema(compiler, {"type": "array", "uniqueItems": True,
+                                       "items": {"type": "number", "enum": list(range(70))}})  # fmt: skip
