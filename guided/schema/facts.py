@@ -58,15 +58,36 @@ def json_equal(a, b) -> bool:
     return type(a) is type(b) and a == b
 
 
-def disjoint(subs: list, resolver, base: str) -> bool:
-    """Cheap proof that no instance matches two of the schemas (then oneOf is anyOf)."""
+def disjoint(subs: list, resolver, base: str, context: dict | None = None) -> bool:
+    """Cheap proof that no instance matches two of the schemas (then oneOf is anyOf). ``context``:
+    the schema beside them (the oneOf's siblings), which every instance that matters also meets:
+    its ``type``, ``required`` and ``properties`` are read with each branch's."""
     sigs = []
     for s in subs:
         s = resolver.followed(s, base)
         if not isinstance(s, dict):
             return False
-        sigs.append(_signature(s))
+        sigs.append(_signature(_beside(s, context) if context else s))
     return all(_apart(sigs[i], sigs[j]) for i in range(len(sigs)) for j in range(i + 1, len(sigs)))
+
+
+def _beside(s: dict, context: dict) -> dict:
+    """A branch read with its context: the context's type where the branch has none, both
+    ``required`` lists, and the context's properties where the branch names none (a branch's own
+    value set holds what both allow, so it still proves what it proves alone)."""
+    out = dict(s)
+    if "type" not in out and "type" in context:
+        out["type"] = context["type"]
+    req = [r for part in (context.get("required"), s.get("required")) if isinstance(part, list) for r in part]
+    if req:
+        out["required"] = req
+    props = {}
+    for part in (context.get("properties"), s.get("properties")):
+        if isinstance(part, dict):
+            props.update(part)
+    if props:
+        out["properties"] = props
+    return out
 
 
 def _values(s: dict):

@@ -413,7 +413,7 @@ class SchemaLowering:
             parts.append(alt(*(self.lower(s, f"{path}/anyOf/{i}", base, place) for i, s in enumerate(subs))))
         subs = self._list(schema, "oneOf", path)
         if subs:
-            parts.append(self.one_of(subs, f"{path}/oneOf", base, place))
+            parts.append(self.one_of(subs, f"{path}/oneOf", base, place, schema))
         if "not" in schema:  # (lower() put this schema in PLAIN mode, or it is in NEG mode)
             parts.append(complement(self, schema["not"], f"{path}/not", base, place))
         if "if" in schema:
@@ -433,12 +433,13 @@ class SchemaLowering:
             parts.append(alt(yes, self.conjoin([else_, refused], f"{path}/if", "if/else")))
         return parts
 
-    def one_of(self, subs: list, path: str, base: str, place: KeyOrder) -> Node:
+    def one_of(self, subs: list, path: str, base: str, place: KeyOrder, beside: dict | None = None) -> Node:
         """Each branch minus the others, unless the branches are proved disjoint on values: on the
-        schemas, or on the languages that hold every exponent-free spelling of their values."""
+        schemas (read with ``beside``, the schema holding the oneOf), or on the languages that hold
+        every exponent-free spelling of their values."""
         nodes = [self.lower(s, f"{path}/{i}", base, place) for i, s in enumerate(subs)]
         live = [(i, n) for i, n in enumerate(nodes) if n != EMPTY]
-        if len(live) <= 1 or disjoint([subs[i] for i, _ in live], self.resolver, base):
+        if len(live) <= 1 or disjoint([subs[i] for i, _ in live], self.resolver, base, beside):
             return alt(*(n for _, n in live)) if live else EMPTY
         objects = self._apart_on_objects(subs, [i for i, _ in live], base)
         if objects is not None:  # no non-object is valid (two branches take it), objects are apart

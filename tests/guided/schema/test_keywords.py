@@ -500,3 +500,26 @@ def test_six_property_dependencies_split_exactly_and_a_seventh_is_a_limit():
     deps["g"] = ["a"]
     with pytest.raises(LimitError, match="more than 6 property dependencies"):
         json_schema_to_node(schema)
+
+
+def test_one_of_branches_apart_only_beside_their_siblings_skip_the_complements():
+    """GeoJSON's shape: the branches name `type` values but only the schema beside them requires
+    `type`. Read with it, they are disjoint, so oneOf is their union (no complement); the language
+    stays exact."""
+    import jsonschema
+
+    from guided.schema.facts import disjoint
+    from guided.schema.resolver import SchemaResolver
+
+    branches = [{"properties": {"type": {"enum": ["Point"]}, "c": {"type": "array"}}},
+                {"properties": {"type": {"enum": ["Line"]}, "c": {"type": "array", "minItems": 2}}}]  # fmt: skip
+    beside = {"type": "object", "required": ["type"], "properties": {"type": {"type": "string"}}}
+    resolver = SchemaResolver({})
+    assert not disjoint(branches, resolver, "")  # alone, an object without "type" matches both
+    assert disjoint(branches, resolver, "", beside)
+    schema = {**beside, "oneOf": branches}
+    node = json_schema_to_node(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    for value in ({"type": "Point", "c": []}, {"type": "Line", "c": [1]}, {"type": "Line", "c": [1, 2]},
+                  {"type": "Other"}, {"c": []}, {"type": "Point"}):  # fmt: skip
+        assert accepts(node, dumps(value)) == validator.is_valid(value), value
