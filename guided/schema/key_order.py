@@ -67,6 +67,7 @@ class KeyOrder:
         self._name_set: frozenset[str] | None = None
         self._bag: bool | None = None
         self._open: bool | None = None
+        self._patterned: tuple[bool, bool] | None = None  # (propertyNames here, patternProperties here)
         self._children: dict[str, KeyOrder] = {}
         # what the order here and below depends on: the schemas with ordering keywords
         self.key = tuple(id(s) for s, _ in self.schemas if not _ORDER_KEYS.isdisjoint(s))
@@ -147,9 +148,10 @@ class KeyOrder:
         """Whether every name not declared here fits as well as any other: no ``propertyNames``, and no
         ``patternProperties`` unless every undeclared name fits anyway (``names_open``). Then one
         fresh name stands for all of them."""
-        if any("propertyNames" in s for s, _ in self.schemas):
-            return False
-        return not any(True for _ in self._pattern_schemas()) or self.names_open(strict)
+        if self._patterned is None:  # read on every mask of a bag object: once per place
+            self._patterned = any("propertyNames" in s for s, _ in self.schemas), any(True for _ in self._pattern_schemas())
+        names, patterns = self._patterned
+        return not names and (not patterns or self.names_open(strict))
 
     def _pattern_schemas(self):
         for s, _ in self.schemas:

@@ -50,7 +50,6 @@ _WS = b" \t\r\n"
 _NUMBER = re.compile(r"(-?)([0-9]+)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?")
 _NUM = frozenset(b"0123456789+-.eE")
 _LIT = {ord("t"): True, ord("f"): False, ord("n"): None}
-# a token that, where a name is due or a value just ended, writes one whole name and nothing deciding after it
 # token shapes in an object whose names are checked (``UniqueMatcher._by_shape``): where a name is due, a
 # quote and the name begun; in a string value or a scalar, its rest, a comma and maybe a name begun
 _DUE_SHAPE = re.compile(rb'(?P<pre>)[ \t\r\n]*"(?P<name>[^"\\]*)', re.S)
@@ -58,6 +57,7 @@ _STRING_VALUE_SHAPE = re.compile(rb'(?P<pre>[^"\\]*)"[ \t\r\n]*,[ \t\r\n]*(?:"(?
 _SCALAR_SHAPE = re.compile(rb'(?P<pre>[0-9a-zA-Z.+-]*)[ \t\r\n]*,[ \t\r\n]*(?:"(?P<name>[^"\\]*))?', re.S)
 # where an item may begin: separators, then a string item begun (its text so far, no quote after it)
 _ITEM_BEGUN = re.compile(rb'[ \t\r\n,]*"([^"]*)', re.S)
+# a token that, where a name is due or a value just ended, writes one whole name and nothing deciding after it
 _WHOLE_NAME = re.compile(rb'[ \t\r\n]*,?[ \t\r\n]*"([^"\\]*)"[^",\]}]*', re.S)
 
 
@@ -453,6 +453,15 @@ def _name_after_value(data: bytes) -> bool:
     return comma >= 0 and body.count(b'"', comma) >= 2
 
 
+def _decoded(raw: bytes) -> str | None:
+    """The text of a JSON string's bytes so far (between its quotes), or None when they end inside an
+    escape or a character."""
+    try:
+        return json.loads(b'"' + raw + b'"')
+    except ValueError:
+        return None
+
+
 def _closing_quote(data: bytes) -> tuple[str, int] | None:
     """For a token read inside a string (not inside an escape): the text it adds before the quote
     that ends the string, decoded, and the index after that quote; None without such a quote or
@@ -616,19 +625,23 @@ class UniqueMatcher:
             return True
         if top[6] != "bounded" or lex[0] != "s" or lex[2]:
             return True
-        try:
-            so_far = json.loads(b'"' + _text(lex[1] + 1, t.pos, self._bytes, data, self._tracks[-1].pos) + b'"')
-        except ValueError:
+        so_far = _decoded(_text(lex[1] + 1, t.pos, self._bytes, data, self._tracks[-1].pos))
+        if so_far is None:
             return True
         memo, spelled = self._search_memo(top[3])
         head = json.dumps(so_far, ensure_ascii=False)[1:-1].encode()
         rests = [sp[len(head) :] for text, sp in spelled if text.startswith(so_far)]
         if not rests:
             return True
+        state = self._state_after(data, token) if state is None else state
+        return state < 0 or _diverges(self.checked.compiled.dfa, state, rests, memo, head)
+
+    def _state_after(self, data: bytes, token: int | None) -> int:
+        """The grammar state after ``data`` (the bytes of ``token`` when given), or DEAD."""
         compiled = self.checked.compiled
-        if state is None:
-            state = compiled.next_state(self.inner.state, token) if token is not None else compiled.dfa.walk(self.inner.state, data)
-        return state < 0 or _diverges(compiled.dfa, state, rests, memo, head)
+        if token is not None:
+            return compiled.next_state(self.inner.state, token)
+        return compiled.dfa.walk(self.inner.state, data) if data else self.inner.state
 
     def _fed(self, data: bytes) -> JsonTrack | None:
         """The track after ``data``, or None when it completes a duplicate item or member name."""
@@ -660,11 +673,7 @@ class UniqueMatcher:
             return True  # a fresh name fits after any prefix
         if raw is None and top[11] is not None and top[11] - top[9]:
             return True  # the names accepted here are known, and some are not written
-        compiled = self.checked.compiled
-        if state is None and token is not None:
-            state = compiled.next_state(self.inner.state, token)
-        elif state is None:
-            state = compiled.dfa.walk(self.inner.state, data) if data else self.inner.state
+        state = self._state_after(data, token) if state is None else state
         if state < 0:
             return True  # the grammar refuses the bytes anyway
         return self._names_left(state, top[8], top[9], raw)
@@ -681,9 +690,8 @@ class UniqueMatcher:
         if raw is None:
             lead, prefix = b'"', ""
         else:
-            try:
-                lead, prefix = b"", json.loads(b'"' + raw + b'"')
-            except ValueError:  # cut inside a character: checked at the next token
+            lead, prefix = b"", _decoded(raw)
+            if prefix is None:  # cut inside a character: checked at the next token
                 return True
         if not place.names_alike(self.checked.strict):
             ok = self._unwritten_fits(state, lead, prefix, written)
@@ -847,10 +855,7 @@ class UniqueMatcher:
         if not lex[3]:  # a string value: it ends at a quote, then a comma and a whole name (or a dead end)
             return self._select(words, feats, ("string", outer, known))
         raw = bytes(self._bytes[lex[1] + 1 :])
-        try:
-            so_far = None if lex[2] else json.loads(b'"' + raw + b'"')
-        except ValueError:
-            so_far = None
+        so_far = None if lex[2] else _decoded(raw)
         if so_far is None:  # inside an escape or a character
             return self._select(words, feats, ("quote",))
         self._written_in(feats.name_close, written, so_far, words, out)
@@ -934,12 +939,10 @@ class UniqueMatcher:
     def _new_item_fits(self, t: JsonTrack, data: bytes, token: int | None, state: int | None) -> bool:
         """Where an item of a "bounded" unique array must begin: whether the grammar accepts one that
         is no earlier item (a number, object or array is always new there: such kinds are open)."""
-        compiled = self.checked.compiled
-        if state is None:
-            state = compiled.next_state(self.inner.state, token) if token is not None else compiled.dfa.walk(self.inner.state, data)
+        state = self._state_after(data, token) if state is None else state
         if state < 0:
             return True
-        dfa = compiled.dfa
+        dfa = self.checked.compiled.dfa
         for lead in b" \t\r\n":  # past the whitespace the grammar takes after the comma
             nxt = dfa.walk(state, bytes((lead,)))
             if nxt >= 0:
@@ -973,9 +976,8 @@ class UniqueMatcher:
     def _toward_earlier(self, track: JsonTrack, feats: _VocabFeatures, words: np.ndarray) -> np.ndarray:
         """In a string item: the allowed tokens without a quote after which its text is still the
         beginning of an earlier string item, or may be (a backslash)."""
-        try:
-            so_far = json.loads(b'"' + bytes(self._bytes[track.lex[1] + 1 :]) + b'"')
-        except ValueError:
+        so_far = _decoded(bytes(self._bytes[track.lex[1] + 1 :]))
+        if so_far is None:
             return _ids(words & ~feats.quote)
         head = so_far.encode("utf-8")
         earlier = [k[1].encode("utf-8") for k in track.stack[-1][3] if k[0] == "s"]
@@ -1011,11 +1013,8 @@ class UniqueMatcher:
         """Tokens ending the string item in progress (quote, then only , and whitespace) as a
         duplicate; None when the text so far ends inside an escape or a character."""
         lex = track.lex
-        if lex[2]:
-            return None
-        try:
-            so_far = json.loads(b'"' + bytes(self._bytes[lex[1] + 1 :]) + b'"')
-        except ValueError:
+        so_far = None if lex[2] else _decoded(bytes(self._bytes[lex[1] + 1 :]))
+        if so_far is None:
             return None
         top = track.stack[-1]
         out = []
