@@ -28,7 +28,7 @@ except ImportError:  # pragma: no cover - exercised only where triton is absent
 
     tl = _MissingLanguage()
 
-__all__ = ["HAS_TRITON", "triton", "tl", "jit", "use_triton", "interpreting", "next_power_of_2"]
+__all__ = ["HAS_TRITON", "triton", "tl", "jit", "use_triton", "interpreting", "next_power_of_2", "power_of_2_at_most"]
 
 
 def jit(fn):
@@ -60,3 +60,9 @@ def use_triton(tensor: torch.Tensor, kernel) -> bool:
 def next_power_of_2(n: int) -> int:
     """Smallest power of two >= n (and >= 1)."""
     return 1 << max(0, int(n) - 1).bit_length()
+
+
+def power_of_2_at_most(n: int) -> int:
+    """Largest power of two <= n (and >= 1). Split counts are rounded to it: a split count is a kernel
+    constant, so every distinct value is a compile; powers of two keep it to a handful per kernel."""
+    return 1 << max(0, int(n).bit_length() - 1)

@@ -22,7 +22,7 @@ import torch
 
 from guided.errors import ConfigError
 
-from ._triton import jit, next_power_of_2, tl, use_triton
+from ._triton import jit, next_power_of_2, power_of_2_at_most, tl, use_triton
 
 __all__ = ["paged_attention", "paged_attention_ref"]
 
@@ -322,13 +322,13 @@ def paged_attention(
 def _num_kv_splits(programs: int, max_context: int, block_n: int, device: torch.device) -> int:
     """Key-range splits per decode program so the grid fills the GPU (flash-decoding).
 
-    Depends on shapes only (no sync; stable under CUDA graphs). Under the CPU interpreter a small
+    Depends on shapes only (no sync; stable under CUDA graphs); a power of two, so few compiles. Under the CPU interpreter a small
     target still exercises the split path in tests.
     """
     target = 2 * _sm_count(device) if device.type == "cuda" else 16
     if programs >= target:
         return 1
-    return max(1, min(_cdiv(target, programs), _cdiv(max_context, block_n), MAX_SPLITS))
+    return power_of_2_at_most(max(1, min(_cdiv(target, programs), _cdiv(max_context, block_n), MAX_SPLITS)))
 
 
 @functools.cache

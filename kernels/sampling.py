@@ -38,7 +38,7 @@ import torch
 
 from guided.errors import ConfigError
 
-from ._triton import jit, tl, use_triton
+from ._triton import jit, power_of_2_at_most, tl, use_triton
 from .bitmask import unpack_bitmask
 from .gumbel import GUMBEL_MAX, _gumbel, gumbel_ref
 from .threshold import _filtered_draw, _key_to_float, _masked_logits, _order_key
@@ -437,7 +437,7 @@ def _num_splits(batch: int, vocab_size: int, device: torch.device) -> int:
         target, min_chunks = 32, 1
     if batch >= target:
         return 1
-    return max(1, min(_cdiv(target, batch), _cdiv(vocab_size, BLOCK_V * min_chunks), MAX_SPLITS))
+    return power_of_2_at_most(max(1, min(_cdiv(target, batch), _cdiv(vocab_size, BLOCK_V * min_chunks), MAX_SPLITS)))
 
 
 @functools.cache
