@@ -49,6 +49,10 @@ class Config:
         Disable CUDA graphs for decode steps.
     cuda_graph_max_batch : int
         Largest decode batch captured as a CUDA graph.
+    cuda_graph_max_chunk : int
+        Longest chunk of new tokens per sequence (fast-forwarded forced tokens) whose steps still run
+        as CUDA graphs (1, 2, 4, 8 or 16; 1: single-token decodes only). Decoding sequences get at
+        most this many new tokens a step when graphs are on.
     seed : int
         Seed of requests that give none (each request still gets its own stream).
     fast_forward : bool
@@ -77,6 +81,7 @@ class Config:
     enable_chunked_prefill: bool = True
     enforce_eager: bool = False
     cuda_graph_max_batch: int = 256
+    cuda_graph_max_chunk: int = 8
     seed: int = 0
     fast_forward: bool = True
     mask_threads: int = 4
@@ -110,6 +115,8 @@ class Config:
         _positive("max_num_seqs", self.max_num_seqs)
         _positive("max_num_batched_tokens", self.max_num_batched_tokens)
         _positive("cuda_graph_max_batch", self.cuda_graph_max_batch)
+        if self.cuda_graph_max_chunk not in (1, 2, 4, 8, 16):
+            raise ConfigError(f"cuda_graph_max_chunk must be 1, 2, 4, 8 or 16, got {self.cuda_graph_max_chunk!r}")
         if isinstance(self.mask_threads, bool) or not isinstance(self.mask_threads, int) or self.mask_threads < 0:
             raise ConfigError(f"mask_threads must be an integer >= 0, got {self.mask_threads!r}")
         if not 0.0 <= self.mask_wait_s < 60.0:

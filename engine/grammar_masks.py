@@ -62,6 +62,7 @@ class GrammarMasks:
         self.held: dict[int, tuple[Sequence, torch.Tensor]] = {}  # seq_id -> (sequence, its logits row)
         self.failures: dict[int, str] = {}  # seq_id -> why its mask could not be computed
         self.rows_filled = self.rows_computed = self.rows_held = 0  # statistics
+        self.collect_s = 0.0  # time the engine thread spent in collect (waits and inline fills)
 
     # ------------------------------------------------------------------ before the forward pass
     def start(self, seqs: list[Sequence]) -> None:
@@ -93,6 +94,7 @@ class GrammarMasks:
         """The bitmask rows of ``seqs``: ``(bitmask, rows, late)`` with ``rows[i]`` the buffer row of
         ``seqs[i]`` (-1: unconstrained) and ``late`` the indices whose mask is not ready (their rows
         are -1 too). Waits for workers while ``logits_ready()`` is False and ``wait_s`` after."""
+        start = time.perf_counter()
         rows, late, n = [-1] * len(seqs), [], 0
         self._wait(seqs, logits_ready)
         for i, seq in enumerate(seqs):
@@ -111,6 +113,7 @@ class GrammarMasks:
                 self._fill(seq, n)  # computed inline: no workers, or the cached mask was just evicted
             n += 1
         self.rows_filled += n
+        self.collect_s += time.perf_counter() - start
         return (self.buffer[:n] if n else None), rows, late
 
     def hold(self, seq: Sequence, logits: torch.Tensor) -> None:

@@ -64,6 +64,7 @@ class LLMEngine:
             self.runner.num_blocks, config.block_size, config.enable_prefix_caching
         )
         self.scheduler = Scheduler(config, self.block_manager)
+        self.set_decode_graphs(self.runner.graphs)
         self.max_seq_len = min(config.max_model_len, self.runner.num_blocks * config.block_size)
         self.requests: dict[str, Request] = {}
         self.completions: dict[int, Completion] = {}
@@ -209,6 +210,13 @@ class LLMEngine:
         self._end_with_error(request, message)
         return self._output(request)
 
+    def set_decode_graphs(self, graphs) -> None:
+        """Run decode steps through ``graphs`` (a ``DecodeGraphs``; None: eagerly), and cap decoding
+        sequences' chunks at the longest chunk it takes."""
+        self.runner.graphs = graphs
+        usable = graphs is not None and (bool(graphs.graphs) or not graphs.capture)
+        self.scheduler.max_decode_chunk = graphs.max_chunk if usable else None
+
     def has_unfinished(self) -> bool:
         return self.scheduler.has_unfinished() or bool(self.pending_grammars) or bool(self._finished_early)
 
@@ -226,6 +234,14 @@ class LLMEngine:
             "num_output_tokens": self.num_output_tokens,
             "num_forced_tokens": self.num_forced_tokens,
             "forced_fraction": self.num_forced_tokens / max(self.num_output_tokens, 1),
+            # guided masks: rows filled, computed off the cache, held back a step (not ready in time), and
+            # the engine thread's time spent waiting for / filling them
+            "mask_rows_filled": self.grammar_masks.rows_filled,
+            "mask_rows_computed": self.grammar_masks.rows_computed,
+            "mask_rows_held": self.grammar_masks.rows_held,
+            "mask_collect_s": self.grammar_masks.collect_s,
+            # decode batch sizes with a captured CUDA graph (0: eager, on CPU or after a failed capture)
+            "num_cuda_graphs": len(self.runner.graphs.graphs) if self.runner.graphs is not None else 0,
         }
 
     # ------------------------------------------------------------------ one step

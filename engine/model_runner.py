@@ -25,6 +25,7 @@ from .step_context import StepContext
 logger = logging.getLogger(__name__)
 
 CPU_KV_CACHE_BYTES = 256 << 20
+KV_BLOCKS_OVER_FULL = 2  # CUDA: KV blocks for at most twice max_num_seqs sequences of max_model_len
 
 # (sequences to sample) -> (int32 bitmask [rows, ceil(V/32)] on any device, row of each sequence or -1)
 BitmaskProvider = Callable[[list[Sequence]], "tuple[torch.Tensor, list[int]] | None"]
@@ -60,9 +61,11 @@ class ModelRunner:
         self.sampler = Sampler(self.vocab_size, num_text_tokens, eos_ids, self.device)
         self.num_blocks = self._num_kv_blocks()
         self._allocate_kv_cache(self.num_blocks)
+        self.sampler.warmup(config.max_num_seqs)
         self.graphs = None
         if self.device.type == "cuda" and not config.enforce_eager:
-            self.graphs = DecodeGraphs(self, config.cuda_graph_max_batch, config.max_model_len)
+            self.graphs = DecodeGraphs(self, config.cuda_graph_max_batch, config.max_model_len,
+                                       config.cuda_graph_max_chunk)  # fmt: skip
 
     # ------------------------------------------------------------------ KV pool
     def block_bytes(self) -> int:
@@ -75,11 +78,17 @@ class ModelRunner:
         cfg = self.config
         if cfg.num_kv_blocks is not None:
             return cfg.num_kv_blocks
+        # every running sequence at max_model_len, in blocks
+        full = cfg.max_num_seqs * (cfg.max_model_len + self.block_size) // self.block_size
         if self.device.type == "cuda":
             budget = self._cuda_kv_budget()
+            # No more than twice what the running sequences can fill (the rest keeps cached prefixes):
+            # a small model on a large GPU would otherwise get tens of millions of blocks, whose
+            # bookkeeping alone takes seconds and gigabytes of host memory.
+            if not cfg.kv_cache_memory_bytes:
+                budget = min(budget, KV_BLOCKS_OVER_FULL * full * self.block_bytes())
         else:
-            full = cfg.max_num_seqs * (cfg.max_model_len + self.block_size) // self.block_size * self.block_bytes()
-            budget = cfg.kv_cache_memory_bytes or min(CPU_KV_CACHE_BYTES, full)
+            budget = cfg.kv_cache_memory_bytes or min(CPU_KV_CACHE_BYTES, full * self.block_bytes())
         num_blocks = int(budget // self.block_bytes())
         if num_blocks * self.block_size < cfg.max_model_len:
             raise ConfigError(
@@ -132,8 +141,9 @@ class ModelRunner:
         """Run ``batch``; the sequences whose chunk reached their end and their logits (float32
         ``[n, vocab_size]``; None when none did). On CUDA this returns before the device is done."""
         ids, positions, slots, cu, seq_lens, tables, sample_rows, sample_seqs = self._prepare(batch)
-        if self.graphs is not None and self.graphs.can_run(batch, len(sample_seqs)):
-            hidden = self.graphs.run(ids, positions, slots, seq_lens, tables)
+        shape = self.graphs.shape_for(batch) if self.graphs is not None else None
+        if shape is not None:
+            hidden = self.graphs.run(shape, ids, positions, slots, seq_lens, tables, batch.num_tokens)
         else:
             ctx = self._context(slots, cu, seq_lens, tables, max(batch.num_tokens))
             hidden = self.model(self._to_device(ids, torch.long), self._to_device(positions, torch.long), ctx)

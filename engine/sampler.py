@@ -126,6 +126,25 @@ class Sampler:
             return_logprob=batch.return_logprob,
         )  # fmt: skip
 
+    @torch.inference_mode()
+    def warmup(self, max_batch: int) -> None:
+        """Compile every variant of the sampling kernels a run can meet (split counts by batch size, with
+        and without a bitmask) now, so that no request waits on a compile mid-run (CUDA only)."""
+        if self.device.type != "cuda":
+            return
+        words = (self.vocab_size + 31) // 32
+        sizes = sorted({min(1 << i, max_batch) for i in range(max_batch.bit_length() + 1)})
+        for b in sizes:
+            logits = torch.zeros(b, self.vocab_size, device=self.device)
+            full = dict(device=self.device)
+            args = (torch.ones(b, **full), torch.zeros(b, dtype=torch.int32, **full), torch.ones(b, **full),
+                    torch.zeros(b, **full), torch.zeros(b, dtype=torch.int64, **full),
+                    torch.zeros(b, dtype=torch.int64, **full))  # fmt: skip
+            fused_sample(logits, *args)
+            fused_sample(logits, *args, bitmask=torch.full((b, words), -1, dtype=torch.int32, **full),
+                         bitmask_rows=torch.arange(b, dtype=torch.int32, **full))  # fmt: skip
+        torch.cuda.synchronize(self.device)
+
     def _tensor(self, values: list, dtype: torch.dtype) -> torch.Tensor:
         pin = self.device.type == "cuda"
         return torch.tensor(values, dtype=dtype, pin_memory=pin).to(self.device, non_blocking=True)

@@ -19,6 +19,10 @@ from .sequence import Sequence, SequenceStatus
 
 logger = logging.getLogger(__name__)
 
+# Padded tokens of a graph step with forced chunks, at most (see Scheduler._decode_chunk_cap): about
+# where a bf16 forward pass on an H100/H200 turns from reading weights to computing.
+DECODE_CHUNK_TOKENS = 256
+
 
 @dataclass(slots=True)
 class ScheduledBatch:
@@ -52,6 +56,9 @@ class Scheduler:
         self.max_num_batched_tokens = config.max_num_batched_tokens
         self.chunked_prefill = config.enable_chunked_prefill
         self.block_manager = block_manager
+        # new tokens a decoding sequence computes per step at most (None: all it has); the engine sets
+        # it to the longest chunk its CUDA graphs take, so fast-forwarded runs stay on graphs
+        self.max_decode_chunk: int | None = None
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.num_preemptions = 0  # statistics
@@ -69,12 +76,23 @@ class Scheduler:
             self._schedule_waiting(batch, budget)
         return batch
 
+    def _decode_chunk_cap(self) -> int | None:
+        """Most new tokens per decoding sequence this step. A graph step pads every sequence to the
+        longest chunk, so the cap shrinks as the batch grows: the padded step stays within
+        DECODE_CHUNK_TOKENS tokens, where a forward pass costs about what a single-token one does (its
+        weights' read, not its arithmetic, bounds it); at 256 sequences forced tokens go one a step."""
+        if self.max_decode_chunk is None:
+            return None
+        fit = max(1, DECODE_CHUNK_TOKENS // max(1, len(self.running)))
+        return min(self.max_decode_chunk, 1 << (fit.bit_length() - 1))
+
     def _schedule_running(self, batch: ScheduledBatch, budget: int) -> int:
         i = 0
+        cap = self._decode_chunk_cap()
         while i < len(self.running) and budget > 0:
             seq = self.running[i]
             try:
-                n = self._schedule_one_running(seq, budget, batch)
+                n = self._schedule_one_running(seq, budget, batch, cap)
             except Exception as e:  # this sequence alone leaves the batch; the caller ends it
                 self._drop(seq, e, batch)
                 continue
@@ -84,9 +102,13 @@ class Scheduler:
             i += 1
         return budget
 
-    def _schedule_one_running(self, seq: Sequence, budget: int, batch: ScheduledBatch) -> int | None:
-        """Tokens of ``seq`` scheduled this step (0: none to compute), or None when it was preempted."""
+    def _schedule_one_running(self, seq: Sequence, budget: int, batch: ScheduledBatch,
+                              cap: int | None = None) -> int | None:  # fmt: skip
+        """Tokens of ``seq`` scheduled this step (0: none to compute), or None when it was preempted;
+        at most ``cap`` once its prompt is computed."""
         n = min(seq.num_uncomputed_tokens, budget)
+        if cap is not None and seq.num_computed_tokens >= seq.num_prompt_tokens:
+            n = min(n, cap)
         if n == 0:  # nothing to compute this step (e.g. waiting on something outside the engine)
             return 0
         if not self._make_room(seq, n, batch):

@@ -44,6 +44,9 @@ class TinyModelSpec:
     dtype: str = "float32"
     seed: int = 0
     init_std: float = 0.5
+    # where the random weights are drawn: "cuda" draws a multi-billion-parameter model in seconds (the
+    # values differ from a CPU draw of the same seed, so it is part of the cache key)
+    init_device: str = "cpu"
 
     def __post_init__(self) -> None:
         if self.arch not in ARCHITECTURES:
@@ -84,18 +87,19 @@ def write_tiny_model(out_dir: str | Path, tokenizer: str = "builtin", spec: Tiny
         shapes = {k: (v.shape, v.dtype) for k, v in model_cls(config).state_dict().items()}
     dtype = getattr(torch, spec.dtype)
     tensors = {}
-    gen = torch.Generator().manual_seed(spec.seed)
+    device = torch.device(spec.init_device)
+    gen = torch.Generator(device=device).manual_seed(spec.seed)
     for name in sorted(shapes):
         if spec.tie_word_embeddings and name == "lm_head.weight":
             continue
         shape = shapes[name][0]
         if name.endswith("norm.weight"):
-            t = 1.0 + 0.1 * torch.randn(shape, generator=gen)
+            t = 1.0 + 0.1 * torch.randn(shape, generator=gen, device=device)
         else:
             fan_in = shape[-1] if len(shape) > 1 else 1
             std = spec.init_std / (fan_in**0.5) if len(shape) > 1 else 0.02
-            t = torch.randn(shape, generator=gen) * std
-        tensors[name] = t.to(dtype).contiguous()
+            t = torch.randn(shape, generator=gen, device=device) * std
+        tensors[name] = t.to(dtype).cpu().contiguous()
     save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
     config.save_pretrained(str(out))
     eos = [i for i in [tok.eos_token_id] if i is not None]
@@ -108,7 +112,10 @@ def write_tiny_model(out_dir: str | Path, tokenizer: str = "builtin", spec: Tiny
 def tiny_model_dir(tokenizer: str = "builtin", spec: TinyModelSpec | None = None) -> Path:
     """A cached tiny model for (tokenizer, spec), built on first use (atomically)."""
     spec = spec or TinyModelSpec()
-    key_src = json.dumps({"tokenizer": str(tokenizer), **asdict(spec), "v": 2}, sort_keys=True)
+    fields = asdict(spec)
+    if fields["init_device"] == "cpu":  # the keys of models drawn before the field existed stay the same
+        del fields["init_device"]
+    key_src = json.dumps({"tokenizer": str(tokenizer), **fields, "v": 2}, sort_keys=True)
     key = f"{spec.arch}-{hashlib.sha256(key_src.encode()).hexdigest()[:12]}"
     return cached_dir(cache_dir() / "models" / key, lambda out: write_tiny_model(out, tokenizer, spec),
                       ("model.safetensors",))  # fmt: skip
