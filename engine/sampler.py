@@ -32,6 +32,7 @@ class SamplingBatch:
     return_logprob: bool
     penalties: tuple | None  # (rows, ids, prompt_rows, prompt_ids, rep, freq, pres) or None
     banned: tuple | None  # (rows, ids) masked to -inf (EOS before min_tokens)
+    bias: tuple | None  # (rows, ids, values) added to the logits (logit_bias)
     all_greedy: bool
 
 
@@ -99,6 +100,7 @@ class Sampler:
             return_logprob=bool(want),
             penalties=self._penalties(seqs) if any(p.has_penalties for p in params) else None,
             banned=self._banned(seqs),
+            bias=self._bias(seqs) if any(p.logit_bias for p in params) else None,
             all_greedy=all(p.temperature == 0.0 for p in params),
         )
 
@@ -117,6 +119,9 @@ class Sampler:
             logits[batch.banned] = float("-inf")
         if batch.penalties is not None:
             logits = apply_penalties(logits, *batch.penalties)
+        if batch.bias is not None:  # a new tensor: the caller's logits stay as they were
+            rows, ids, values = batch.bias
+            logits = logits.index_put((rows, ids), values, accumulate=True)
         if not logits.is_cuda and batch.all_greedy and bitmask is None and not batch.return_logprob:
             return SampleOutput(logits.argmax(dim=1))  # CPU fast path; the kernel's greedy rule exactly
         sample = fused_sample if logits.is_cuda else fused_sample_ref  # CPU: never Triton's interpreter
@@ -168,6 +173,16 @@ class Sampler:
             self._tensor([p.frequency_penalty for p in params], torch.float32),
             self._tensor([p.presence_penalty for p in params], torch.float32),
         )  # fmt: skip
+
+    def _bias(self, seqs: list[Sequence]) -> tuple:
+        rows, ids, values = [], [], []
+        for row, seq in enumerate(seqs):
+            for token, bias in (seq.params.logit_bias or {}).items():
+                rows.append(row)
+                ids.append(token)
+                values.append(bias)
+        return (self._tensor(rows, torch.int64), self._tensor(ids, torch.int64),
+                self._tensor(values, torch.float32))  # fmt: skip
 
     def _banned(self, seqs: list[Sequence]) -> tuple | None:
         rows, ids = [], []

@@ -52,6 +52,9 @@ class SamplingParams:
         None: no logprobs; 0: the sampled token's logprob; k in [1, 20]: also the top-k alternatives.
     skip_special_tokens : bool
         Leave special tokens out of the text.
+    logit_bias : dict of int to float, optional
+        Added to the token's logit before sampling (OpenAI's ``logit_bias``): -100 all but bans a
+        token, 100 all but forces it; values in [-100, 100]. A constraint's mask still applies after.
     """
 
     temperature: float = 1.0
@@ -71,6 +74,7 @@ class SamplingParams:
     logprobs: int | None = None
     include_stop_str_in_output: bool = False
     skip_special_tokens: bool = True
+    logit_bias: dict[int, float] | None = None
 
     def __post_init__(self) -> None:
         self._check_sampling()
@@ -102,6 +106,13 @@ class SamplingParams:
             _integer("seed", self.seed, -(2**63), 2**64 - 1)
         if self.logprobs is not None:
             _integer("logprobs", self.logprobs, 0, MAX_LOGPROBS)
+        if self.logit_bias is not None:
+            if not isinstance(self.logit_bias, dict):
+                raise ConfigError(f"logit_bias must map token ids to numbers, got {self.logit_bias!r}", "logit_bias")
+            for token, bias in self.logit_bias.items():
+                _integer("logit_bias key", token, 0)
+                _number("logit_bias value", bias, -100.0, 100.0)
+            self.logit_bias = {int(t): float(b) for t, b in self.logit_bias.items() if b != 0} or None
 
     def _check_penalties(self) -> None:
         _number("repetition_penalty", self.repetition_penalty, MIN_REPETITION_PENALTY, MAX_REPETITION_PENALTY)
@@ -131,6 +142,8 @@ class SamplingParams:
         """What only the engine knows: token ids inside its vocabulary, ``n`` within one batch."""
         for t in self.stop_token_ids:
             _integer("stop_token_ids[]", t, 0, vocab_size - 1)
+        for t in self.logit_bias or ():
+            _integer("logit_bias key", t, 0, vocab_size - 1)
         if self.logprobs is not None:
             _integer("logprobs", self.logprobs, 0, vocab_size)
         if self.n > max_num_seqs:
@@ -139,7 +152,7 @@ class SamplingParams:
 
 
 def _field(name: str) -> str:
-    return name.removesuffix("[]")
+    return name.removesuffix("[]").removesuffix(" key").removesuffix(" value")
 
 
 def _number(name: str, value, low: float, high: float, low_open: bool = False) -> None:

@@ -2,8 +2,8 @@
 
 Unknown fields are an error (400 naming the field), never silently ignored; a few OpenAI fields that
 change nothing here (``user``, ``metadata``, ``store``, ``service_tier``, ``prompt_cache_key``,
-``safety_identifier``) are accepted and ignored. Known fields we cannot honour (``logit_bias``,
-``echo``, ``best_of`` > n, non-text modalities, audio) are a 400 when set to anything but their default.
+``safety_identifier``) are accepted and ignored. Known fields we cannot honour (``echo``, ``best_of`` > n,
+non-text modalities, audio) are a 400 when set to anything but their default.
 
 Structured-output extensions in the body (vLLM's names, with short aliases):
 ``guided_json`` (a JSON Schema), ``guided_regex`` / ``regex``, ``guided_choice`` / ``choice``,
@@ -173,9 +173,10 @@ class _Common(_Strict):
     guided_whitespace_pattern: None = None  # named so that setting it is a clear error
 
     @model_validator(mode="after")
-    def _no_logit_bias(self):
-        if self.logit_bias:
-            raise ValueError("logit_bias is not supported")
+    def _checks(self):
+        for token in self.logit_bias or {}:
+            if not token.strip().isdigit():
+                raise ValueError(f"logit_bias keys must be token ids (digit strings), got {token!r}")
         if self.stream_options is not None and not self.stream:
             raise ValueError("stream_options is only allowed when stream is true")
         return self

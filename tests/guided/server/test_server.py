@@ -302,15 +302,33 @@ def test_a_grammar_cannot_import_the_servers_files(client, tmp_path, monkeypatch
         (dict(extra_body={"bogus_field": 1}), "bogus_field"),
         (dict(extra_body={"regex": "a", "choice": ["b"]}), "at most one"),
         (dict(tools=TOOLS, tool_choice={"type": "function", "function": {"name": "nope"}}), "nope"),
-        (dict(logit_bias={"1": 2}), "logit_bias"),
+        (dict(logit_bias={"a": 2}), "logit_bias"),
+        (dict(logit_bias={"1": 101}), "logit_bias"),
+        (dict(logit_bias={"99999999": 1}), "logit_bias"),
         (dict(extra_body={"guided_regex": "(a)\\1"}), "backreference"),
     ],
-    ids=["temperature", "top_p", "unknown-field", "two-constraints", "unknown-tool", "logit_bias", "bad-regex"],
+    ids=["temperature", "top_p", "unknown-field", "two-constraints", "unknown-tool", "logit_bias-key",
+         "logit_bias-value", "logit_bias-token", "bad-regex"],
 )
 def test_error_bad_parameters(client, kwargs, needle):
     with pytest.raises(openai.BadRequestError) as e:
         chat(client, max_tokens=4, **kwargs)
     assert needle in e.value.message
+
+
+def test_logit_bias(server, client):
+    """OpenAI's logit_bias: +100 on one token makes it the only one sampled; -100 on the greedy choice
+    moves greedy decoding off it; under a constraint the mask still wins."""
+    tokenizer = server[0].state.served.llm.tokenizer
+    token = tokenizer.encode("x", add_special_tokens=False)[0]
+    out = chat(client, max_tokens=4, temperature=1.0, seed=3, logit_bias={str(token): 100}, logprobs=True)
+    assert [t.token for t in out.choices[0].logprobs.content] == [tokenizer.decode([token])] * 4
+    plain = chat(client, max_tokens=1, logprobs=True).choices[0].logprobs.content[0]
+    first = tokenizer.encode(plain.token, add_special_tokens=False)
+    banned = chat(client, max_tokens=1, logprobs=True, logit_bias={str(first[0]): -100}).choices[0]
+    assert banned.logprobs.content[0].token != plain.token
+    choice = chat(client, max_tokens=8, logit_bias={str(token): 100}, extra_body={"choice": ["yes", "no"]})
+    assert choice.choices[0].message.content in ("yes", "no")
 
 
 def test_error_unknown_model(client):
