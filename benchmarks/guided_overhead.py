@@ -51,25 +51,39 @@ EXCLUDE_KEYWORDS = ('"pattern"', '"patternProperties"')
 
 
 # ---------------------------------------------------------------------- workloads
-def maskbench_schemas(llm: LLM, every: int, limit: int) -> tuple[list, dict]:
+def maskbench_schemas(llm: LLM, every: int, limit: int, folder: Path = MASKBENCH) -> tuple[list, dict]:
     """Every ``every``-th MaskBench schema (sorted by name) that compiles, up to ``limit``, compiled now."""
-    files = sorted(MASKBENCH.glob("*.json"))[::every]
-    chosen, failed, excluded = [], 0, 0
+    pairs, pool = maskbench_pairs(llm, every, limit, folder, need_instance=False)
+    return [schema for schema, _ in pairs], pool
+
+
+def maskbench_pairs(llm: LLM, every: int, limit: int, folder: Path = MASKBENCH,
+                    need_instance: bool = True) -> tuple[list, dict]:  # fmt: skip
+    """(schema, compact JSON text of its first valid instance or None) for every ``every``-th MaskBench
+    file that compiles (and has a valid instance, if ``need_instance``), up to ``limit``."""
+    files = sorted(folder.glob("*.json"))[::every]
+    chosen, failed, excluded, no_instance = [], 0, 0, 0
     for f in files:
-        schema = json.loads(f.read_text())["schema"]
+        data = json.loads(f.read_text())
+        schema = data["schema"]
         if any(k in json.dumps(schema) for k in EXCLUDE_KEYWORDS):
             excluded += 1
+            continue
+        valid = [t["data"] for t in data.get("tests", []) if t.get("valid")]
+        if need_instance and not valid:
+            no_instance += 1
             continue
         try:
             llm.compile_service.compile(JsonSchema(schema))
         except Exception:  # refused by the compiler (recursive, too large, ...): not part of the workload
             failed += 1
             continue
-        chosen.append(schema)
+        text = json.dumps(valid[0], separators=(",", ":"), ensure_ascii=False) if valid else None
+        chosen.append((schema, text))
         if len(chosen) >= limit:
             break
     return chosen, {"files_scanned": len(files), "every": every, "compiled": len(chosen),
-                    "compile_failed": failed, "excluded_pattern": excluded}  # fmt: skip
+                    "compile_failed": failed, "excluded_pattern": excluded, "no_valid_instance": no_instance}  # fmt: skip
 
 
 def schema_heavy(n: int, seed: int = 0) -> list[dict]:
@@ -95,6 +109,74 @@ def schema_heavy(n: int, seed: int = 0) -> list[dict]:
             {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
         )
     return out
+
+
+class Steering:
+    """Realistic outputs from random weights. Each request gets a target text (a valid instance of its
+    schema, compact JSON; the same text for an unguided request) and, before every engine step, a
+    ``logit_bias`` of +``bias`` on the target's next token, then on EOS once the target is written. A
+    guided output follows its target unless the mask forbids the target's token (another key order or
+    spelling); from there it is no longer steered ("lost") and runs as the random model does.
+
+    Tokens the engine appended itself (fast-forward) may split the text differently from the target's
+    own tokens: the rest of the target is then re-encoded from where the output's text stands."""
+
+    def __init__(self, llm: LLM, bias: float = 30.0):
+        self.llm, self.bias = llm, bias
+        self.tokenizer = llm.tokenizer
+        eos = llm.engine.eos_token_ids
+        self.eos = eos[0] if eos else None
+        self.targets: dict[int, dict] = {}  # id(SamplingParams) -> target state
+        self._step = None
+
+    def params(self, target: str, max_tokens: int, guided: bool) -> SamplingParams:
+        """Fresh SamplingParams for one request steered toward ``target``."""
+        ids = self.tokenizer.encode(target, add_special_tokens=False)
+        # the first token's bias is there from the start: the prefill step samples it
+        p = SamplingParams(temperature=1.0, seed=1, max_tokens=max_tokens, logit_bias={ids[0]: self.bias})
+        self.targets[id(p)] = {"text": target, "ids": ids, "matched": 0, "seen": 0, "lost": False,
+                               "guided": guided}  # fmt: skip
+        return p
+
+    def __enter__(self):
+        engine = self.llm.engine
+        self._step = engine.step
+
+        def step():
+            for seq in engine.scheduler.running:
+                state = self.targets.get(id(seq.params))
+                if state is not None and not state["lost"]:
+                    seq.params.logit_bias = self._next(state, seq.output_token_ids)
+            return self._step()
+
+        engine.step = step
+        return self
+
+    def __exit__(self, *exc):
+        self.llm.engine.step = self._step
+
+    def _next(self, state: dict, out: list[int]) -> dict[int, float] | None:
+        for token in out[state["seen"] :]:
+            ids, m = state["ids"], state["matched"]
+            if m < len(ids) and ids[m] == token:
+                state["matched"] = m + 1
+                continue
+            text = self.tokenizer.decode(out, skip_special_tokens=True)  # realign on the text
+            if not state["text"].startswith(text):
+                state["lost"] = True
+                return None
+            rest = self.tokenizer.encode(state["text"][len(text) :], add_special_tokens=False)
+            state["ids"], state["matched"] = out + rest, len(out)
+            break
+        state["seen"] = len(out)
+        ids, m = state["ids"], state["matched"]
+        token = ids[m] if m < len(ids) else self.eos
+        return {token: self.bias} if token is not None else None
+
+    def summary(self) -> dict:
+        states = list(self.targets.values())
+        return {"requests": len(states), "lost": sum(s["lost"] for s in states),
+                "lost_guided": sum(s["lost"] and s["guided"] for s in states)}  # fmt: skip
 
 
 # ---------------------------------------------------------------------- measurements
@@ -141,38 +223,113 @@ def throughput(llm: LLM, schemas: list, concurrency: int, rounds: int, fraction:
     after = llm.engine.stats()
     forced = after["num_forced_tokens"] - before["num_forced_tokens"]
     produced = after["num_output_tokens"] - before["num_output_tokens"]
+    masks = {k: after[k] - before[k] for k in ("mask_rows_filled", "mask_rows_computed", "mask_rows_held",
+                                                 "mask_collect_s")}  # fmt: skip
     return {"concurrency": concurrency, "guided_fraction": fraction, **total,
             "tok_s": total["tokens"] / total["seconds"], "req_s": total["requests"] / total["seconds"],
-            "forced_fraction": forced / max(produced, 1)}  # fmt: skip
+            "forced_fraction": forced / max(produced, 1), "masks": masks}  # fmt: skip
 
 
-def fast_forward_gain(llms: dict, schemas: list, concurrency: int, max_tokens: int, vocab: int) -> dict:
-    """End-to-end wall time of the same schema-heavy batch (greedy) with fast-forward on and off."""
+def fast_forward_gain(llm: LLM, schemas: list, concurrency: int, max_tokens: int, vocab: int) -> dict:
+    """End-to-end wall time of the same schema-heavy batch (greedy), fast-forward on then off, on one
+    engine (the setting is read per step; a second engine would need a second model's memory)."""
     prompts = random_prompts(len(schemas), 16, vocab, seed=7)
     params = SamplingParams(temperature=0.0, max_tokens=max_tokens)
     result = {"requests": len(schemas), "concurrency": concurrency}
-    for name, llm in llms.items():
-        for s in schemas:  # compile outside the timed region
-            llm.compile_service.compile(JsonSchema(s))
-        llm.generate(
-            prompts[:2], params, use_tqdm=False, response_format=[JsonSchema(s) for s in schemas[:2]]
-        )
-        before = llm.engine.stats()
-        sync()
-        start = time.perf_counter()
-        outs = llm.generate(prompts, params, use_tqdm=False, response_format=[JsonSchema(s) for s in schemas])
-        sync()
-        seconds = time.perf_counter() - start
-        after = llm.engine.stats()
-        produced = after["num_output_tokens"] - before["num_output_tokens"]
-        result[name] = {
-            "seconds": seconds, "output_tokens": produced,
-            "forced_fraction": (after["num_forced_tokens"] - before["num_forced_tokens"]) / max(produced, 1),
-            "stopped": sum(o.finish_reason == "stop" for o in outs),
-        }  # fmt: skip
+    for s in schemas:  # compile outside the timed region
+        llm.compile_service.compile(JsonSchema(s))
+    setting = llm.engine.config.fast_forward
+    try:
+        for name, on in (("ff_off", False), ("ff_on", True)):
+            llm.engine.config.fast_forward = on
+            warm = SamplingParams(temperature=0.0, max_tokens=24)  # the same shapes, first-use costs out
+            llm.generate(prompts, warm, use_tqdm=False, response_format=[JsonSchema(s) for s in schemas])
+            before = llm.engine.stats()
+            sync()
+            start = time.perf_counter()
+            outs = llm.generate(prompts, params, use_tqdm=False, response_format=[JsonSchema(s) for s in schemas])
+            sync()
+            seconds = time.perf_counter() - start
+            after = llm.engine.stats()
+            produced = after["num_output_tokens"] - before["num_output_tokens"]
+            result[name] = {
+                "seconds": seconds, "output_tokens": produced,
+                "forced_fraction": (after["num_forced_tokens"] - before["num_forced_tokens"]) / max(produced, 1),
+                "stopped": sum(o.finish_reason == "stop" for o in outs),
+                "texts": [o.text for o in outs],
+            }  # fmt: skip
+    finally:
+        llm.engine.config.fast_forward = setting
+    # outputs whose text is the same either way (forced tokens take the grammar's tokenization, so the
+    # model's free choices after them can differ; both are valid)
+    result["same_text"] = sum(a == b for a, b in zip(result["ff_on"].pop("texts"), result["ff_off"].pop("texts"), strict=True))
     result["speedup"] = result["ff_off"]["seconds"] / result["ff_on"]["seconds"]
     result["target"] = ">= 1.3"
     return result
+
+
+def steered(llm: LLM, pairs: list, concurrency: int, fraction: float, max_tokens: int, prompt_len: int,
+            vocab: int, fast_forward: bool = True, rounds: int = 1) -> dict:  # fmt: skip
+    """``rounds`` batches of ``concurrency`` requests steered toward valid instances (``Steering``; each
+    round the next targets of ``pairs``); a share ``fraction`` of them guided by their schema. Output
+    tok/s, stop reasons, forced share, masks."""
+    steer = Steering(llm)
+    setting = llm.engine.config.fast_forward
+    llm.engine.config.fast_forward = fast_forward
+    before = llm.engine.stats()
+    outs, seconds = [], 0.0
+    try:
+        for r in range(rounds):
+            prompts = random_prompts(concurrency, prompt_len, vocab, seed=1000 * concurrency + r)
+            formats, params = [], []
+            for i in range(concurrency):
+                schema, text = pairs[(r * concurrency + i) % len(pairs)]
+                guided = int((i + 1) * fraction) > int(i * fraction)
+                formats.append(JsonSchema(schema) if guided else None)
+                params.append(steer.params(text, max_tokens, guided))
+            with steer:
+                sync()
+                start = time.perf_counter()
+                outs += llm.generate(prompts, params, use_tqdm=False, response_format=formats)
+                sync()
+                seconds += time.perf_counter() - start
+    finally:
+        llm.engine.config.fast_forward = setting
+    concurrency *= rounds
+    after = llm.engine.stats()
+    produced = after["num_output_tokens"] - before["num_output_tokens"]
+    finish: dict[str, int] = {}
+    for o in outs:
+        finish[o.finish_reason] = finish.get(o.finish_reason, 0) + 1
+    tokens = sum(len(o.token_ids) for o in outs)
+    return {"concurrency": concurrency // rounds, "rounds": rounds, "guided_fraction": fraction, "fast_forward": fast_forward,
+            "tokens": tokens, "seconds": seconds, "tok_s": tokens / seconds, "req_s": concurrency / seconds,
+            "finish": finish, "forced_fraction": (after["num_forced_tokens"] - before["num_forced_tokens"]) / max(produced, 1),
+            "steering": steer.summary(),
+            "masks": {k: after[k] - before[k] for k in ("mask_rows_filled", "mask_rows_computed", "mask_rows_held",
+                                                          "mask_collect_s")}}  # fmt: skip
+
+
+def steered_table(llm: LLM, pairs: list, concurrencies, max_tokens: int, prompt_len: int, vocab: int,
+                  log=print, rounds_at_1: int = 8) -> dict:  # fmt: skip
+    """At each concurrency: unguided, guided and guided without fast-forward, the same targets each
+    time, each after an untimed warm-up of the same batch. Ratios: guided / unguided output
+    throughput (target >= 0.95) and the end-to-end gain of fast-forward (target >= 1.3)."""
+    rows, ratios = [], {}
+    for c in concurrencies:
+        cells = {}
+        for name, fraction, ff in (("free", 0.0, True), ("guided", 1.0, True), ("guided_no_ff", 1.0, False)):
+            rounds = rounds_at_1 if c == 1 else 1
+            steered(llm, pairs, c, fraction, max_tokens, prompt_len, vocab, ff, rounds)  # warm-up
+            cells[name] = steered(llm, pairs, c, fraction, max_tokens, prompt_len, vocab, ff, rounds)
+            r = cells[name]
+            log(f"  steered C={c} {name}: {r['tok_s']:.0f} tok/s, {r['tokens']} tokens in {r['seconds']:.2f} s, "
+                f"{r['finish']}, forced {100 * r['forced_fraction']:.1f}%, {r['steering']}, masks {r['masks']}")  # fmt: skip
+        rows += list(cells.values())
+        ratios[str(c)] = {"guided_over_free": cells["guided"]["tok_s"] / cells["free"]["tok_s"],
+                          "fast_forward_gain": cells["guided_no_ff"]["seconds"] / cells["guided"]["seconds"]}  # fmt: skip
+    return {"rows": rows, "ratios": ratios,
+            "targets": {"guided_over_free": ">= 0.95", "fast_forward_gain": ">= 1.3 where >= 25% is forced"}}  # fmt: skip
 
 
 # ---------------------------------------------------------------------- one model
@@ -202,11 +359,8 @@ def run_model(name: str, model_dir: str, args, device: str, dtype: str) -> dict:
         ratios[str(c)] = {"guided50_over_free": by[0.5]["tok_s"] / by[0.0]["tok_s"],
                           "guided100_over_free": by[1.0]["tok_s"] / by[0.0]["tok_s"]}  # fmt: skip
     heavy = schema_heavy(args.ff_requests)
-    llm_off = LLM(model_dir, **common, fast_forward=False)
-    ff = fast_forward_gain(
-        {"ff_on": llm, "ff_off": llm_off}, heavy, args.ff_requests, args.ff_max_tokens, vocab
-    )
-    del llm, llm_off
+    ff = fast_forward_gain(llm, heavy, args.ff_requests, args.ff_max_tokens, vocab)
+    del llm
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()

@@ -8,9 +8,12 @@
 - paged decode attention, batch >= 32, context >= 4k: achieved KV bandwidth as a share of the measured
   copy bandwidth (target >= 70%) and vs torch SDPA over the same KV laid out contiguously (target <= 1.2x).
 
-Usage: python benchmarks/kernels.py [--out DIR] [--quick]
+Usage: python benchmarks/kernels.py [--out DIR] [--quick] [--dry-run]
 Prints a table with the ratios and writes ``kernels-<gpu>.json`` under ``benchmarks/results/``.
 Without CUDA it says so and exits 0 (the kernels' CPU tests run under TRITON_INTERPRET=1 instead).
+``--dry-run`` runs every step at toy shapes on CPU (start the process with TRITON_INTERPRET=1) and
+writes ``kernels-cpu-dry-run.json``: the timings mean nothing, the point is that the GPU run cannot
+fail on a typo.
 """
 
 from __future__ import annotations
@@ -35,10 +38,19 @@ from guided.kernels.sampling import fused_sample
 RESULTS = Path(__file__).resolve().parent / "results"
 VOCAB = 128256
 DEVICE = "cuda"
+# shapes of a --dry-run (CPU, Triton interpreter): every step once, quickly
+DRY_VOCAB, DRY_BATCHES, DRY_ATTENTION, DRY_KV_TOKENS = 1000, [1, 3], [(2, 64)], 64
 
 
 def bench_ms(fn) -> float:
     """Median milliseconds of ``fn`` (triton.testing.do_bench: warm-up, L2 flush between runs)."""
+    if DEVICE == "cpu":  # dry run: wall clock, two calls
+        times = []
+        for _ in range(2):
+            start = time.perf_counter()
+            fn()
+            times.append(1e3 * (time.perf_counter() - start))
+        return min(times)
     from triton.testing import do_bench
 
     return float(do_bench(fn, warmup=25, rep=100, return_mode="median"))
@@ -46,7 +58,7 @@ def bench_ms(fn) -> float:
 
 def copy_bandwidth_gbs() -> float:
     """Device-to-device copy bandwidth (bytes read + written per second), 1 GiB buffers."""
-    src = torch.empty(1 << 30, dtype=torch.uint8, device=DEVICE)
+    src = torch.empty(1 << (30 if DEVICE == "cuda" else 20), dtype=torch.uint8, device=DEVICE)
     dst = torch.empty_like(src)
     ms = bench_ms(lambda: dst.copy_(src))
     return 2 * src.numel() / ms / 1e6
@@ -57,6 +69,8 @@ def copy_bandwidth_gbs() -> float:
 
 def xgrammar_apply():
     """XGrammar's Triton bitmask kernel, or (None, reason)."""
+    if DEVICE == "cpu":
+        return None, "xgrammar's kernel is not run in a dry run"
     try:
         from xgrammar.kernels.apply_token_bitmask_inplace_triton import apply_token_bitmask_inplace_triton
     except Exception as exc:  # not installed, or an incompatible version
@@ -194,8 +208,8 @@ def bench_attention(configs, bandwidth_gbs) -> list[dict]:
     return rows
 
 
-def bench_kv_store(bandwidth_gbs) -> list[dict]:
-    num_tokens, kv_heads, head_dim, block_size = 8192, 8, 128, 16
+def bench_kv_store(bandwidth_gbs, num_tokens: int = 8192) -> list[dict]:
+    kv_heads, head_dim, block_size = 8, 128, 16
     key = torch.randn(num_tokens, kv_heads, head_dim, device=DEVICE, dtype=torch.bfloat16)
     value = torch.randn_like(key)
     k_cache = torch.zeros(num_tokens // block_size * 2, block_size, kv_heads, head_dim, device=DEVICE,
@@ -205,7 +219,7 @@ def bench_kv_store(bandwidth_gbs) -> list[dict]:
     ms = bench_ms(lambda: store_kv(key, value, k_cache, v_cache, slots))
     moved = 4 * key.numel() * key.element_size()  # read k, v; write k, v
     row = {"tokens": num_tokens, "ours_ms": ms, "gbs": moved / ms / 1e6, "share_of_bw": moved / ms / 1e6 / bandwidth_gbs}
-    print("\nKV store, 8192 tokens x 8 heads x 128, bf16")
+    print(f"\nKV store, {num_tokens} tokens x 8 heads x 128, bf16")
     _table([row], ["tokens", "ours_ms", "gbs", "share_of_bw"])
     return [row]
 
@@ -214,6 +228,9 @@ def bench_kv_store(bandwidth_gbs) -> list[dict]:
 
 
 def machine() -> dict:
+    if DEVICE == "cpu":
+        return {"gpu": "cpu dry run", "torch": torch.__version__, "triton": _version("triton"),
+                "python": platform.python_version(), "platform": platform.platform(), "date": time.strftime("%Y-%m-%d")}  # fmt: skip
     props = torch.cuda.get_device_properties(0)
     return {
         "gpu": props.name,
@@ -262,25 +279,32 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=RESULTS, help="directory for kernels-<gpu>.json")
     parser.add_argument("--quick", action="store_true", help="fewer shapes (a smoke run)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="every step at toy shapes on CPU (under TRITON_INTERPRET=1); times mean nothing")
     args = parser.parse_args(argv)
-    if not torch.cuda.is_available():
+    global DEVICE, VOCAB
+    if args.dry_run:
+        DEVICE, VOCAB = "cpu", DRY_VOCAB
+    elif not torch.cuda.is_available():
         print("benchmarks/kernels.py needs a CUDA GPU; none is available here, so nothing was measured.")
         return 0
     info = machine()
-    print(f"{info['gpu']}  driver {info['driver']}  CUDA {info['cuda']}  torch {info['torch']}  "
+    print(f"{info['gpu']}  driver {info.get('driver')}  CUDA {info.get('cuda')}  torch {info['torch']}  "
           f"triton {info['triton']}")
     bandwidth = copy_bandwidth_gbs()
     print(f"measured copy bandwidth: {bandwidth:.0f} GB/s (read + write)")
     batches = [1, 64] if args.quick else [1, 64, 256]
     # (1, 32768) is outside the targets: it shows the split-K (flash-decoding) path
     attention = [(32, 4096)] if args.quick else [(32, 4096), (64, 4096), (32, 8192), (128, 4096), (1, 32768)]
+    if args.dry_run:
+        batches, attention = DRY_BATCHES, DRY_ATTENTION
     results = {
         "machine": info,
         "copy_bandwidth_gbs": bandwidth,
         "bitmask": bench_bitmask(batches),
         "sampling": bench_sampling(batches, bandwidth),
         "paged_decode_attention": bench_attention(attention, bandwidth),
-        "kv_store": bench_kv_store(bandwidth),
+        "kv_store": bench_kv_store(bandwidth, DRY_KV_TOKENS if args.dry_run else 8192),
         "targets": {
             "bitmask_vs_xgrammar": "<= 1.0", "bitmask_vs_masked_fill": "<= 0.5",
             "sampling_vs_one_read": "<= 1.3", "sampling_vs_torch": "< 1.0",

@@ -155,7 +155,13 @@ def hf_throughput(model_dir: str, prompts: list[list[int]], out_len: int, batch_
     """HF ``generate`` (greedy, no EOS stop) at each batch size; the best one's output tok/s."""
     import transformers
 
-    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).to(device).eval()
+    try:  # straight onto the GPU (accelerate's device_map), not through 16 GB of host memory
+        import accelerate  # noqa: F401
+
+        placement = {"device_map": str(device)} if str(device).startswith("cuda") else {}
+    except ImportError:
+        placement = {}
+    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, **placement).to(device).eval()
     per_batch = {}
     for bs in batch_sizes:
         batch = prompts[:bs]
