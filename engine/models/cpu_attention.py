@@ -1,9 +1,10 @@
-"""Batched decode attention over the paged KV cache for CPU tensors.
+"""Batched attention over the paged KV cache for CPU tensors.
 
-The kernels' torch reference loops over sequences, which dominates a CPU decode step; for pure-decode
-batches (one query token per sequence) this gathers every sequence's blocks at once and runs a single
-masked ``scaled_dot_product_attention``. Same arguments and semantics as
-``guided.kernels.attention.paged_attention`` restricted to ``max_seqlen_q == 1``.
+The kernels' torch reference loops over sequences, which dominates a CPU step; for sequences with few
+new tokens (decodes, and the short chunks fast-forward feeds) this gathers every sequence's blocks at
+once and runs a single masked ``scaled_dot_product_attention`` over queries padded to the longest
+chunk. Longer chunks (prefill) still go through the reference, one sequence at a time. Same arguments
+and semantics as ``guided.kernels.attention.paged_attention``.
 """
 
 from __future__ import annotations
@@ -11,8 +12,75 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from guided.kernels.attention import paged_attention_ref
+
 # scaled_dot_product_attention broadcasts KV heads itself from torch 2.5 on
 _GQA = tuple(int(x) for x in torch.__version__.split(".")[:2]) >= (2, 5)
+
+
+SHORT_CHUNK = 16  # sequences with at most this many new tokens are batched; longer ones loop
+
+
+def attention_cpu(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, scale: float) -> torch.Tensor:
+    """``paged_attention`` on CPU: short chunks batched (``short_chunks_attention_cpu``), long ones by
+    the reference; ``q`` packed by sequence, ``[total_q, num_heads, head_dim]``."""
+    q_lens = cu_seqlens_q.diff()
+    short = q_lens <= SHORT_CHUNK
+    if bool(short.all()):
+        return short_chunks_attention_cpu(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, scale)
+    if not bool(short.any()):
+        return paged_attention_ref(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, scale)
+    token_short = torch.repeat_interleave(short, q_lens.long())  # [total_q]: its sequence is short
+    out = torch.empty_like(q)
+    for rows, pick in ((token_short, short), (~token_short, ~short)):
+        cu = F.pad(q_lens[pick].cumsum(0), (1, 0)).to(cu_seqlens_q.dtype)
+        attend = short_chunks_attention_cpu if pick is short else paged_attention_ref
+        out[rows] = attend(q[rows], k_cache, v_cache, block_tables[pick], cu, seq_lens[pick], scale)
+    return out
+
+
+def short_chunks_attention_cpu(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, scale) -> torch.Tensor:
+    """All sequences at once, queries padded to the longest chunk (padding rows attend to key 0 and are
+    dropped); each new token sees the keys up to its own position (it is the last of its chunk's
+    ``q_len`` tokens, at the end of the context)."""
+    q_lens = cu_seqlens_q.diff().long()
+    longest = int(q_lens.max())
+    if longest == 1:
+        return decode_attention_cpu(q, k_cache, v_cache, block_tables, seq_lens, scale)
+    steps = torch.arange(longest)
+    real = steps[None, :] < q_lens[:, None]  # [num_seqs, longest]
+    index = (cu_seqlens_q[:-1, None].long() + steps[None, :]).clamp(max=q.shape[0] - 1)
+    padded = q[index].transpose(1, 2)  # [num_seqs, num_heads, longest, head_dim]
+    k, v, max_len = _gather_kv(k_cache, v_cache, block_tables, seq_lens)
+    keys = torch.arange(max_len)[None, None, :]
+    position = (seq_lens.long() - q_lens)[:, None, None] + steps[None, :, None]  # of each query token
+    visible = (keys <= position) & (keys < seq_lens.long()[:, None, None])
+    visible |= ~real[:, :, None] & (keys == 0)  # padding rows: one key, so no row is all -inf
+    out = _sdpa(padded, k, v, visible[:, None], scale, q.shape[1] // k_cache.shape[2])
+    return out.transpose(1, 2)[real].to(q.dtype)  # packed back: sequence by sequence, token by token
+
+
+def _gather_kv(k_cache, v_cache, block_tables, seq_lens):
+    """Each sequence's keys and values, ``[num_seqs, num_kv_heads, max_len, head_dim]`` fp32, zero past
+    its length (a masked NaN in never-written memory would still poison q·k and p·v)."""
+    num_seqs = seq_lens.shape[0]
+    block_size, num_kv_heads, head_dim = k_cache.shape[1], k_cache.shape[2], k_cache.shape[3]
+    max_len = int(seq_lens.max())
+    num_blocks = -(-max_len // block_size)
+    flat = block_tables[:, :num_blocks].reshape(-1).long()
+    # index_select: far cheaper than fancy indexing
+    shape = (num_seqs, num_blocks * block_size, num_kv_heads, head_dim)
+    k = k_cache.index_select(0, flat).view(shape)[:, :max_len].transpose(1, 2).float()
+    v = v_cache.index_select(0, flat).view(shape)[:, :max_len].transpose(1, 2).float()
+    hidden = ~(torch.arange(max_len)[None, :] < seq_lens[:, None].long())[:, None, :, None]
+    return k.masked_fill(hidden, 0.0), v.masked_fill(hidden, 0.0), max_len
+
+
+def _sdpa(q, k, v, mask, scale: float, group: int) -> torch.Tensor:
+    if group > 1 and not _GQA:
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    extra = {"enable_gqa": True} if group > 1 and _GQA else {}
+    return F.scaled_dot_product_attention(q.float(), k, v, attn_mask=mask, scale=scale, **extra)
 
 
 def decode_attention_cpu(
@@ -23,26 +91,8 @@ def decode_attention_cpu(
     seq_lens: torch.Tensor,
     scale: float,
 ) -> torch.Tensor:
-    # q: [num_seqs, num_heads, head_dim], one token per sequence at position seq_lens - 1
-    num_seqs, num_heads, head_dim = q.shape
-    block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
-    max_len = int(seq_lens.max())
-    num_blocks = -(-max_len // block_size)
-    flat = block_tables[:, :num_blocks].reshape(-1).long()
-    # k, v: [num_seqs, num_kv_heads, max_len, head_dim] (index_select: far cheaper than fancy indexing)
-    shape = (num_seqs, num_blocks * block_size, num_kv_heads, head_dim)
-    k = k_cache.index_select(0, flat).view(shape)[:, :max_len].transpose(1, 2).float()
-    v = v_cache.index_select(0, flat).view(shape)[:, :max_len].transpose(1, 2).float()
-    group = num_heads // num_kv_heads
-    if group > 1 and not _GQA:
-        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    """One query token per sequence, at position seq_lens - 1: ``q`` is ``[num_seqs, num_heads, head_dim]``."""
+    k, v, max_len = _gather_kv(k_cache, v_cache, block_tables, seq_lens)
     visible = torch.arange(max_len)[None, :] < seq_lens[:, None].long()  # [num_seqs, max_len]
-    # Positions past a sequence's length hold whatever its padded blocks hold (another sequence's KV,
-    # or never-written memory): zero them, since a masked NaN still poisons q·k and p·v.
-    hidden = ~visible[:, None, :, None]
-    k, v = k.masked_fill(hidden, 0.0), v.masked_fill(hidden, 0.0)
-    extra = {"enable_gqa": True} if group > 1 and _GQA else {}
-    out = F.scaled_dot_product_attention(
-        q[:, :, None].float(), k, v, attn_mask=visible[:, None, None], scale=scale, **extra
-    )  # [num_seqs, num_heads, 1, head_dim]
-    return out[:, :, 0].to(q.dtype)
+    out = _sdpa(q[:, :, None], k, v, visible[:, None, None], scale, q.shape[1] // k_cache.shape[2])
+    return out[:, :, 0].to(q.dtype)  # [num_seqs, num_heads, head_dim]

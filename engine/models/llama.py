@@ -15,11 +15,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from guided.errors import ModelLoadError
-from guided.kernels.attention import paged_attention, paged_attention_ref
+from guided.kernels.attention import paged_attention
 from guided.kernels.kv_store import store_kv, store_kv_ref
 
 from ..step_context import StepContext
-from .cpu_attention import decode_attention_cpu
+from .cpu_attention import attention_cpu, decode_attention_cpu
 
 
 @dataclass(slots=True)
@@ -160,8 +160,8 @@ class Attention(nn.Module):
     def _attend_cpu(self, q: torch.Tensor, ctx: StepContext) -> torch.Tensor:
         if ctx.max_seqlen_q == 1:
             return decode_attention_cpu(q, self.k_cache, self.v_cache, ctx.block_tables, ctx.seq_lens, self.scale)
-        return paged_attention_ref(q, self.k_cache, self.v_cache, ctx.block_tables, ctx.cu_seqlens_q, ctx.seq_lens,
-                                   self.scale, ctx.max_seqlen_q)  # fmt: skip
+        return attention_cpu(q, self.k_cache, self.v_cache, ctx.block_tables, ctx.cu_seqlens_q, ctx.seq_lens,
+                             self.scale)  # fmt: skip
 
 
 class MLP(nn.Module):

@@ -22,3 +22,29 @@ def test_cpu_decode_attention_matches_the_reference(group):
     cu = torch.arange(num_seqs + 1, dtype=torch.int32)
     ref = paged_attention_ref(q, k_cache, v_cache, tables, cu, seq_lens, 0.3, 1)
     torch.testing.assert_close(decode_attention_cpu(q, k_cache, v_cache, tables, seq_lens, 0.3), ref)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_cpu_chunk_attention_matches_the_reference(seed):
+    """Mixed batches: single tokens, short chunks (batched, padded) and long chunks (the reference) in
+    one call agree with the reference over the whole batch; GQA groups 1-4."""
+    import random
+
+    import torch
+
+    from guided.engine.models.cpu_attention import SHORT_CHUNK, attention_cpu
+    from guided.kernels.attention import paged_attention_ref
+
+    rng = random.Random(seed)
+    torch.manual_seed(seed)
+    group, kv_heads, head_dim, block_size = rng.choice([1, 2, 4]), 2, 8, 4
+    num_seqs = rng.randint(1, 7)
+    k_cache = torch.randn(96, block_size, kv_heads, head_dim)
+    v_cache = torch.randn_like(k_cache)
+    q_lens = [rng.choice([1, 1, 2, 5, SHORT_CHUNK, SHORT_CHUNK + 3]) for _ in range(num_seqs)]
+    seq_lens = torch.tensor([q + rng.randint(0, 20) for q in q_lens], dtype=torch.int32)
+    cu = torch.tensor([0, *torch.tensor(q_lens).cumsum(0).tolist()], dtype=torch.int32)
+    q = torch.randn(int(cu[-1]), kv_heads * group, head_dim)
+    tables = torch.randperm(96)[: num_seqs * 12].view(num_seqs, 12).int()
+    ref = paged_attention_ref(q, k_cache, v_cache, tables, cu, seq_lens, 0.3)
+    torch.testing.assert_close(attention_cpu(q, k_cache, v_cache, tables, cu, seq_lens, 0.3), ref)
