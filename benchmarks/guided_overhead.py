@@ -1,5 +1,6 @@
 """Guided-decoding overhead: output throughput with 0%, 50% and 100% JSON-Schema-guided requests, and the
-end-to-end gain of fast-forward (forced tokens prefilled as a chunk) on schema-heavy outputs.
+end-to-end gain of fast-forward (forced tokens prefilled as a chunk) on schema-heavy outputs; then the
+same on realistic outputs: requests steered toward valid MaskBench instances (``Steering``).
 
 CUDA (bf16 random-weight models shaped like Llama-3.2-1B and Llama-3.1-8B, Llama 3 tokenizer, built on
 the machine): 1, 64 and 256 concurrent requests. Targets: 100% guided >= 95% of unguided output
@@ -51,12 +52,6 @@ EXCLUDE_KEYWORDS = ('"pattern"', '"patternProperties"')
 
 
 # ---------------------------------------------------------------------- workloads
-def maskbench_schemas(llm: LLM, every: int, limit: int, folder: Path = MASKBENCH) -> tuple[list, dict]:
-    """Every ``every``-th MaskBench schema (sorted by name) that compiles, up to ``limit``, compiled now."""
-    pairs, pool = maskbench_pairs(llm, every, limit, folder, need_instance=False)
-    return [schema for schema, _ in pairs], pool
-
-
 def maskbench_pairs(llm: LLM, every: int, limit: int, folder: Path = MASKBENCH,
                     need_instance: bool = True) -> tuple[list, dict]:  # fmt: skip
     """(schema, compact JSON text of its first valid instance or None) for every ``every``-th MaskBench
@@ -341,7 +336,8 @@ def run_model(name: str, model_dir: str, args, device: str, dtype: str) -> dict:
     llm.compile_service.grammars.cache_size = 4096  # the whole schema pool stays compiled
     vocab = len(llm.tokenizer) - 16
     t = time.perf_counter()
-    schemas, pool = maskbench_schemas(llm, args.every, args.max_schemas)
+    pairs, pool = maskbench_pairs(llm, args.every, args.max_schemas)
+    schemas = [schema for schema, _ in pairs]
     pool["compile_s"] = time.perf_counter() - t
     run_batch(llm, random_prompts(4, args.prompt_len, vocab), 0.5, schemas, 8, 0)  # warm-up
     rows = []
@@ -360,12 +356,15 @@ def run_model(name: str, model_dir: str, args, device: str, dtype: str) -> dict:
                           "guided100_over_free": by[1.0]["tok_s"] / by[0.0]["tok_s"]}  # fmt: skip
     heavy = schema_heavy(args.ff_requests)
     ff = fast_forward_gain(llm, heavy, args.ff_requests, args.ff_max_tokens, vocab)
+    steer = steered_table(llm, pairs, concurrencies, args.ff_max_tokens, args.prompt_len, vocab,
+                          rounds_at_1=args.rounds)  # fmt: skip
     del llm
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
     return {"model": name, "schema_pool": pool, "throughput": rows, "ratios": ratios,
-            "ratio_target": "guided100_over_free >= 0.95 at every concurrency", "fast_forward": ff}  # fmt: skip
+            "ratio_target": "guided100_over_free >= 0.95 at every concurrency", "fast_forward": ff,
+            "steered": steer}  # fmt: skip
 
 
 def print_table(result: dict) -> None:
@@ -376,6 +375,9 @@ def print_table(result: dict) -> None:
         cells = [f"{by[f]['tok_s']:9.1f} ({by[f]['req_s']:6.2f})" for f in (0.0, 0.5, 1.0)]
         print(f"{c:>11} | {cells[0]:>18} | {cells[1]:>18} | {cells[2]:>18} | {r['guided100_over_free']:7.3f} | "
               f"{100 * by[1.0]['forced_fraction']:9.1f}%")  # fmt: skip
+    for c, r in result["steered"]["ratios"].items():
+        print(f"steered (realistic) outputs, concurrency {c}: guided/unguided {r['guided_over_free']:.3f}, "
+              f"fast-forward {r['fast_forward_gain']:.2f}x")  # fmt: skip
     ff = result["fast_forward"]
     print(f"fast-forward on schema-heavy outputs ({ff['requests']} requests): off {ff['ff_off']['seconds']:.2f} s, "
           f"on {ff['ff_on']['seconds']:.2f} s -> {ff['speedup']:.2f}x (target {ff['target']}); "
