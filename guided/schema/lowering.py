@@ -74,7 +74,7 @@ from guided.schema.keywords import (
     UNSUPPORTED_FORMATS,
     UNSUPPORTED_KEYWORDS,
 )
-from guided.schema.merge import merge, split_if
+from guided.schema.merge import merge, merge_cases, split_if
 from guided.schema.numbers import PLAIN_NUMBER, integer_node, number_node, plain_number, saturated_number
 from guided.schema.object_bags import value_bag
 from guided.schema.objects import any_order, object_node
@@ -332,7 +332,7 @@ class SchemaLowering:
                     return None
                 inlined.append(id(sub))
             parts.append(sub)
-        return merge(parts)
+        return merge(parts) or merge_cases(parts)
 
     def conjoin(self, parts: list[Node], path: str | None = None, keyword: str | None = None) -> Node:
         """The intersection of parts; a complement (``Not``) among them is taken within the

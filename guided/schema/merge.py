@@ -12,7 +12,11 @@ None); several schema-form ``items`` (no tuple keywords) merge as ``items: {"all
 
 from __future__ import annotations
 
-__all__ = ["merge", "split_if"]
+import json
+
+__all__ = ["merge", "merge_cases", "split_if"]
+
+MAX_CASES = 64  # merge_cases: conjunctions of alternatives spread into at most this many cases
 
 _ANNOTATIONS = frozenset(
     {"title", "description", "default", "examples", "example", "$comment", "deprecated", "readOnly",
@@ -30,14 +34,9 @@ _TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
 
 def merge(schemas: list) -> dict | None:
     """One schema equivalent to the conjunction of ``schemas`` (dicts without $ref), or None."""
-    if any(s is False for s in schemas):
+    parts = _flat(schemas)
+    if parts is None:
         return None
-    parts = []
-    for s in schemas:  # flatten nested allOf
-        if isinstance(s, dict) and isinstance(s.get("allOf"), list):
-            parts += [{k: v for k, v in s.items() if k != "allOf"}, *s["allOf"]]
-        elif s is not True:
-            parts.append(s)
     if not all(isinstance(s, dict) and not (_NEVER & s.keys()) for s in parts):
         return None
     items = [s["items"] for s in parts if "items" in s]
@@ -72,6 +71,24 @@ def merge(schemas: list) -> dict | None:
     if addl:
         out["additionalProperties"] = _all(addl)
     return out
+
+
+def _flat(schemas: list) -> list | None:
+    """The conjuncts of ``schemas``, nested ``allOf`` spread out (at any depth) and ``true`` dropped;
+    None when one is ``false``."""
+    parts = []
+    for s in schemas:
+        if s is False:
+            return None
+        if isinstance(s, dict) and isinstance(s.get("allOf"), list):
+            inner = _flat(s["allOf"])
+            if inner is None:
+                return None
+            rest = {k: v for k, v in s.items() if k != "allOf"}
+            parts += ([rest] if rest else []) + inner
+        elif s is not True:
+            parts.append(s)
+    return parts
 
 
 def _all(subs: list):
@@ -120,3 +137,98 @@ def split_if(schema: dict) -> dict | None:
         fails.append({"type": [t for t in _TYPES if t != "object"]})
     branches = [{"allOf": [holds, then]}] + [{"allOf": [f, else_]} for f in fails]
     return {**rest, "anyOf": branches} if "anyOf" not in rest else {**rest, "allOf": [{"anyOf": branches}, *rest.get("allOf", [])]}
+
+
+def merge_cases(schemas: list) -> dict | None:
+    """The conjunction of ``schemas`` as ``anyOf`` of merged cases, where ``merge`` alone fails because
+    several of them branch: an object-shaped ``if``/``then``/``else`` (``split_if``) or an ``anyOf``
+    is a choice, and (A1 or A2) and (B1 or B2) = (A1 and B1) or (A1 and B2) or ... Cases that cannot
+    hold are dropped as they are built (``_impossible``: a required name with two different constants,
+    or a constant it must not be), so a chain of ``if``s on one discriminator gives one case per
+    value, not 2^n. Every case must merge exactly, and there are at most MAX_CASES. None otherwise."""
+    parts = _flat(schemas)
+    if parts is None:
+        return None
+    choices = []
+    for part in parts:
+        if not isinstance(part, dict):
+            return None
+        if "if" in part:
+            part = split_if(part)
+            if part is None or "allOf" in part:
+                return None
+        branches = part.get("anyOf")
+        if isinstance(branches, list) and branches:
+            rest = {k: v for k, v in part.items() if k != "anyOf"}
+            choices.append([{**rest, "allOf": [b]} if rest else b for b in branches])
+        else:
+            choices.append([part])
+    if all(len(o) == 1 for o in choices):
+        return None
+    cases: list[list] = [[]]
+    for options in choices:
+        cases = [case + [o] for case in cases for o in options]
+        cases = [case for case in cases if not _impossible(case)]
+        if len(cases) > 8 * MAX_CASES:
+            return None
+    if not cases or len(cases) > MAX_CASES:
+        return None
+    merged = []
+    for case in cases:
+        m = merge(case)
+        if m is None:
+            return None
+        if m not in merged:
+            merged.append(m)
+    return {"anyOf": merged}
+
+
+def _impossible(case: list) -> bool:
+    """Whether the conjunction of ``case`` surely has no instance: a name some part requires must equal
+    two different constants, or a constant another part excludes (``properties: {p: {not: {const}}}``).
+    Only constants are compared (numbers by value: 1 and 1.0 are one constant)."""
+    parts = _flat(case)
+    if parts is None:
+        return True
+    required, equal, unequal = set(), {}, {}
+    for part in parts:
+        if not isinstance(part, dict):
+            continue
+        required.update(r for r in part.get("required", []) if isinstance(r, str))
+        for name, sub in (part.get("properties") or {}).items():
+            value = _constant(sub)
+            if value is not None:
+                equal.setdefault(name, set()).add(value)
+            elif isinstance(sub, dict) and set(sub) - _ANNOTATIONS == {"not"}:
+                value = _constant(sub["not"])
+                if value is not None:
+                    unequal.setdefault(name, set()).add(value)
+    for name in required:
+        values = equal.get(name, set())
+        if len(values) > 1 or values & unequal.get(name, set()):
+            return True
+    return False
+
+
+def _constant(schema) -> str | None:
+    """The one value ``schema`` allows, as canonical JSON, when it is a ``const`` or a one-value ``enum``."""
+    if not isinstance(schema, dict):
+        return None
+    core = {k: v for k, v in schema.items() if k not in _ANNOTATIONS}
+    if set(core) == {"const"}:
+        value = core["const"]
+    elif set(core) == {"enum"} and isinstance(core["enum"], list) and len(core["enum"]) == 1:
+        value = core["enum"][0]
+    else:
+        return None
+    return json.dumps(_canonical(value), sort_keys=True)
+
+
+def _canonical(value):
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [_canonical(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _canonical(v) for k, v in value.items()}
+    return value

@@ -386,3 +386,32 @@ def test_context_free_work_is_bounded_by_mask_timeout(vocab_builtin):
     assert isinstance(compiled, CompiledCfg) and compiled.mask_timeout_s is None
     compiled.matcher().fill_bitmask(bitmask, 0)
     assert bitmask.any()
+
+
+def test_if_chains_over_recursion_spread_into_cases(compiler, tokenizer_llama3):
+    """An allOf of if/then on one discriminator whose branches recurse (SchemaStore's Minecraft number
+    providers): each if splits in two, the conjunction spreads into cases, and impossible ones (the
+    required discriminator equal to two constants) drop as they are built: one case per value plus
+    "absent" and "another value", no intersection over the recursion; exact against jsonschema.
+    1 and 1.0 are one constant; `true` in a nested allOf does not stop a merge."""
+    from guided.schema.merge import merge, merge_cases
+
+    provider = {"properties": {"type": {"enum": ["const", "uniform", "binomial", 1]}},
+                "allOf": [{"if": {"properties": {"type": {"const": "const"}}},
+                           "then": {"properties": {"value": {"type": "number"}}}},
+                          {"if": {"properties": {"type": {"const": "uniform"}}},
+                           "then": {"properties": {"min": {"$ref": "#/$defs/p"}, "max": {"$ref": "#/$defs/p"}}}},
+                          {"if": {"properties": {"type": {"const": "binomial"}}},
+                           "then": {"properties": {"n": {"$ref": "#/$defs/p"}}, "required": ["n"]}},
+                          {"if": {"properties": {"type": {"const": 1.0}}}, "then": {"required": ["one"]}}]}  # fmt: skip
+    parts = [{k: v for k, v in provider.items() if k != "allOf"}, *provider["allOf"]]
+    cases = merge_cases(parts)
+    assert cases is not None and len(cases["anyOf"]) == 6  # 4 values + absent + another value
+    assert merge([{"type": "object"}, {"allOf": [True, {"required": ["a"]}]}]) == {"type": ["object"], "required": ["a"]}
+    values = [{}, {"type": "const", "value": 1}, {"type": "const", "value": "x"}, {"type": "uniform", "min": {}},
+              {"type": "uniform", "min": {"type": "binomial"}}, {"type": "uniform", "min": {"type": "binomial", "n": {}}},
+              {"type": "binomial"}, {"type": "binomial", "n": {"type": "const", "value": []}}, {"value": "x"},
+              {"min": {"type": "x"}}, {"type": 1}, {"type": 1, "one": 0}, {"type": "other"}, {"n": 1}, [],
+              {"type": "uniform", "max": {"type": "uniform", "min": {"type": "const", "value": 2.5}}}]  # fmt: skip
+    schema = {"$defs": {"p": provider}, "$ref": "#/$defs/p"}
+    _check(compiler, tokenizer_llama3, schema, [json.dumps(v) for v in values])
