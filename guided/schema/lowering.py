@@ -319,20 +319,35 @@ class SchemaLowering:
             return None
         parts = [{k: v for k, v in schema.items() if k != "allOf"}]
         for sub in subs:
-            while (
-                isinstance(sub, dict)
-                and "$ref" in sub
-                and (self.old_draft or set(sub) - ANNOTATIONS <= {"$ref"})
-            ):
-                try:
-                    sub, sub_base, _ = self.resolver.resolve(sub["$ref"], base, "#")
-                except SchemaError:
-                    return None
-                if sub_base != base or (self.options.max_depth is None and self.inlined.get(id(sub), 0) >= 2):
-                    return None
-                inlined.append(id(sub))
-            parts.append(sub)
+            spread = self._conjuncts(sub, base, inlined, set())
+            if spread is None:
+                return None
+            parts += spread
         return merge(parts) or merge_cases(parts)
+
+    def _conjuncts(self, sub, base: str, inlined: list[int], seen: set[int]) -> list | None:
+        """``sub`` as a list of conjuncts: a bare ``$ref`` replaced by its target (same document), a
+        target's own ``allOf`` spread out in turn; None at a cycle or a reference it cannot follow."""
+        while isinstance(sub, dict) and "$ref" in sub and (self.old_draft or set(sub) - ANNOTATIONS <= {"$ref"}):
+            try:
+                sub, sub_base, _ = self.resolver.resolve(sub["$ref"], base, "#")
+            except SchemaError:
+                return None
+            if sub_base != base or id(sub) in seen:
+                return None
+            if self.options.max_depth is None and self.inlined.get(id(sub), 0) >= 2:
+                return None
+            seen.add(id(sub))
+            inlined.append(id(sub))
+        if isinstance(sub, dict) and isinstance(sub.get("allOf"), list) and "$ref" not in sub:
+            out = [{k: v for k, v in sub.items() if k != "allOf"}]
+            for inner in sub["allOf"]:
+                spread = self._conjuncts(inner, base, inlined, seen)
+                if spread is None:
+                    return None
+                out += spread
+            return out
+        return [sub]
 
     def conjoin(self, parts: list[Node], path: str | None = None, keyword: str | None = None) -> Node:
         """The intersection of parts; a complement (``Not``) among them is taken within the

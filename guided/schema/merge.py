@@ -97,7 +97,11 @@ def _all(subs: list):
         return True
     if any(s is False for s in subs):
         return False
-    return subs[0] if len(subs) == 1 else {"allOf": subs}
+    if len(subs) == 1:
+        return subs[0]
+    # flat keywords where they merge exactly ({"type": "string"} and {"enum": [...]} as one schema):
+    # what reads a schema's facts (oneOf disjointness, constants) sees them
+    return merge(subs) or {"allOf": subs}
 
 
 def _types(parts: list) -> list | None:
