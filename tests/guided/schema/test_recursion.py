@@ -415,3 +415,25 @@ def test_if_chains_over_recursion_spread_into_cases(compiler, tokenizer_llama3):
               {"type": "uniform", "max": {"type": "uniform", "min": {"type": "const", "value": 2.5}}}]  # fmt: skip
     schema = {"$defs": {"p": provider}, "$ref": "#/$defs/p"}
     _check(compiler, tokenizer_llama3, schema, [json.dumps(v) for v in values])
+
+
+def test_recursion_under_allof_of_references_and_typed_discriminators(compiler, tokenizer_llama3):
+    """Two SchemaStore shapes: an allOf member that is a reference to an allOf of references (theme.json's
+    settings) is spread into one merged object; a typed property met by a branch's enum (Thrift's
+    type descriptors: {type: string} and {enum: [...]}) merges flat, so the oneOf branches are proved
+    apart on it. Both recurse; both exact against jsonschema."""
+    settings = {"$defs": {"all": {"allOf": [{"$ref": "#/$defs/a"}, {"$ref": "#/$defs/b"}]},
+                          "a": {"properties": {"a": {"type": "integer"}}},
+                          "b": {"properties": {"b": {"type": "object", "additionalProperties": {"$ref": "#/$defs/b"}}}}},
+                "allOf": [{"$ref": "#/$defs/all"}, {"properties": {"a": {}, "b": {}}, "additionalProperties": False}]}  # fmt: skip
+    _check(compiler, tokenizer_llama3, settings,
+           ['{"a": 1}', '{"a": "x"}', '{"b": {"k": {"b": {}}}}', '{"b": {"k": {"b": 1}}}', '{"c": 1}', "{}"])  # fmt: skip
+    thrift = {"$defs": {"desc": {"allOf": [{"type": "object", "properties": {"id": {"type": "string"}}},
+                                           {"oneOf": [{"$ref": "#/$defs/base"}, {"$ref": "#/$defs/list"}]}]},
+                        "base": {"type": "object", "properties": {"id": {"enum": ["i32", "string"]}}, "required": ["id"]},
+                        "list": {"type": "object", "properties": {"id": {"enum": ["list"]}, "elem": {"$ref": "#/$defs/desc"}},
+                                 "required": ["id", "elem"]}},
+              "$ref": "#/$defs/desc"}  # fmt: skip
+    _check(compiler, tokenizer_llama3, thrift,
+           ['{"id": "i32"}', '{"id": "list", "elem": {"id": "string"}}', '{"id": "list", "elem": {"id": "x"}}',
+            '{"id": "list"}', '{"id": "list", "elem": {"id": "list", "elem": {"id": "i32"}}}', '{"id": 1}'])  # fmt: skip
