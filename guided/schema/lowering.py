@@ -489,16 +489,25 @@ class SchemaLowering:
 
     def _apart_on_objects(self, subs: list, live: list[int], base: str) -> list[dict] | None:
         """For ``oneOf`` branches that only constrain objects (so each accepts every non-object) and
-        are proved disjoint on objects (a discriminator: ``required`` names with different ``enum``
-        values): each branch as ``{"type": "object"} ∧ branch`` (kept, for the memo), else None."""
+        are proved disjoint on objects: each branch as ``{"type": "object"} ∧ branch`` (kept, for the
+        memo), else None. Disjoint on objects: a discriminator (``required`` names with different
+        ``enum`` values), or closed objects (``additionalProperties: false``) whose names are pairwise
+        apart, which share only ``{}``: when two or more accept it, every branch also gets
+        ``minProperties: 1`` (an empty object matches more than one, so oneOf refuses it)."""
         key = (id(subs), base, "objects")
         if key not in self.rewrites:
             branches = [self._object_only(subs[i], base) for i in live]
-            ok = all(b is not None for b in branches) and disjoint(
-                [{**b, "type": "object"} for b in branches], self.resolver, base
-            )
-            self.rewrites[key] = [{"allOf": [{"type": "object"}, subs[i]]} for i in live] if ok else None
-            self.keep((subs, self.rewrites[key]))
+            out = None
+            if all(b is not None for b in branches):
+                extra = None
+                if disjoint([{**b, "type": "object"} for b in branches], self.resolver, base):
+                    extra = {}
+                elif _closed_and_apart(branches):
+                    extra = {"minProperties": 1} if sum(map(_accepts_empty_object, branches)) >= 2 else {}
+                if extra is not None:
+                    out = [{"allOf": [{"type": "object", **extra}, subs[i]]} for i in live]
+            self.rewrites[key] = out
+            self.keep((subs, out))
         return self.rewrites[key]
 
     def _object_only(self, schema, base: str) -> dict | None:
@@ -733,3 +742,22 @@ def _presence_variants(schema: dict, kw: str) -> dict | None:
         if rest:
             variants.append({**parent, "type": rest})
     return {"anyOf": variants} if variants else False
+
+
+def _closed_and_apart(branches: list[dict]) -> bool:
+    """Whether the object schemas are closed (``additionalProperties: false``, no patterns or name
+    schemas) and no name is declared by two of them: then an object two of them accept has no names."""
+    seen: set[str] = set()
+    for b in branches:
+        if b.get("additionalProperties") is not False or b.get("patternProperties") or "propertyNames" in b:
+            return False
+        names = set(b.get("properties") or {})
+        if names & seen:
+            return False
+        seen |= names
+    return True
+
+
+def _accepts_empty_object(branch: dict) -> bool:
+    """Whether an object-only schema (keywords in OBJECT_ONLY) accepts ``{}``."""
+    return not branch.get("required") and not (branch.get("minProperties") or 0) >= 1

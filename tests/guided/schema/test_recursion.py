@@ -437,3 +437,17 @@ def test_recursion_under_allof_of_references_and_typed_discriminators(compiler, 
     _check(compiler, tokenizer_llama3, thrift,
            ['{"id": "i32"}', '{"id": "list", "elem": {"id": "string"}}', '{"id": "list", "elem": {"id": "x"}}',
             '{"id": "list"}', '{"id": "list", "elem": {"id": "list", "elem": {"id": "i32"}}}', '{"id": 1}'])  # fmt: skip
+
+
+def test_recursion_under_one_of_closed_objects_with_names_apart(compiler, tokenizer_llama3):
+    """oneOf of closed objects whose names are pairwise apart (and / or / not / value, the shape of
+    many condition languages): two branches share only {} (and every non-object), so each branch is
+    taken as a non-empty object and oneOf is their union, no complement over the recursion; exact
+    against jsonschema, {} and non-objects refused."""
+    expr = {"oneOf": [{"properties": {"and": {"type": "array", "items": {"$ref": "#/$defs/e"}}}, "additionalProperties": False},
+                      {"properties": {"not": {"$ref": "#/$defs/e"}}, "additionalProperties": False},
+                      {"properties": {"value": {"type": "integer"}}, "additionalProperties": False}]}  # fmt: skip
+    schema = {"$defs": {"e": expr}, "$ref": "#/$defs/e"}
+    _check(compiler, tokenizer_llama3, schema,
+           ["{}", '{"and": []}', '{"and": [{"value": 1}, {"not": {"value": 2}}]}', '{"not": {}}', '{"not": {"value": 1}}',
+            '{"value": 1, "not": {"value": 1}}', '"x"', "1", '{"and": [{}]}', '{"value": "x"}'])  # fmt: skip
