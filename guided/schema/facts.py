@@ -122,7 +122,27 @@ def _signature(s: dict):
     closed = None  # the only names a closed object may have
     if s.get("additionalProperties") is False and not s.get("patternProperties"):
         closed = set(props) if isinstance(props, dict) else set()
-    return types, values, disc, required, closed
+    # what a declared property's value may be, when it says: (types, scalar values or None)
+    members = {}
+    if isinstance(props, dict):
+        for name, sub in props.items():
+            if isinstance(sub, dict) and "$ref" not in sub and ("type" in sub or _values(sub) is not None):
+                members[name] = _signature_of_value(sub)
+    return types, values, disc, required, closed, members
+
+
+def _signature_of_value(s: dict):
+    values = _values(s)
+    if values is not None:
+        types = {{"str": "string", "bool": "boolean", "NoneType": "null"}[k] for k, _ in values}
+    else:
+        t = s["type"]
+        types = {t} if isinstance(t, str) else set(t) if isinstance(t, list) else set(TYPES)
+    if types & {"number", "integer"}:
+        types |= {"number", "integer"}
+    if s.get("nullable") is True:
+        types.add("null")
+    return types, values
 
 
 def _apart(a, b) -> bool:
@@ -136,4 +156,10 @@ def _apart(a, b) -> bool:
         # one requires a property the other, closed, cannot have
         if (b[4] is not None and a[3] - b[4]) or (a[4] is not None and b[3] - a[4]):
             return True
+        # a property one of them requires, whose values the two declare apart (types or constants):
+        # an instance both take has it, with a value both take
+        for name in (a[3] | b[3]) & a[5].keys() & b[5].keys():
+            (ta, va), (tb, vb) = a[5][name], b[5][name]
+            if not ta & tb or (va is not None and vb is not None and not va & vb):
+                return True
     return False
