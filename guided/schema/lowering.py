@@ -323,7 +323,12 @@ class SchemaLowering:
             if spread is None:
                 return None
             parts += spread
-        return merge(parts) or merge_cases(parts)
+        merged = merge(parts)
+        if merged is None and sum(isinstance(p, dict) and "if" in p for p in parts) >= 2:
+            # a chain of ifs: spread into cases (not for anyOf members alone, whose spread can be
+            # far larger than the intersection it replaces)
+            merged = merge_cases(parts)
+        return merged
 
     def _conjuncts(self, sub, base: str, inlined: list[int], seen: set[int]) -> list | None:
         """``sub`` as a list of conjuncts: a bare ``$ref`` replaced by its target (same document), a

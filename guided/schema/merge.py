@@ -4,12 +4,10 @@ An intersection of whole objects or arrays is exact in the automaton (``And``), 
 inside it then has to prove that both sides can still finish. Merging the keywords instead keeps the
 automaton plain: ``{"properties": {"a": A}} ∧ {"properties": {"a": B}, "required": ["a"]}`` is
 ``{"properties": {"a": {"allOf": [A, B]}}, "required": ["a"]}``. A property one schema does not list
-takes that schema's ``additionalProperties`` (default true), or the ``patternProperties`` its name
-matches, into its ``allOf``; one schema's ``patternProperties`` take the others' ``additionalProperties``
-in. Keywords that appear in one schema only are copied; ``type`` is intersected and ``required``
-united; any other clash (patterns in two schemas, two ``contains``, ...) leaves the intersection to
-``And`` (``merge`` returns None); several schema-form ``items`` (no tuple keywords) merge as
-``items: {"allOf": [...]}``.
+takes that schema's ``additionalProperties`` (default true) into its ``allOf``. Keywords that appear
+in one schema only are copied; ``type`` is intersected and ``required`` united; any other clash
+(``patternProperties``, two ``contains``, ...) leaves the intersection to ``And`` (``merge`` returns
+None); several schema-form ``items`` (no tuple keywords) merge as ``items: {"allOf": [...]}``.
 """
 
 from __future__ import annotations
@@ -24,8 +22,8 @@ _ANNOTATIONS = frozenset(
     {"title", "description", "default", "examples", "example", "$comment", "deprecated", "readOnly",
      "writeOnly", "$schema", "$id", "$anchor", "$defs", "definitions", "markdownDescription"}
 )  # fmt: skip
-_SPECIAL = frozenset({"type", "properties", "required", "additionalProperties", "patternProperties"})
-_NEVER = frozenset({"$ref", "$dynamicRef", "unevaluatedProperties", "unevaluatedItems"})
+_SPECIAL = frozenset({"type", "properties", "required", "additionalProperties"})
+_NEVER = frozenset({"$ref", "$dynamicRef", "patternProperties", "unevaluatedProperties", "unevaluatedItems"})
 _GROUPS = (
     frozenset({"items", "prefixItems", "additionalItems"}),
     frozenset({"if", "then", "else"}),
@@ -67,57 +65,12 @@ def merge(schemas: list) -> dict | None:
     if required:
         out["required"] = list(dict.fromkeys(required))
     names = list(dict.fromkeys(n for s in parts for n in (s.get("properties") or {})))
-    patterned = [s for s in parts if s.get("patternProperties")]
-    if len(patterned) > 1:
-        return None
-    values = {}
-    for n in names:
-        subs = [_member_value(s, n) for s in parts]
-        if any(v is None for v in subs):  # a pattern we cannot read
-            return None
-        values[n] = _all(subs)
     if names:
-        out["properties"] = values
-    if patterned:  # the one part with patterns; every other part's additionalProperties meets them
-        others = [s.get("additionalProperties", True) for s in parts if s is not patterned[0]]
-        pats = patterned[0]["patternProperties"]
-        out["patternProperties"] = {p: _all([sub, *others]) for p, sub in pats.items()}
-        out["additionalProperties"] = _all([patterned[0].get("additionalProperties", True), *others])
-    else:
-        addl = [s["additionalProperties"] for s in parts if "additionalProperties" in s]
-        if addl:
-            out["additionalProperties"] = _all(addl)
+        out["properties"] = {n: _all([(s.get("properties") or {}).get(n, s.get("additionalProperties", True)) for s in parts]) for n in names}
+    addl = [s["additionalProperties"] for s in parts if "additionalProperties" in s]
+    if addl:
+        out["additionalProperties"] = _all(addl)
     return out
-
-
-def _member_value(schema: dict, name: str):
-    """What ``schema`` says of a member named ``name``: its property, else the patterns it matches, else
-    ``additionalProperties``; None when a pattern cannot be read."""
-    props = schema.get("properties") or {}
-    if name in props:
-        return props[name]
-    hits = []
-    for pattern, sub in (schema.get("patternProperties") or {}).items():
-        matched = _pattern_matches(pattern, name)
-        if matched is None:
-            return None
-        if matched:
-            hits.append(sub)
-    return _all(hits) if hits else schema.get("additionalProperties", True)
-
-
-def _pattern_matches(pattern: str, name: str) -> bool | None:
-    """Whether the ECMA-262 ``pattern`` finds a match in ``name`` (None: not a pattern we read)."""
-    # imported here: the object lowering's pattern reader (its module imports the lowering's helpers)
-    from guided.errors import GrammarError
-    from guided.schema.objects import _member, _pattern_cached
-
-    if not isinstance(pattern, str):
-        return None
-    try:
-        return _member(_pattern_cached(pattern), name)
-    except GrammarError:
-        return None
 
 
 def _flat(schemas: list) -> list | None:
