@@ -49,6 +49,7 @@ MASKBENCH = SHARED / "data" / "maskbench"
 # engine's emptiness-check state limit lazily, mid-generation, which currently escapes as an
 # exception from LLMEngine.step() and would abort the whole batch.
 EXCLUDE_KEYWORDS = ('"pattern"', '"patternProperties"')
+MASK_STATS = ("mask_rows_filled", "mask_rows_computed", "mask_rows_held", "mask_collect_s")
 
 
 # ---------------------------------------------------------------------- workloads
@@ -215,14 +216,16 @@ def throughput(llm: LLM, schemas: list, concurrency: int, rounds: int, fraction:
             total[k] += b[k]
         for k, v in b["finish"].items():
             total["finish"][k] = total["finish"].get(k, 0) + v
-    after = llm.engine.stats()
-    forced = after["num_forced_tokens"] - before["num_forced_tokens"]
-    produced = after["num_output_tokens"] - before["num_output_tokens"]
-    masks = {k: after[k] - before[k] for k in ("mask_rows_filled", "mask_rows_computed", "mask_rows_held",
-                                                 "mask_collect_s")}  # fmt: skip
     return {"concurrency": concurrency, "guided_fraction": fraction, **total,
             "tok_s": total["tokens"] / total["seconds"], "req_s": total["requests"] / total["seconds"],
-            "forced_fraction": forced / max(produced, 1), "masks": masks}  # fmt: skip
+            **engine_delta(before, llm.engine.stats())}  # fmt: skip
+
+
+def engine_delta(before: dict, after: dict) -> dict:
+    """The share of output tokens that were forced, and the mask statistics, between two ``stats()``."""
+    produced = after["num_output_tokens"] - before["num_output_tokens"]
+    return {"forced_fraction": (after["num_forced_tokens"] - before["num_forced_tokens"]) / max(produced, 1),
+            "masks": {k: after[k] - before[k] for k in MASK_STATS}}  # fmt: skip
 
 
 def fast_forward_gain(llm: LLM, schemas: list, concurrency: int, max_tokens: int, vocab: int) -> dict:
@@ -291,18 +294,14 @@ def steered(llm: LLM, pairs: list, concurrency: int, fraction: float, max_tokens
     finally:
         llm.engine.config.fast_forward = setting
     concurrency *= rounds
-    after = llm.engine.stats()
-    produced = after["num_output_tokens"] - before["num_output_tokens"]
+    delta = engine_delta(before, llm.engine.stats())
     finish: dict[str, int] = {}
     for o in outs:
         finish[o.finish_reason] = finish.get(o.finish_reason, 0) + 1
     tokens = sum(len(o.token_ids) for o in outs)
     return {"concurrency": concurrency // rounds, "rounds": rounds, "guided_fraction": fraction, "fast_forward": fast_forward,
             "tokens": tokens, "seconds": seconds, "tok_s": tokens / seconds, "req_s": concurrency / seconds,
-            "finish": finish, "forced_fraction": (after["num_forced_tokens"] - before["num_forced_tokens"]) / max(produced, 1),
-            "steering": steer.summary(),
-            "masks": {k: after[k] - before[k] for k in ("mask_rows_filled", "mask_rows_computed", "mask_rows_held",
-                                                          "mask_collect_s")}}  # fmt: skip
+            "finish": finish, **delta, "steering": steer.summary()}  # fmt: skip
 
 
 def steered_table(llm: LLM, pairs: list, concurrencies, max_tokens: int, prompt_len: int, vocab: int,

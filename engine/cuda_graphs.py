@@ -42,11 +42,11 @@ class DecodeGraphs:
         device = runner.device
         max_batch = min(max_batch, runner.config.max_num_seqs)
         self.sizes = sorted({b for b in (1, 2, 4, 8, *range(16, max_batch + 1, 16), max_batch) if b <= max_batch})
-        self.chunks = [k for k in CHUNKS if k <= max(1, max_chunk)]
-        self.shapes: dict[int, list[int]] = {1: self.sizes}  # chunk length -> batch sizes, ascending
-        for k in self.chunks[1:]:
-            self.shapes[k] = [b for b in self.sizes if b & (b - 1) == 0 and b * k <= CHUNK_GRAPH_TOKENS] or [1]
-        self.max_chunk = self.chunks[-1]
+        # chunk length -> batch sizes with a graph, ascending (a chunk length whose capture fails leaves)
+        self.shapes: dict[int, list[int]] = {1: self.sizes}
+        for k in CHUNKS[1:]:
+            if k <= max_chunk:
+                self.shapes[k] = [b for b in self.sizes if b & (b - 1) == 0 and b * k <= CHUNK_GRAPH_TOKENS] or [1]
         self.max_blocks = -(-max_model_len // runner.block_size)
         n = self.sizes[-1]
         tokens = max(b * k for k, sizes in self.shapes.items() for b in sizes)
@@ -69,8 +69,11 @@ class DecodeGraphs:
                 for b in self.shapes.pop(k):
                     self.graphs.pop((b, k), None)
                     self.outputs.pop((b, k), None)
-        self.chunks = [k for k in self.chunks if k in self.shapes]
-        self.max_chunk = self.chunks[-1] if self.chunks else 1
+
+    @property
+    def max_chunk(self) -> int:
+        """The longest chunk a graph takes (1 when none does)."""
+        return max(self.shapes, default=1)
 
     def _ctx(self, b: int, k: int) -> StepContext:
         return StepContext(self.slot_mapping[: b * k], self.block_tables[:b], self.cu_seqlens_q[k][: b + 1],
@@ -84,7 +87,7 @@ class DecodeGraphs:
         """The graphs of chunk length ``k``, largest batch first so that the smaller ones reuse its
         memory pool."""
         pool = None
-        self.seq_lens.fill_(max(self.chunks))  # a context at least as long as any chunk
+        self.seq_lens.fill_(max(self.shapes))  # a context at least as long as any chunk
         for b in reversed(self.shapes[k]):
             self._forward(b, k)  # warm-up (Triton compiles, allocator)
             graph = torch.cuda.CUDAGraph()
@@ -100,7 +103,7 @@ class DecodeGraphs:
             return None
         n = len(batch)
         longest = max(batch.num_tokens, default=0)
-        k = next((c for c in self.chunks if c >= longest), None)
+        k = next((c for c in sorted(self.shapes) if c >= longest), None)
         if k is None or n == 0:
             return None
         b = next((s for s in self.shapes[k] if s >= n), None)

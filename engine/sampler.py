@@ -138,16 +138,16 @@ class Sampler:
         if self.device.type != "cuda":
             return
         words = (self.vocab_size + 31) // 32
-        sizes = sorted({min(1 << i, max_batch) for i in range(max_batch.bit_length() + 1)})
-        for b in sizes:
-            logits = torch.zeros(b, self.vocab_size, device=self.device)
-            full = dict(device=self.device)
-            args = (torch.ones(b, **full), torch.zeros(b, dtype=torch.int32, **full), torch.ones(b, **full),
-                    torch.zeros(b, **full), torch.zeros(b, dtype=torch.int64, **full),
-                    torch.zeros(b, dtype=torch.int64, **full))  # fmt: skip
+        dev = self.device
+        # powers of two (and max_batch) meet every split count the kernels choose by batch size
+        for b in sorted({min(1 << i, max_batch) for i in range(max_batch.bit_length() + 1)}):
+            logits = torch.zeros(b, self.vocab_size, device=dev)
+            ones, zeros = torch.ones(b, device=dev), torch.zeros(b, device=dev)
+            ints = torch.zeros(b, dtype=torch.int64, device=dev)
+            args = (ones, ints.int(), ones, zeros, ints, ints)  # temperature, top_k, top_p, min_p, seeds, offsets
             fused_sample(logits, *args)
-            fused_sample(logits, *args, bitmask=torch.full((b, words), -1, dtype=torch.int32, **full),
-                         bitmask_rows=torch.arange(b, dtype=torch.int32, **full))  # fmt: skip
+            fused_sample(logits, *args, bitmask=torch.full((b, words), -1, dtype=torch.int32, device=dev),
+                         bitmask_rows=torch.arange(b, dtype=torch.int32, device=dev))  # fmt: skip
         torch.cuda.synchronize(self.device)
 
     def _tensor(self, values: list, dtype: torch.dtype) -> torch.Tensor:

@@ -98,19 +98,9 @@ def _values(s: dict):
 
 
 def _signature(s: dict):
-    """(possible types, possible scalar values or None, {required property: its scalar values})."""
-    values = _values(s)
-    t = s.get("type")
-    if values is not None:
-        types = {{"str": "string", "bool": "boolean", "NoneType": "null"}[k] for k, _ in values}
-    elif t is None:
-        types = set(TYPES)
-    else:
-        types = {t} if isinstance(t, str) else set(t)
-    if types & {"number", "integer"}:
-        types |= {"number", "integer"}
-    if s.get("nullable") is True:
-        types.add("null")
+    """(possible types, possible scalar values or None, {required property: its scalar values},
+    required names, the names a closed object may have or None, {declared property: its _kinds})."""
+    types, values = _kinds(s)
     disc = {}
     props, req = s.get("properties"), s.get("required")
     if isinstance(props, dict) and isinstance(req, list):
@@ -127,17 +117,20 @@ def _signature(s: dict):
     if isinstance(props, dict):
         for name, sub in props.items():
             if isinstance(sub, dict) and "$ref" not in sub and ("type" in sub or _values(sub) is not None):
-                members[name] = _signature_of_value(sub)
+                members[name] = _kinds(sub)
     return types, values, disc, required, closed, members
 
 
-def _signature_of_value(s: dict):
+def _kinds(s: dict):
+    """(the types a value of ``s`` may have, its scalar values or None)."""
     values = _values(s)
+    t = s.get("type")
     if values is not None:
         types = {{"str": "string", "bool": "boolean", "NoneType": "null"}[k] for k, _ in values}
+    elif t is None:
+        types = set(TYPES)
     else:
-        t = s["type"]
-        types = {t} if isinstance(t, str) else set(t) if isinstance(t, list) else set(TYPES)
+        types = {t} if isinstance(t, str) else set(t)
     if types & {"number", "integer"}:
         types |= {"number", "integer"}
     if s.get("nullable") is True:
