@@ -246,7 +246,7 @@ class SchemaLowering:
         parts.append(self.own(schema, path, base, place))
         parts += self.applicators(schema, path, base, place)
         if self.options.max_depth is None and holes_meet(self, parts):
-            node = self._rewritten(distributed(self, schema, base), path, base, place)
+            node = self._rewritten(self._distributed(schema, base), path, base, place)
             if node is not None:
                 return node
         return self.conjoin(parts, path, "allOf or $ref with sibling keywords")
@@ -293,16 +293,29 @@ class SchemaLowering:
                 self._keep.append((schema, rest))
         return self.rewrites[key]
 
+    def _distributed(self, schema: dict, base: str) -> dict | None:
+        """``distributed(schema)``, one dict per (schema, base) and per content: a cycle through the
+        rewrite (its branches inline ``$ref`` targets, merges copy) then meets the same dict again
+        and closes there."""
+        key = (id(schema), base, "distributed")
+        if key not in self.rewrites:
+            out = distributed(self, schema, base)
+            if out is not None:  # merges build new dicts: an equal rewrite met before is that one
+                out = self.rewrites.setdefault((base, json.dumps(out, sort_keys=True, default=repr)), out)
+            self.rewrites[key] = out
+            self.keep((schema, out))
+        return self.rewrites[key]
+
     def _rewritten(self, rewritten: dict | None, path: str, base: str, place: KeyOrder) -> Node | None:
         """The language of a schema rewritten by ``distributed``, or None when it still needs an
-        intersection over holes (then the original form is used: the smaller intersection)."""
+        intersection over holes (then the original form is used: the smaller intersection). It is
+        lowered as a reference target, so a cycle through it becomes a nonterminal."""
         if rewritten is None:
             return None
-        self._keep.append(rewritten)
         mark = len(self.memo)
         self.probing += 1
         try:
-            return self.lower(rewritten, path, base, place)
+            return self.lower_target(rewritten, path, base, place)
         except Unresolved:
             for key in list(self.memo)[mark:]:  # may name nonterminals whose bodies were never built
                 del self.memo[key]

@@ -66,7 +66,7 @@ JSON_NUMBER = seq(optional(literal("-")), UINT, FRAC, EXP)
 # which ``saturated_number`` and ``integer_node(zeros=True)`` spell out.
 PLAIN_NUMBER = seq(optional(literal("-")), UINT, FRAC)
 MAX_ENUMERATED_MULTIPLES = 2000
-MAX_DIVISOR = 100  # multipleOf k (not 2^a 5^b) on unbounded integers: k * MAX_DIGITS * 10 nodes
+MAX_DIVISOR = 128  # largest coprime part of a multipleOf on unbounded ranges: part * MAX_DIGITS * 10 nodes
 MAX_DIGITS = 18
 
 
@@ -315,9 +315,11 @@ def _int_multiple(body: Node, m: Decimal, lo, hi, path, lenient, warn) -> Node:
         first = -(-lo // k) * k
         values = [literal(str(v)) for v in range(first, hi + 1, k)]
         return alt(*values, literal("-0") if lo <= 0 <= hi else EMPTY)
-    if k <= MAX_DIVISOR:
-        shape = seq(optional(literal("-")), _divisible(k, MAX_DIGITS))
-        return intersect(body, shape) if body != seq(optional(literal("-")), UINT) else shape
+    parts = _coprime_parts(rest)
+    if max(parts) <= MAX_DIVISOR:  # divisible by each coprime part (2^a 5^b by the tails above)
+        shapes = [_int_multiple(body, Decimal(k // rest), lo, hi, path, lenient, warn)] if k != rest else []
+        shapes += [seq(optional(literal("-")), _divisible(q, MAX_DIGITS)) for q in parts]
+        return intersect(*shapes, *([body] if body != seq(optional(literal("-")), UINT) else []))
     msg = f"multipleOf {k} on an unbounded integer range is not expressible here"
     if not lenient:
         raise SchemaError(msg, path + "/multipleOf")
@@ -362,6 +364,24 @@ def _decimal_multiples(c: int, n: int) -> Node:
     for _ in range(MAX_DIGITS - 1):
         layer = [alt(tail[r], *(seq(literal(str(d)), layer[(10 * r + d) % c]) for d in range(10))) for r in range(c)]
     return alt(seq(literal("0"), tail[0]), *(seq(literal(str(d)), layer[d % c]) for d in range(1, 10)))
+
+
+def _coprime_parts(k: int) -> list[int]:
+    """k as pairwise coprime factors: 2^a 5^b together (divisibility by it depends on the last
+    digits), then each other prime power. A multiple of k is exactly a multiple of every part, so
+    the walks over remainders cost the sum of the parts instead of their product."""
+    twos, fives, rest = _factor(k)
+    parts = [2**twos * 5**fives] if twos or fives else []
+    p = 3
+    while p * p <= rest:
+        q = 1
+        while rest % p == 0:
+            rest //= p
+            q *= p
+        if q > 1:
+            parts.append(q)
+        p += 2
+    return parts + ([rest] if rest > 1 else []) or [1]
 
 
 def _factor(k: int) -> tuple[int, int, int]:
@@ -411,13 +431,13 @@ def number_node(schema: dict, path: str, lenient: bool, warn, zeros: bool = Fals
         if c == 1:  # 10^-n: at most n significant fraction digits
             frac = optional(seq(literal("."), repeat(DIGIT, 1, n), repeat(literal("0"), 0, None)))
             shape = seq(optional(literal("-")), UINT, frac)
-        elif c <= MAX_DIVISOR:
-            shape = seq(optional(literal("-")), _decimal_multiples(c, n))
+        elif max(_coprime_parts(c)) <= MAX_DIVISOR:  # a multiple of each coprime part of c / 10^n
+            shape = intersect(*(seq(optional(literal("-")), _decimal_multiples(q, n)) for q in _coprime_parts(c)))
         if shape is not None:
             return intersect(decimal_range(lo, lo_s, hi, hi_s), shape) if (lo, hi) != (None, None) else shape
         msg = (
             f"multipleOf {mult} on numbers is not expressible here (only integers, powers of ten, and "
-            f"c / 10^n with c <= {MAX_DIVISOR})"
+            f"c / 10^n where c's coprime prime-power parts are <= {MAX_DIVISOR})"
         )
         if not lenient:
             raise SchemaError(msg, path + "/multipleOf")

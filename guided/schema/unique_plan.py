@@ -279,7 +279,7 @@ class UniquePlan:
 
     def _item(self, leaf: tuple, index: int) -> tuple:
         schema, base = self.schemas[leaf[1]]
-        if not _admits(schema, "array"):
+        if self.demand(leaf) == "0":  # no array here (by type, or an enum/const without one)
             return F
         prefix, rest = schema.get("prefixItems"), schema.get("items", True)
         if isinstance(rest, list):  # draft-07 tuple form
@@ -348,6 +348,8 @@ class UniquePlan:
             live = set(got) - {"none"}
             if not live:
                 return "none"
+            if "finite" in live and ("any" in live or "string" in live and self._strings_and_literals(f)):
+                live.discard("finite")  # each constant's prefixes are alive in the open branch too
             if len(live) == 1:
                 return live.pop()
             if live <= _OPEN:
@@ -408,6 +410,8 @@ class UniquePlan:
     def _check_unique_array(self, f: tuple, leaves: list, width: int, where: str) -> None:
         for leaf in leaves:
             schema = self.schemas[leaf[1]][0]
+            if self.demand(leaf) == "0":  # a branch with no array (an enum of strings beside the array)
+                continue
             if "contains" in schema or "const" in schema or "enum" in schema:
                 raise PlanError("uniqueItems beside contains/const/enum is not supported", where)
         for i in range(width + 1):
@@ -484,8 +488,11 @@ _OPEN_OBJECT_KEYS = frozenset({"properties", "required", "additionalProperties"}
 
 
 def _leaf_kind(schema: dict, strict: bool = False) -> str | None:
-    if "not" in schema or "if" in schema:  # in-place complements may end what the keywords below leave open
-        return None
+    if "if" in schema and not _tests_members(schema["if"]):
+        return None  # in-place complements may end what the keywords below leave open
+    if "not" in schema:  # finitely many values refused: an open kind stays open
+        kind = _leaf_kind({k: v for k, v in schema.items() if k != "not"}, strict)
+        return kind if _constants_only(schema["not"]) and kind in _OPEN else None
     keys = set(schema) - _NOTES - _IN_PLACE
     if "const" in keys or "enum" in keys:
         return "finite"
@@ -496,6 +503,8 @@ def _leaf_kind(schema: dict, strict: bool = False) -> str | None:
         # it has none, and with string keywords only, "any" or "bounded" as its strings are
         if not keys:
             return "any"
+        if keys <= _OPEN_OBJECT_KEYS:  # other kinds unconstrained, objects open to a fresh member
+            return "any" if _any_value_fits(schema.get("additionalProperties", not strict)) else None
         if keys <= {"minLength", "maxLength", "pattern", "format"}:
             key = tuple(schema.get(k) for k in ("minLength", "maxLength", "pattern", "format"))
             return "any" if _open_everywhere(*key) else "bounded"
@@ -521,6 +530,27 @@ def _leaf_kind(schema: dict, strict: bool = False) -> str | None:
         addl = schema.get("additionalProperties", not strict)
         return "object" if _any_value_fits(addl) else None
     return None
+
+
+def _constants_only(schema) -> bool:
+    """Whether a ``not`` refuses finitely many values (an ``enum`` or a ``const``)."""
+    return isinstance(schema, dict) and set(schema) - _NOTES in ({"enum"}, {"const"}) and (
+        "const" in schema or isinstance(schema.get("enum"), list)
+    )
+
+
+def _tests_members(schema) -> bool:
+    """Whether an ``if`` only tests members (``required``, constants or types of ``properties``): its
+    complement asks a member to be absent or to hold another value, which ends no object's openness,
+    and the ``then``/``else`` the plan reads as branches say the rest (so may its ``not``)."""
+    if isinstance(schema, dict) and set(schema) - _NOTES == {"not"}:
+        return _tests_members(schema["not"])
+    if not isinstance(schema, dict) or set(schema) - _NOTES - {"properties", "required"}:
+        return False
+    props = schema.get("properties", {})
+    return isinstance(props, dict) and all(
+        sub is True or isinstance(sub, dict) and set(sub) - _NOTES <= {"const", "enum", "type"} for sub in props.values()
+    )
 
 
 def _any_value_fits(schema) -> bool:

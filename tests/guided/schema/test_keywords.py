@@ -32,6 +32,10 @@ CASES = {
     "int-exclusive": ({"type": "integer", "exclusiveMinimum": 3, "exclusiveMaximum": 10}, [3, 4, 9, 10, -4]),
     "int-multiple": ({"type": "integer", "multipleOf": 5}, [0, 5, -10, 7, 12345, 12340]),
     "int-multiple-7": ({"type": "integer", "multipleOf": 7}, [0, 7, -14, 8, 700000000007, 700000000008]),
+    # a multiple of each coprime part: 3 * 11 * 13, a prime, 2^2 5^3 * 3^2
+    "int-multiple-429": ({"type": "integer", "multipleOf": 429}, [0, 429, -858, 430, 529620243, 529620244]),
+    "int-multiple-101": ({"type": "integer", "multipleOf": 101}, [0, 101, -202, 10100, 102, 1010101011]),
+    "int-multiple-4500": ({"type": "integer", "multipleOf": 4500}, [0, 4500, -9000, 500, 13500, 4501, 40500]),
     "int-multiple-range": (
         {"type": "integer", "multipleOf": 7, "minimum": 0, "maximum": 50},
         [0, 7, 49, 50, 56, 8],
@@ -58,6 +62,7 @@ CASES = {
         {"type": "number", "multipleOf": 0.25, "minimum": 0, "maximum": 2},
         [0, 0.25, 0.5, 1.75, 2, 2.25, 0.3, -0.25, 0.125],
     ),
+    "number-multiple-6.75": ({"type": "number", "multipleOf": 6.75}, [0, 6.75, 13.5, 20.25, -27, 6.5, 7, 1.35, 27.5]),
     "number-multiple-0.75": ({"type": "number", "multipleOf": 0.75}, [0, 0.75, 1.5, 2.25, -3, 0.5, 1, 0.25]),
     "string-length": (
         {"type": "string", "minLength": 2, "maxLength": 3},

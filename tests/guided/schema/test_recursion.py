@@ -472,3 +472,15 @@ def test_recursion_under_one_of_apart_on_optional_or_typed_members(compiler, tok
            ['{"v": "x"}', '{"v": {"_kind": "marker"}}', '{"v": {"_kind": "dict", "a": {"_kind": "number", "val": 1}}}',
             '{"v": {"a": "x"}}', '{"v": {"_kind": "number", "val": "NaN"}}', '{"v": {"_kind": "number", "val": []}}',
             '{"v": {"A": 1}}', '{"v": 1}'])  # fmt: skip
+
+
+def test_recursion_through_branches_that_merge_a_sibling_closes(compiler, tokenizer_llama3):
+    """resjson's shape: a sibling keyword (minProperties) merged into each anyOf branch, one of which
+    is a $ref back to the schema. The rewrite inlines the target, so the cycle closes at the
+    rewritten schema (same dict per content), not at a $ref: it recursed without end before."""
+    value = {"minProperties": 1, "anyOf": [{"type": "string"}, {"$ref": "#/$defs/res"}]}
+    schema = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object", "additionalProperties": value,
+              "$defs": {"res": {"type": "object", "additionalProperties": value}}}  # fmt: skip
+    _check(compiler, tokenizer_llama3, schema,
+           ['{"a": "x"}', '{"a": {"b": "y", "c": {"d": "z"}}}', '{"a": {}}', '{"a": {"b": {}}}', '{"a": 1}', "{}",
+            '{"a": {"b": {"c": {"d": {"e": "f"}}}}}'])  # fmt: skip

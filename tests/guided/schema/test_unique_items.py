@@ -101,6 +101,16 @@ def test_random_walks_end_valid_and_never_dead(compiler, vocab_builtin):
         # strings that run out: the matcher searches for an ending no earlier item has
         {"type": "array", "items": {"type": "string", "pattern": "^[ab]{1,2}$"}, "uniqueItems": True, "minItems": 3},
         {"type": "array", "items": {"type": ["string", "null"], "maxLength": 1}, "uniqueItems": True, "minItems": 2},
+        # open kinds that refuse finitely many values, constants beside an open branch, an enum of
+        # strings beside the array, typeless object keywords, an if that only tests members
+        {"type": "array", "items": {"type": "integer", "not": {"enum": [0, 1]}}, "uniqueItems": True, "minItems": 3},
+        {"type": "array", "items": {"anyOf": [{"type": "string"}, {"enum": ["a", "b", True]}]}, "uniqueItems": True,
+         "minItems": 3},
+        {"anyOf": [{"enum": ["x", "y"]}, {"type": "array", "items": {"enum": ["x", "y", "z"]}, "uniqueItems": True}]},
+        {"type": "array", "items": {"properties": {"a": {"type": "integer"}}}, "uniqueItems": True, "minItems": 3},
+        {"type": "array", "uniqueItems": True, "minItems": 3, "items": {
+            "type": "object", "if": {"not": {"properties": {"k": {"const": False}}}},
+            "then": {"properties": {"c": {"type": "string"}}, "required": ["c"]}}},
     ]
     rng = random.Random(1)
     eos = set(vocab_builtin.eos_ids)
@@ -163,6 +173,11 @@ def test_bytes_that_are_not_json_are_refused_not_crashed(compiler):
         ({"type": "array", "items": {"type": "object", "maxProperties": 2}, "uniqueItems": True}, "exact only"),
         ({"type": "array", "items": {"type": "object", "not": {"required": ["a"]}}, "uniqueItems": True}, "exact only"),
         ({"type": "array", "items": {"anyOf": [{"type": "string"}, CLOSED]}, "uniqueItems": True}, "exact only"),
+        # an if that counts members may end an object's openness; so may a not that is no enum
+        ({"type": "array", "uniqueItems": True, "items": {"type": "object", "if": {"maxProperties": 1},
+                                                          "then": {"required": ["a"]}}}, "exact only"),  # fmt: skip
+        ({"type": "array", "uniqueItems": True, "items": {"type": "string", "not": {"minLength": 2}}}, "exact only"),
+        ({"type": "array", "items": {"anyOf": [{"type": "string"}, {"enum": [1]}]}, "uniqueItems": True}, "exact only"),
     ],
 )
 def test_unenforceable_places_are_refused_with_the_reason(compiler, schema, reason):
