@@ -1,14 +1,20 @@
 """Cheap, exact facts about schemas and regex AST nodes that let the lowering skip an intersection.
 
 ``disjoint``: no instance matches two of the schemas (then ``oneOf`` is ``anyOf``), proved from
-types, constant values, discriminator properties and closed objects' required names.
+types, constant values, string patterns that share no string, discriminator properties, closed
+objects' required names, and a branch that is the ``not`` of another; a branch's ``allOf`` members
+(and their ``$ref`` targets) are read with it.
 ``within``: a string language already implies length bounds (then no length intersection).
 ``json_equal``: JSON value equality (``1 == 1.0``, ``True != 1``).
 """
 
 from __future__ import annotations
 
-from guided.grammar.regex_ast import Alt, Chars, Node, Repeat, Seq
+from functools import lru_cache
+
+from guided.errors import GrammarError, LimitError
+from guided.grammar import ExprPool, parse_regex
+from guided.grammar.regex_ast import Alt, Chars, Node, Repeat, Seq, intersect, literal
 
 __all__ = ["TYPES", "disjoint", "within", "json_equal"]
 
@@ -62,13 +68,85 @@ def disjoint(subs: list, resolver, base: str, context: dict | None = None) -> bo
     """Cheap proof that no instance matches two of the schemas (then oneOf is anyOf). ``context``:
     the schema beside them (the oneOf's siblings), which every instance that matters also meets:
     its ``type``, ``required`` and ``properties`` are read with each branch's."""
-    sigs = []
+    sigs, followed = [], []
     for s in subs:
         s = resolver.followed(s, base)
         if not isinstance(s, dict):
             return False
-        sigs.append(_signature(_beside(s, context) if context else s))
-    return all(_apart(sigs[i], sigs[j]) for i in range(len(sigs)) for j in range(i + 1, len(sigs)))
+        followed.append(s)
+        s = _flattened(s, resolver, base)
+        sigs.append([_signature(_beside(a, context) if context else a) for a in _alternatives(s, resolver, base)])
+    return all(
+        all(_apart(x, y) for x in sigs[i] for y in sigs[j]) or _negates(followed[i], followed[j], resolver, base)
+        or _negates(followed[j], followed[i], resolver, base)
+        for i in range(len(sigs)) for j in range(i + 1, len(sigs))
+    )  # fmt: skip
+
+
+def _alternatives(s: dict, resolver, base: str) -> list[dict]:
+    """``s`` as the branches of its own ``anyOf``/``oneOf`` (each read with ``s``'s other keywords):
+    two schemas are apart when every branch of one is apart from every branch of the other."""
+    kws = [k for k in ("anyOf", "oneOf") if isinstance(s.get(k), list)]
+    if len(kws) != 1 or not 0 < len(s[kws[0]]) <= 8:
+        return [s]
+    rest = {k: v for k, v in s.items() if k != kws[0]}
+    out = []
+    for b in s[kws[0]]:
+        b = resolver.followed(b, base)
+        if b is False:
+            continue
+        if not isinstance(b, dict):
+            return [s]
+        out.append(_flattened({"allOf": [rest, b]}, resolver, base))
+    return out
+
+
+def _negates(a: dict, b: dict, resolver, base: str) -> bool:
+    """Whether b says ``not: a`` (the same schema, or one equal to it): no value is in both."""
+    n = resolver.followed(b.get("not"), base)
+    return isinstance(n, dict) and (n is a or json_equal(n, a))
+
+
+def _flattened(s: dict, resolver, base: str, depth: int = 0) -> dict:
+    """``s`` with the keywords of its ``allOf`` members (their ``$ref`` targets followed) read in: a
+    schema whose values include all of ``s``'s (each keyword kept holds for every value of ``s``;
+    ``required`` lists are united, a property's keywords gathered from every member)."""
+    subs = s.get("allOf")
+    if not isinstance(subs, list) or depth > 4:
+        return _props_followed(s, resolver, base)
+    out = {k: v for k, v in s.items() if k != "allOf"}
+    for m in subs:
+        m = resolver.followed(m, base)
+        if not isinstance(m, dict):
+            continue
+        m = _flattened(m, resolver, base, depth + 1)
+        for k, v in m.items():
+            if k == "required" and isinstance(v, list) and isinstance(out.get(k, []), list):
+                out[k] = [*out.get(k, []), *v]
+            elif k == "properties" and isinstance(v, dict) and isinstance(out.get(k, {}), dict):
+                props = dict(out.get(k, {}))
+                for name, sub in v.items():
+                    had = props.get(name, True)
+                    props[name] = {**had, **sub} if isinstance(had, dict) and isinstance(sub, dict) else (
+                        sub if had is True else had)  # fmt: skip
+                out[k] = props
+            elif k not in out:
+                out[k] = v
+    return _props_followed(out, resolver, base)
+
+
+def _props_followed(s: dict, resolver, base: str) -> dict:
+    """``s`` with each property's ``$ref`` target read in beside the property's own keywords."""
+    props = s.get("properties")
+    if not isinstance(props, dict) or not any(isinstance(p, dict) and "$ref" in p for p in props.values()):
+        return s
+    out = dict(props)
+    for name, sub in props.items():
+        if isinstance(sub, dict) and "$ref" in sub:
+            target = resolver.followed(sub, base)
+            own = {k: v for k, v in sub.items() if k != "$ref"}
+            out[name] = {**target, **own} if isinstance(target, dict) else own
+    return {**s, "properties": out}
 
 
 def _beside(s: dict, context: dict) -> dict:
@@ -100,7 +178,7 @@ def _values(s: dict):
 def _signature(s: dict):
     """(possible types, possible scalar values or None, {required property: its scalar values},
     required names, the names a closed object may have or None, {declared property: its _kinds})."""
-    types, values = _kinds(s)
+    types, values, pattern = _kinds(s)
     disc = {}
     props, req = s.get("properties"), s.get("required")
     if isinstance(props, dict) and isinstance(req, list):
@@ -118,11 +196,11 @@ def _signature(s: dict):
         for name, sub in props.items():
             if isinstance(sub, dict) and "$ref" not in sub and ("type" in sub or _values(sub) is not None):
                 members[name] = _kinds(sub)
-    return types, values, disc, required, closed, members
+    return types, values, disc, required, closed, members, pattern
 
 
 def _kinds(s: dict):
-    """(the types a value of ``s`` may have, its scalar values or None)."""
+    """(the types a value of ``s`` may have, its scalar values or None, its string pattern or None)."""
     values = _values(s)
     t = s.get("type")
     if values is not None:
@@ -135,13 +213,40 @@ def _kinds(s: dict):
         types |= {"number", "integer"}
     if s.get("nullable") is True:
         types.add("null")
-    return types, values
+    pattern = s.get("pattern") if isinstance(s.get("pattern"), str) else None
+    return types, values, pattern
+
+
+def _values_apart(a: tuple, b: tuple) -> bool:
+    """Whether two (types, values, pattern) facts share no value."""
+    (ta, va, pa), (tb, vb, pb) = a, b
+    if not ta & tb:
+        return True
+    if va is not None and vb is not None:
+        return not va & vb
+    if not (ta & tb) <= {"string"}:
+        return False
+    if va is not None and pb is not None:
+        return not any(k == "str" and _may_meet(pb, v) for k, v in va)
+    if vb is not None and pa is not None:
+        return not any(k == "str" and _may_meet(pa, v) for k, v in vb)
+    return pa is not None and pb is not None and not _may_meet(pa, pb, True)
+
+
+@lru_cache(maxsize=4096)
+def _may_meet(pattern: str, other: str, other_is_pattern: bool = False) -> bool:
+    """Whether a string matches ``pattern`` (ECMA, unanchored) and ``other`` (a pattern, or a
+    constant); True when the regex cannot be read or the check runs out of work."""
+    try:
+        b = parse_regex(other, search=True) if other_is_pattern else literal(other)
+        pool = ExprPool()
+        return pool.is_live(pool.intern(intersect(parse_regex(pattern, search=True), b)), 20_000)
+    except (GrammarError, LimitError, ValueError, RecursionError):
+        return True
 
 
 def _apart(a, b) -> bool:
-    if not a[0] & b[0]:
-        return True
-    if a[1] is not None and b[1] is not None and not a[1] & b[1]:
+    if _values_apart((a[0], a[1], a[6]), (b[0], b[1], b[6])):
         return True
     if (a[0] & b[0]) <= {"object"}:  # only objects could match both
         if any(not (a[2][k] & b[2][k]) for k in a[2].keys() & b[2].keys()):
@@ -152,7 +257,6 @@ def _apart(a, b) -> bool:
         # a property one of them requires, whose values the two declare apart (types or constants):
         # an instance both take has it, with a value both take
         for name in (a[3] | b[3]) & a[5].keys() & b[5].keys():
-            (ta, va), (tb, vb) = a[5][name], b[5][name]
-            if not ta & tb or (va is not None and vb is not None and not va & vb):
+            if _values_apart(a[5][name], b[5][name]):
                 return True
     return False

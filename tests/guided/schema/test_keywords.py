@@ -528,3 +528,20 @@ def test_one_of_branches_apart_only_beside_their_siblings_skip_the_complements()
     for value in ({"type": "Point", "c": []}, {"type": "Line", "c": [1]}, {"type": "Line", "c": [1, 2]},
                   {"type": "Other"}, {"c": []}, {"type": "Point"}):  # fmt: skip
         assert accepts(node, dumps(value)) == validator.is_valid(value), value
+
+
+def test_string_patterns_are_apart_only_when_no_string_matches_both():
+    """Discriminators spelled as patterns: anchored literals are apart, unanchored ones are not
+    (``"atomic compound"`` matches both), nor is a constant a pattern takes."""
+    from guided.schema.facts import disjoint
+    from guided.schema.resolver import SchemaResolver
+
+    def branch(pattern):
+        return {"type": "object", "required": ["t"], "properties": {"t": {"type": "string", "pattern": pattern}}}
+
+    resolver = SchemaResolver({})
+    assert disjoint([branch("^atomic$"), branch("^(compound|final)$")], resolver, "")
+    assert not disjoint([branch("atomic"), branch("compound")], resolver, "")
+    assert not disjoint([branch("^a+$"), branch("^a{2}$")], resolver, "")
+    assert disjoint([{"type": "string", "pattern": "^x"}, {"enum": ["yx", "zz", True]}], resolver, "")
+    assert not disjoint([{"type": "string", "pattern": "^x"}, {"enum": ["yx", "xz"]}], resolver, "")

@@ -484,3 +484,36 @@ def test_recursion_through_branches_that_merge_a_sibling_closes(compiler, tokeni
     _check(compiler, tokenizer_llama3, schema,
            ['{"a": "x"}', '{"a": {"b": "y", "c": {"d": "z"}}}', '{"a": {}}', '{"a": {"b": {}}}', '{"a": 1}', "{}",
             '{"a": {"b": {"c": {"d": {"e": "f"}}}}}'])  # fmt: skip
+
+
+def test_recursion_under_one_of_apart_on_patterns_negation_and_nested_branches(compiler, tokenizer_llama3):
+    """oneOf branches proved apart, so a recursive reference under them needs no exclusivity:
+    discriminators spelled as anchored patterns (tree-sitter's rule schema), a branch that is the
+    ``not`` of another (Avro's custom type names), a discriminator read through a property's $ref
+    and an allOf member, and a branch whose own oneOf alternatives are each apart. Exact against
+    jsonschema, instances that two unanchored patterns would both take included."""
+    rule = {"oneOf": [
+        {"type": "object", "properties": {"type": {"type": "string", "pattern": "^SEQ$"},
+                                          "members": {"type": "array", "items": {"$ref": "#/$defs/rule"}}},
+         "required": ["type", "members"]},
+        {"type": "object", "properties": {"type": {"type": "string", "pattern": "^(REPEAT|REPEAT1)$"},
+                                          "content": {"$ref": "#/$defs/rule"}}, "required": ["type", "content"]},
+        {"type": "object", "properties": {"type": {"type": "string", "pattern": "^STRING$"},
+                                          "value": {"type": "string"}}, "required": ["type", "value"]},
+        {"$ref": "#/$defs/prim"},
+        {"type": "string", "not": {"$ref": "#/$defs/prim"}, "pattern": "^[a-z]+$"},
+        {"allOf": [{"$ref": "#/$defs/tagged"}, {"properties": {"kind": {"$ref": "#/$defs/kindName"}}}]},
+        {"type": "object", "oneOf": [
+            {"required": ["type", "and"], "properties": {"type": {"const": "AND"}, "and": {"type": "array", "items": {"$ref": "#/$defs/rule"}}}},
+            {"required": ["type", "not"], "properties": {"type": {"const": "NOT"}, "not": {"$ref": "#/$defs/rule"}}}]},
+    ]}  # fmt: skip
+    schema = {"$defs": {"rule": rule, "prim": {"enum": ["int", "bool"]}, "kindName": {"enum": ["k1", "k2"]},
+                        "tagged": {"type": "object", "required": ["kind", "type"], "properties": {"type": {"const": "TAG"}}}},
+              "$ref": "#/$defs/rule"}  # fmt: skip
+    _check(compiler, tokenizer_llama3, schema,
+           ['{"type": "SEQ", "members": ["int", "abc", {"type": "STRING", "value": "x"}]}',
+            '{"type": "REPEAT1", "content": {"type": "REPEAT", "content": "bool"}}',
+            '{"type": "SEQX", "members": []}', '{"type": "xSEQ", "members": []}', '"int"', '"intx"', '"Int"',
+            '{"type": "TAG", "kind": "k2"}', '{"type": "TAG", "kind": "k3"}',
+            '{"type": "AND", "and": ["bool"]}', '{"type": "NOT", "not": "int"}', '{"type": "AND", "not": "int"}',
+            '{"type": "NOT", "and": [], "not": {"type": "NOT", "not": "bool"}}', '{"type": "NOT"}'])  # fmt: skip
