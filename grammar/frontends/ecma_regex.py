@@ -4,9 +4,10 @@
 on generation means; ``parse_regex(pattern, search=True)`` gives JSON Schema's unanchored semantics
 (some substring matches, ``^``/``$`` anchor it). Character-class escapes follow ECMA-262: ``\\d`` is
 ASCII digits, ``\\w`` ASCII word characters, ``\\s`` includes the Unicode spaces; ``.`` excludes line
-terminators. ``^``, ``$`` and lookaround (``(?=``, ``(?!``, ``(?<=``, ``(?<!``) are exact anywhere outside
-a repetition (``_Assertions``: intersections and complements), and ``$`` ending / ``^`` starting an
-iteration of ``*`` or ``+``; elsewhere in a repetition, and for backreferences, word boundaries,
+terminators. ``^``, ``$``, lookaround (``(?=``, ``(?!``, ``(?<=``, ``(?<!``) and word boundaries
+(``\\b``, ``\\B``: lookaround on ``\\w``) are exact anywhere outside a repetition (``_Assertions``:
+intersections and complements), as are ``$`` ending / ``^`` starting an iteration of ``*`` or ``+`` and
+the tempered token ``((?!a)x)*`` before the end; elsewhere in a repetition, and for backreferences,
 ``\\p{..}`` and inline flags, a ``GrammarError`` names the construct.
 """
 
@@ -15,11 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from guided.errors import GrammarError
+from guided.grammar.automata.end_bytes import may_be_empty
 from guided.grammar.regex_ast import (
     EMPTY,
     EPSILON,
     MAX_CODEPOINT,
     Alt,
+    Chars,
     Node,
     Repeat,
     Seq,
@@ -136,6 +139,9 @@ class _Assertions:
             return self._flatten(node.item) + ([[]] if node.min == 0 else [])
         if isinstance(node, Repeat) and node.max is None and node.min <= 1 and not _has_look(node.item):
             return self._repeated_anchors(node)
+        tempered = _tempered(node)
+        if tempered is not None:
+            return [[tempered]]
         raise self.error("an anchor or lookaround inside a repetition")
 
     def _repeated_anchors(self, node: Repeat) -> list[list[Node]]:
@@ -196,9 +202,39 @@ class _Assertions:
             elif isinstance(x, _Look):
                 body = self.resolve(x.body, EPSILON, any_string())
                 right = intersect(complement(body) if x.negative else body, right)
+            elif isinstance(x, _Tempered):
+                if right != EPSILON:
+                    raise self.error("a repeated lookahead not followed by the end of the input")
+                # no position of the run starts a refused text (none of them is empty: see _tempered)
+                refused = alt(*(self.resolve(b, EPSILON, any_string()) for b in x.refused))
+                right = intersect(repeat(x.step, x.min, None), complement(seq(any_string(), refused)))
             else:
                 right = seq(x, right)
         return seq(left, right)
+
+
+@dataclass(frozen=True, slots=True)
+class _Tempered(Node):
+    """The tempered token ``((?!a)(?!b)x)*``: runs of ``step`` (one character) where no position
+    starts ``a`` or ``b``; exact when the end of the input follows (``_Assertions._branch``)."""
+
+    refused: tuple
+    step: Node
+    min: int
+
+
+def _tempered(node: Repeat) -> _Tempered | None:
+    """``node`` as a tempered token: an unbounded repeat of negative lookaheads whose bodies hold no
+    assertion and not the empty string, then one look-free character class; else None."""
+    items = node.item.items if isinstance(node.item, Seq) else (node.item,)
+    if node.max is not None or len(items) < 2 or _has_anchor(items[-1]) or not isinstance(items[-1], Chars):
+        return None
+    looks = items[:-1]
+    if not all(isinstance(x, _Look) and x.ahead and x.negative and not _has_anchor(x.body) for x in looks):
+        return None
+    if any(may_be_empty(x.body) for x in looks):
+        return None
+    return _Tempered(tuple(x.body for x in looks), items[-1], node.min)
 
 
 def _looks_back(x: Node) -> bool:
@@ -446,8 +482,13 @@ class _Parser:
 
     def escape(self) -> Node:
         e = self.take()
-        if e in "bB":
-            raise self.error(f"word boundary '\\{e}'")
+        if e in "bB":  # a word character on exactly one side (\b) or on neither or both (\B)
+            w = chars(WORD)
+            before_word, after_word = _Look(False, False, w), _Look(True, False, w)
+            before_other, after_other = _Look(False, True, w), _Look(True, True, w)
+            if e == "b":
+                return alt(seq(before_word, after_other), seq(before_other, after_word))
+            return alt(seq(before_word, after_word), seq(before_other, after_other))
         if e.isdigit() and e != "0":
             raise self.error(f"backreference '\\{e}'")
         if e == "k" and self.peek() == "<":

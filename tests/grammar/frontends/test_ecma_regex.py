@@ -104,7 +104,9 @@ def test_search_semantics(pattern, yes, no):
         ("a(?=b)c(?<=c)", "a lookahead before a lookbehind"),
         (r"(a)\1", "backreference"),
         (r"(?<x>a)\k<x>", "backreference"),
-        (r"\bword\b", "word boundary"),
+        (r"\bword\b", "a lookahead before a lookbehind"),  # two boundaries: the second looks back
+        ("^((?!a).)*b", "not followed by the end"),  # a tempered token must end the input
+        ("((?!a)(?=b).)*$", "inside a repetition"),  # only negative lookaheads temper
         (r"\p{L}+", "Unicode property"),
         ("(?i)abc", "inline flags"),
         ("(a|b", "missing ')'"),
@@ -142,6 +144,11 @@ LOOKAROUND = [
     r"(a($|b))+",
     r"(^a|b$|c)+d",
     r"x(a|b$)*",
+    r"^https?:\/\/[a-z.]{1,6}\b([-a-z0-9/]*)",  # a word boundary: \w on exactly one side
+    r"ab\b",
+    r"\Bb.",
+    r"^((?!ab)(?!\.\.).)*$",  # the tempered token: no position starts a refused text
+    r"^x((?!a.)[a-c.])+$",
 ]
 
 
@@ -154,7 +161,8 @@ def test_lookaround_and_inner_anchors_match_python_re(pattern):
     rng = random.Random(pattern)
     texts = {"".join(rng.choice("ab.0-@/:=x y9cd") for _ in range(rng.randint(0, 10))) for _ in range(300)}
     texts |= {"", "@@a", "abc", "org.b.X", "org.c.x", "pattern", "patterns", "@a--b", "@ab-c", "ab", "b",
-              "a.b", "a.1", "xy", "xz", "a1b", "1ab", "ac", "bc", "/12/"}  # fmt: skip
+              "a.b", "a.1", "xy", "xz", "a1b", "1ab", "ac", "bc", "/12/", "http://ab.c", "https://abcdefg/x",
+              "http://a.b/c", "xa.", "xab", "xbca", "a..b"}  # fmt: skip
     search, whole = parse_regex(pattern, search=True), parse_regex(pattern)
     for text in texts:  # no newlines: Python's '$' also matches before a final one, ECMA's does not
         assert matches(search, text) == (re.search(pattern, text) is not None), text
