@@ -279,10 +279,11 @@ class SchemaLowering:
 
     def _without_not(self, schema: dict, base: str):
         """``schema`` with ``not: X`` replaced by ``allOf: [complement_schema(X)]`` (kept, so the
-        memo sees one dict per schema), or None when X's complement has no schema form."""
+        memo sees one dict per schema), or None when X's complement has no schema form or the
+        schema reads unevaluatedProperties (not's names are not evaluated; an allOf member's are)."""
         key = (id(schema), base)
         if key not in self.rewrites:
-            other = complement_schema(self, schema["not"], base)
+            other = None if "unevaluatedProperties" in schema else complement_schema(self, schema["not"], base)
             if other is None:
                 self.rewrites[key] = None
             else:
@@ -328,6 +329,10 @@ class SchemaLowering:
         if "if" in schema and "allOf" not in schema and "anyOf" not in schema:
             return split_if(schema)
         subs = schema.get("allOf")
+        if "$ref" in schema and "unevaluatedProperties" in schema and not self.old_draft:
+            # $ref is in place too: its target's names count as evaluated, as an allOf member's do
+            subs = [{"$ref": schema["$ref"]}, *(subs if isinstance(subs, list) else [])]
+            schema = {k: v for k, v in schema.items() if k != "$ref"}
         if not isinstance(subs, list) or not subs or "$ref" in schema:
             return None
         parts = [{k: v for k, v in schema.items() if k != "allOf"}]
@@ -336,7 +341,7 @@ class SchemaLowering:
             if spread is None:
                 return None
             parts += spread
-        merged = merge(parts)
+        merged = merge(parts, outer=True)
         if merged is None and sum(isinstance(p, dict) and "if" in p for p in parts) >= 2:
             # a chain of ifs: spread into cases (not for anyOf members alone, whose spread can be
             # far larger than the intersection it replaces)

@@ -32,12 +32,15 @@ _GROUPS = (
 _TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
 
 
-def merge(schemas: list) -> dict | None:
-    """One schema equivalent to the conjunction of ``schemas`` (dicts without $ref), or None."""
+def merge(schemas: list, outer: bool = False) -> dict | None:
+    """One schema equivalent to the conjunction of ``schemas`` (dicts without $ref), or None.
+    ``outer``: the first schema holds the others as its in-place applicators (its own ``allOf``),
+    so its ``unevaluatedProperties`` sees every name they evaluate, as it will in the merged schema."""
     parts = _flat(schemas)
     if parts is None:
         return None
-    if not all(isinstance(s, dict) and not (_NEVER & s.keys()) for s in parts):
+    own = _NEVER - {"unevaluatedProperties"} if outer and parts and parts[0] is schemas[0] else _NEVER
+    if not all(isinstance(s, dict) and not ((own if i == 0 else _NEVER) & s.keys()) for i, s in enumerate(parts)):
         return None
     items = [s["items"] for s in parts if "items" in s]
     # several schema-form ``items`` alone (no tuple keywords beside them): every item meets them all

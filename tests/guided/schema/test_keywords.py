@@ -545,3 +545,27 @@ def test_string_patterns_are_apart_only_when_no_string_matches_both():
     assert not disjoint([branch("^a+$"), branch("^a{2}$")], resolver, "")
     assert disjoint([{"type": "string", "pattern": "^x"}, {"enum": ["yx", "zz", True]}], resolver, "")
     assert not disjoint([{"type": "string", "pattern": "^x"}, {"enum": ["yx", "xz"]}], resolver, "")
+
+
+def test_unevaluated_properties_beside_all_of_and_ref_see_their_names():
+    """unevaluatedProperties beside allOf members and a $ref (2019-09 on: both in place) sees every
+    name they evaluate; a member's additionalProperties evaluates every name. Merged into one
+    schema, exact against jsonschema (was a SchemaError)."""
+    import jsonschema
+
+    defs = {"common": {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}},
+            "open": {"type": "object", "additionalProperties": True, "allOf": [{"$ref": "#/$defs/common"}]}}  # fmt: skip
+    cases = [
+        {"$defs": defs, "type": "object", "unevaluatedProperties": False,
+         "allOf": [{"$ref": "#/$defs/common"}, {"properties": {"n": {"type": "integer"}}}]},
+        {"$defs": defs, "type": "object", "$ref": "#/$defs/common", "properties": {"k": {"type": "boolean"}},
+         "unevaluatedProperties": {"type": "integer"}},
+        {"$defs": defs, "type": "object", "$ref": "#/$defs/open", "unevaluatedProperties": False},
+    ]  # fmt: skip
+    values = [{"name": "a"}, {"name": "a", "n": 1}, {"name": "a", "n": "x"}, {"name": "a", "zz": 1},
+              {"name": "a", "zz": "s"}, {"name": "a", "k": True, "zz": 2}, {"n": 1}, {}, {"name": 1}]  # fmt: skip
+    for schema in cases:
+        node = json_schema_to_node(schema)
+        validator = jsonschema.Draft202012Validator(schema)
+        for value in values:
+            assert accepts(node, dumps(value)) == validator.is_valid(value), (schema, value)
