@@ -115,8 +115,12 @@ def _unique(lowering: SchemaLowering, schema: dict, prefix: list, items, path: s
     if values is None or len(values) > MAX_UNIQUE_VALUES:
         if lowering.unique_runtime and not lowering.negations:
             return []  # the matcher refuses duplicate items (unique_runtime; unique_plan checked this place)
-        why = lowering.unique_refusal or "the matcher's run-time check is not enabled (compile with compile_json_schema)"
-        lowering.relax(f"uniqueItems over items that are not a small finite set of values: {why}", f"{path}/uniqueItems")
+        why, where = lowering.unique_refusal, f"{path}/uniqueItems"
+        if why is None:
+            why = "the matcher's run-time check is not enabled (compile with compile_json_schema)"
+        elif not isinstance(why, str):  # the plan's PlanError: its pointer names the place it refused
+            why, where = why.reason, why.path
+        lowering.relax(f"uniqueItems over items that are not a small finite set of values: {why}", where)
         return []
     lits = [lowering.value_literal(v) for v in values]
     out = []

@@ -114,7 +114,7 @@ def json_schema_to_grammar(
     schema: Any,
     *,
     registry: dict | None = None,
-    unique_runtime: UniquePlan | str | None = None,
+    unique_runtime: UniquePlan | PlanError | str | None = None,
     names_runtime: bool = False,
     **options,
 ) -> Node | CfgGrammar:
@@ -126,10 +126,10 @@ def json_schema_to_grammar(
     schema : dict, bool, str or pydantic model class
     registry : dict, optional
         ``{uri: schema}`` for remote ``$ref`` targets; nothing is ever fetched.
-    unique_runtime : UniquePlan, str or None
+    unique_runtime : UniquePlan, PlanError, str or None
         A checked plan: ``uniqueItems`` over items the grammar cannot make unique is left to the
-        matcher (``compile_json_schema`` wraps the grammar); a string: why the plan was refused (the
-        error then says it).
+        matcher (``compile_json_schema`` wraps the grammar); a PlanError or a string: why the plan
+        was refused (the error then says it, at the PlanError's pointer).
     names_runtime : bool
         The matcher refuses a member name written twice (``compile_json_schema`` wraps the grammar):
         with ``key_order="any"``, objects with more declared names than a permutation automaton
@@ -154,7 +154,7 @@ def json_schema_to_grammar(
     lowering = SchemaLowering(schema, opts, registry)
     lowering.unique_runtime = isinstance(unique_runtime, UniquePlan)
     lowering.names_runtime = names_runtime
-    lowering.unique_refusal = unique_runtime if isinstance(unique_runtime, str) else None
+    lowering.unique_refusal = unique_runtime if isinstance(unique_runtime, (str, PlanError)) else None
     try:
         with hole_memo():  # one has_hole memo for the whole lowering (see has_hole)
             return _lower(lowering)
@@ -236,7 +236,7 @@ def _bags(schema, registry: dict | None, opts: SchemaOptions):
 _PLANS: BoundedCache[tuple, tuple] = BoundedCache(256)  # run-time check plans, by the grammar's cache key
 
 
-def unique_plan(schema, registry: dict | None, opts: SchemaOptions) -> tuple[UniquePlan | None, str | None]:
+def unique_plan(schema, registry: dict | None, opts: SchemaOptions) -> tuple[UniquePlan | None, PlanError | None]:
     """(the checked places where the matcher refuses duplicate items, None) or (None, why the schema
     cannot have the check); (None, None) without ``uniqueItems``. A refused schema still compiles
     where the grammar holds every ``uniqueItems`` (finite items); elsewhere the lowering raises with
@@ -247,7 +247,7 @@ def unique_plan(schema, registry: dict | None, opts: SchemaOptions) -> tuple[Uni
         plan = UniquePlan(schema, registry, strict=opts.strict)
         plan.check()
     except PlanError as e:
-        return None, str(e)
+        return None, e
     except (SchemaError, RecursionError):
         return None, None  # the lowering reports a malformed schema with its own message
     return plan, None

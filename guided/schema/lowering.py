@@ -123,7 +123,7 @@ class SchemaLowering:
         self.negations = 0  # complements being lowered (NEG flips back to FREE inside two)
         self.unique_runtime = False  # uniqueItems the grammar cannot hold is checked by the matcher
         self.names_runtime = False  # the matcher refuses repeated names (key_order "bag" places)
-        self.unique_refusal: str | None = None  # why it cannot be (unique_plan), for the error
+        self.unique_refusal = None  # why it cannot be (unique_plan's PlanError or a string), for the error
         self.anys = AnyValue(self)
         self.anys_p = AnyValue(self, plain=True)
         self.anys.sibling, self.anys_p.sibling = self.anys_p, self.anys

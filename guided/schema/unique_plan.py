@@ -60,7 +60,12 @@ _OBJECT_KEYS = frozenset({"properties", "patternProperties", "additionalProperti
 
 
 class PlanError(SchemaError):
-    """uniqueItems cannot be enforced exactly at this place."""
+    """uniqueItems cannot be enforced exactly at this place; ``path`` points at the schema (the
+    uniqueItems in question, where one is known), ``reason`` says why and names the instance place."""
+
+    def __init__(self, reason: str, path: str = "#"):
+        super().__init__(reason, path)
+        self.reason = reason
 
 
 def _and(parts) -> tuple:
@@ -152,6 +157,7 @@ class UniquePlan:
         self.old_draft = isinstance(uri, str) and any(d in uri for d in OLD_DRAFTS)
         self.strict = strict
         self.schemas: dict[tuple, tuple] = {}  # leaf key -> (schema, base)
+        self.paths: dict[tuple, str] = {}  # leaf key -> the JSON pointer it was first reached at
         self._expanded: dict[tuple, tuple] = {}
         self._children: dict[tuple, tuple] = {}
         self._demands: dict[tuple, str] = {}
@@ -174,6 +180,7 @@ class UniquePlan:
             return hit
         self._expanded[key] = T  # an in-place cycle adds nothing to what is being expanded
         self.schemas[key] = (schema, base)
+        self.paths.setdefault(key, path)
         for kw in ("not", "if", "contains"):
             if kw in schema and mentions_unique(schema[kw], self.resolver, base):
                 raise PlanError(f"uniqueItems under {kw!r} is not supported", f"{path}/{kw}")
@@ -249,6 +256,7 @@ class UniquePlan:
         """The formula of member ``name`` under one leaf; with ``matched`` (and no name), of an
         undeclared name that matches exactly those patterns."""
         schema, base = self.schemas[leaf[1]]
+        at = self.paths[leaf[1]]
         if not _admits(schema, "object"):
             return F
         props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
@@ -256,40 +264,43 @@ class UniquePlan:
         addl = schema.get("additionalProperties", False if self.strict else True)
         uneval = schema.get("unevaluatedProperties")
         if name is None and matched is None:  # any undeclared name: one of the patterns or additionalProperties
-            opts = [self.expand(s, base, "#") for s in pats.values()] + [self.expand(addl, base, "#")]
+            opts = [self.expand(s, base, f"{at}/patternProperties/{p}") for p, s in pats.items()]
+            opts.append(self.expand(addl, base, f"{at}/additionalProperties"))
             if uneval is not None:
-                opts.append(self.expand(uneval, base, "#"))
+                opts.append(self.expand(uneval, base, f"{at}/unevaluatedProperties"))
             return _or(opts) if len(opts) > 1 else opts[0]
         parts, hit = [], False
         if name in props:
-            parts.append(self.expand(props[name], base, "#"))
+            parts.append(self.expand(props[name], base, f"{at}/properties/{name}"))
             hit = True
         for pat, sub in pats.items():
             rx = self._pattern(pat)
             if rx is None:  # a pattern Python cannot read: it may apply or not
-                parts.append(_or([T, self.expand(sub, base, "#")]))
+                parts.append(_or([T, self.expand(sub, base, f"{at}/patternProperties/{pat}")]))
             elif pat in matched if name is None else rx.search(name):
-                parts.append(self.expand(sub, base, "#"))
+                parts.append(self.expand(sub, base, f"{at}/patternProperties/{pat}"))
                 hit = True
         if not hit:
-            parts.append(self.expand(addl, base, "#"))
+            parts.append(self.expand(addl, base, f"{at}/additionalProperties"))
             if uneval is not None:
-                parts.append(_or([T, self.expand(uneval, base, "#")]))
+                parts.append(_or([T, self.expand(uneval, base, f"{at}/unevaluatedProperties")]))
         return _and(parts)
 
     def _item(self, leaf: tuple, index: int) -> tuple:
         schema, base = self.schemas[leaf[1]]
+        at = self.paths[leaf[1]]
         if self.demand(leaf) == "0":  # no array here (by type, or an enum/const without one)
             return F
         prefix, rest = schema.get("prefixItems"), schema.get("items", True)
+        names = ("prefixItems", "items")
         if isinstance(rest, list):  # draft-07 tuple form
-            prefix, rest = rest, schema.get("additionalItems", True)
+            prefix, rest, names = rest, schema.get("additionalItems", True), ("items", "additionalItems")
         prefix = prefix if isinstance(prefix, list) else []
         if index < len(prefix):
-            return self.expand(prefix[index], base, "#")
+            return self.expand(prefix[index], base, f"{at}/{names[0]}/{index}")
         if "items" not in schema and "unevaluatedItems" in schema:
-            return _or([T, self.expand(schema["unevaluatedItems"], base, "#")])
-        return self.expand(rest, base, "#")
+            return _or([T, self.expand(schema["unevaluatedItems"], base, f"{at}/unevaluatedItems")])
+        return self.expand(rest, base, f"{at}/{names[1]}")
 
     def _pattern(self, pat: str):
         if pat not in self._patterns:
@@ -387,10 +398,11 @@ class UniquePlan:
         while todo:
             f, where = todo.pop()
             if len(seen) > MAX_PLACES:
-                raise PlanError(f"the schema has more than {MAX_PLACES} places to check uniqueItems at", where)
+                raise PlanError(f"the schema has more than {MAX_PLACES} places to check uniqueItems at", "#")
             d = self.demand(f)
             if d == "X":
-                raise PlanError("uniqueItems applies in some branches of this place and not in others", where)
+                raise PlanError(f"uniqueItems applies in some branches of the instance's {where} and not in "
+                                "others", self._unique_at(f))  # fmt: skip
             leaves = list(_leaves(f))
             names, width = set(), 0
             for leaf in leaves:
@@ -407,20 +419,29 @@ class UniquePlan:
                     seen.add(g)
                     todo.append((g, w))
 
+    def _unique_at(self, f: tuple) -> str:
+        """The JSON pointer of a uniqueItems that applies at a place of formula f (else the place's first schema)."""
+        leaves = list(_leaves(f))
+        for leaf in leaves:
+            if self.schemas[leaf[1]][0].get("uniqueItems") is True:
+                return f"{self.paths[leaf[1]]}/uniqueItems"
+        return self.paths[leaves[0][1]] if leaves else "#"
+
     def _check_unique_array(self, f: tuple, leaves: list, width: int, where: str) -> None:
         for leaf in leaves:
             schema = self.schemas[leaf[1]][0]
             if self.demand(leaf) == "0":  # a branch with no array (an enum of strings beside the array)
                 continue
             if "contains" in schema or "const" in schema or "enum" in schema:
-                raise PlanError("uniqueItems beside contains/const/enum is not supported", where)
+                raise PlanError(f"uniqueItems beside contains/const/enum is not supported (the instance's {where})",
+                                self._unique_at(f))  # fmt: skip
         for i in range(width + 1):
             kind = self.item_kind(self.item(f, i))
             if kind is None:
                 raise PlanError(
                     "uniqueItems is exact only for items that are strings (with at most minLength, or a "
                     "pattern/format that leaves every prefix infinitely many endings), numbers, integers, "
-                    "any value, or a small finite set of values", where
+                    f"any value, or a small finite set of values (the instance's {where}/{i})", self._unique_at(f)
                 )  # fmt: skip
             if kind == "finite":  # the grammar enforces it, but only where each unique schema's items are finite
                 for leaf in leaves:
@@ -432,7 +453,8 @@ class UniquePlan:
                         if not self._strings_and_literals(self.item(f, i)):
                             raise PlanError("uniqueItems over items narrowed to a finite set elsewhere, or over "
                                             f"more than {MAX_UNIQUE_VALUES} values, is supported for strings, "
-                                            "booleans and null only", where)  # fmt: skip
+                                            f"booleans and null only (the instance's {where})",
+                                            self._unique_at(f))  # fmt: skip
                         # many strings, or strings narrowed elsewhere: the matcher searches (as for maxLength)
                         self._kinds[self.item(f, i)] = "bounded"
 

@@ -274,3 +274,14 @@ def test_many_strings_or_strings_narrowed_elsewhere_are_searched(compiler):
     with pytest.raises(SchemaError, match="strings, booleans and null only"):
         compile_json_schema(compiler, {"type": "array", "uniqueItems": True,
                                        "items": {"type": "number", "enum": list(range(70))}})  # fmt: skip
+
+
+def test_a_refusal_points_at_the_unique_items_it_refuses(compiler):
+    """The error names the uniqueItems that cannot be enforced and the instance place, not the first
+    unique array the lowering happens to meet."""
+    schema = {"type": "object", "properties": {"ok": STRINGS, "bad": {"type": "array", "items": CLOSED,
+                                                                      "uniqueItems": True}}}  # fmt: skip
+    with pytest.raises(SchemaError) as e:
+        compile_json_schema(compiler, schema)
+    assert e.value.path == "#/properties/bad/uniqueItems"
+    assert "the instance's #/bad/0" in str(e.value)
