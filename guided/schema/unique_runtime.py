@@ -951,8 +951,9 @@ class UniqueMatcher:
         earlier = t.stack[-1][3]
         if any(dfa.walk(state, bytes((b,))) >= 0 for b in b"-0123456789{["):
             return True
-        if ("z",) not in earlier and dfa.walk(state, b"n") >= 0:
-            return True
+        for lead, key in ((b"n", ("z",)), (b"t", ("b", True)), (b"f", ("b", False))):  # a literal not written yet
+            if key not in earlier and dfa.walk(state, lead) >= 0:
+                return True
         inside = dfa.walk(state, b'"')
         memo, spelled = self._search_memo(earlier)
         return inside >= 0 and _diverges(dfa, inside, [sp for _, sp in spelled], memo, b"")

@@ -285,3 +285,15 @@ def test_a_refusal_points_at_the_unique_items_it_refuses(compiler):
         compile_json_schema(compiler, schema)
     assert e.value.path == "#/properties/bad/uniqueItems"
     assert "the instance's #/bad/0" in str(e.value)
+
+
+def test_a_literal_item_other_than_the_earlier_ones_may_follow(compiler, vocab_builtin):
+    """JSON Schema Test Suite, "uniqueItems with an array of items": after ``[false`` the comma is
+    allowed (``true`` is new); the search for a new item used to try only null, numbers, objects,
+    arrays and strings, so masks refused the comma and every valid instance."""
+    m = _matcher(compiler, {"prefixItems": [{"type": "boolean"}, {"type": "boolean"}], "uniqueItems": True})
+    assert m.accept_text("[false")
+    assert m.allowed_tokens()[vocab_builtin.tokens.index(b",")]
+    assert m.accept_text(",") and m.accept_text(' true, "foo", "bar"]') and m.is_accepting()
+    again = _matcher(compiler, {"prefixItems": [{"type": "boolean"}, {"type": "boolean"}], "uniqueItems": True})
+    assert again.accept_text("[true") and again.accept_text(",") and not again.accept_text(" true")
