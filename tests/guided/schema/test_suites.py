@@ -23,7 +23,9 @@ MASKBENCH_EVERY = 38  # every 38th file by name: 199 schemas
 MASKBENCH_PASSING = 192
 # 1522 before `{"not": {}}` (and `not: true`) were found to accept nothing: like `false`, such a schema
 # is now a SchemaError ("accepts no instance") up front, so its 18 tests count as not compiled.
-JSTS_PASS = 1504
+# 1631 at stop 34 (unevaluatedProperties beside allOf/$ref, word boundaries, multipleOf parts, ...);
+# the floor leaves room for a schema near its compile time bound on a loaded machine
+JSTS_PASS = 1620
 
 
 def _lower(schema, **kw):
