@@ -37,6 +37,7 @@ MAX_PATTERN_GROUPS = 64  # kinds of undeclared name by the patternProperties the
 MAX_DEPENDENCIES = 6
 _OBJECT_KEYWORDS = ("dependentRequired", "dependentSchemas", "dependencies")
 _OPEN, _CLOSE = literal("{"), literal("}")
+_NOTE_KEYS = frozenset({"title", "description", "$comment", "examples", "default", "markdownDescription"})
 _STRING_ONLY = frozenset(
     {"type", "pattern", "minLength", "maxLength", "format", "title", "description", "$comment"}
 )
@@ -48,11 +49,15 @@ def object_node(lowering: SchemaLowering, schema: dict, path: str, base: str, pl
         return _object(lowering, schema, path, base, place, (), (), (), ())
     involved = list(dict.fromkeys(n for trigger, names, _, _ in deps for n in (trigger, *names)))
     always, always_extra, deps = _settled(schema, deps)
+    cases, deps = _by_discriminator(deps, path)
+    involved += [n for req, off, _ in cases for n in (*req, *off) if n not in involved]
     if len(deps) > MAX_DEPENDENCIES:
         raise LimitError(f"more than {MAX_DEPENDENCIES} property dependencies in one object (at {path})")
     variants = []
-    for present in itertools.product((True, False), repeat=len(deps)):
-        required, forbidden, extra = list(always), [], list(always_extra)
+    for (case_required, case_forbidden, case_extra), present in itertools.product(
+        cases, itertools.product((True, False), repeat=len(deps))
+    ):
+        required, forbidden, extra = [*always, *case_required], list(case_forbidden), [*always_extra, *case_extra]
         for on, (trigger, names, sub, sub_path) in zip(present, deps, strict=True):
             triggers = trigger if isinstance(trigger, tuple) else (trigger,)
             if on:  # the names are present (whether or not a trigger is): exact beside "no trigger"
@@ -63,6 +68,57 @@ def object_node(lowering: SchemaLowering, schema: dict, path: str, base: str, pl
                 forbidden += triggers
         variants.append(_object(lowering, schema, path, base, place, required, forbidden, extra, involved))
     return alt(*variants)
+
+
+def _by_discriminator(deps: list, path: str) -> tuple[list, list]:
+    """Dependencies whose schemas only name the values one property D may take
+    (``{"properties": {D: {"enum": [...]}}}``; MongoDB's index mappings: each option names the
+    ``type`` values it belongs to), as cases on D instead of 2^n combinations of triggers: D absent
+    (every trigger free), D equal to each named value (the triggers that do not name it absent), D
+    another value (those triggers absent). The cases split every instance one way: exact.
+    Returns ([(required, forbidden, extra schemas)] cases, the dependencies left)."""
+    found: dict[str, list] = {}
+    for dep in deps:
+        trigger, names, sub, _ = dep
+        if names or not isinstance(trigger, str) or not isinstance(sub, dict) or set(sub) - _NOTE_KEYS != {"properties"}:
+            continue
+        props = sub["properties"]
+        if not isinstance(props, dict) or len(props) != 1:
+            continue
+        (name, value_schema), = props.items()
+        values = _named_values(value_schema)
+        if values is not None and name != trigger:
+            found.setdefault(name, []).append((dep, values))
+    if not found:
+        return [((), (), ())], deps
+    name, group = max(found.items(), key=lambda kv: len(kv[1]))
+    if len(group) < 2:
+        return [((), (), ())], deps
+    every = [v for _, values in group for v in values]
+    every = [v for i, v in enumerate(every) if v not in every[:i]]
+    triggers = [dep[0] for dep, _ in group]
+    cases = [((), (name,), ())]  # D absent: every dependency here holds
+    for v in every:
+        off = tuple(dep[0] for dep, values in group if v not in values)
+        cases.append(((name,), off, (({"properties": {name: {"const": v}}}, f"{path}/properties/{name}"),)))
+    cases.append(((name,), tuple(triggers), (({"properties": {name: {"not": {"enum": every}}}}, path),)))
+    left = [dep for dep in deps if all(dep is not d for d, _ in group)]
+    return cases, left
+
+
+def _named_values(schema) -> list | None:
+    """The values a schema of ``enum``/``const`` alone (a ``type`` beside them allowed) names, or None."""
+    if not isinstance(schema, dict) or set(schema) - _NOTE_KEYS - {"enum", "const", "type"}:
+        return None
+    if "const" in schema:
+        values = [schema["const"]]
+    elif isinstance(schema.get("enum"), list):
+        values = list(schema["enum"])
+    else:
+        return None
+    if "type" in schema:
+        return None if not all(isinstance(v, str) for v in values) or schema["type"] != "string" else values
+    return values
 
 
 def _settled(schema: dict, deps: list) -> tuple[list, list, list]:

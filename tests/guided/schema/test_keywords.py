@@ -569,3 +569,29 @@ def test_unevaluated_properties_beside_all_of_and_ref_see_their_names():
         validator = jsonschema.Draft202012Validator(schema)
         for value in values:
             assert accepts(node, dumps(value)) == validator.is_valid(value), (schema, value)
+
+
+def test_dependencies_on_one_discriminator_split_by_its_value():
+    """MongoDB's index mappings: each of many optional members names the ``type`` values it belongs to
+    (a dependency whose schema only names values of ``type``). Past the 6 dependencies split as
+    combinations, they split as cases on ``type`` (absent, each named value, another value). Exact
+    against jsonschema."""
+    import jsonschema
+
+    names = ["analyzer", "maxGrams", "minGrams", "tokenization", "dynamic", "fields", "store", "norms"]
+    kinds = {"analyzer": ["autocomplete", "string"], "maxGrams": ["autocomplete"], "minGrams": ["autocomplete"],
+             "tokenization": ["autocomplete"], "dynamic": ["document"], "fields": ["document"], "store": ["string"],
+             "norms": ["string"]}  # fmt: skip
+    schema = {"type": "object", "additionalProperties": False,
+              "properties": {"type": {"enum": ["autocomplete", "string", "document", "number"]},
+                             **{n: {"type": "integer"} for n in names}},
+              "dependencies": {n: {"properties": {"type": {"enum": kinds[n]}}} for n in names}}  # fmt: skip
+    node = json_schema_to_node(schema)  # declared order: the instances below list members in it
+    validator = jsonschema.Draft7Validator(schema)
+    values = [{}, {"type": "number"}, {"type": "string", "analyzer": 3, "store": 1, "norms": 2},
+              {"type": "string", "maxGrams": 1}, {"maxGrams": 1, "dynamic": 2}, {"type": "document", "fields": 1},
+              {"type": "number", "analyzer": 1}, {"type": "autocomplete", "analyzer": 1, "minGrams": 2},
+              {"type": "other"}, {"type": "document", "norms": 1}]  # fmt: skip
+    for value in values:
+        got, want = accepts(node, dumps(value)), validator.is_valid(value)  # booleans: a failure prints no AST
+        assert got == want, value
