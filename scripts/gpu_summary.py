@@ -55,6 +55,13 @@ def kernels(out: Path) -> list[str]:
     return lines
 
 
+def _section(name: str, d: dict | None, key: str, line) -> list[str]:
+    """``line(d)`` when the section holds its figures (``key``), else the raw section (an error), or nothing."""
+    if not d:
+        return []
+    return [line(d)] if key in d else [f"  {name}: {d}"]
+
+
 def engine(out: Path) -> list[str]:
     t, g = _load(out, "throughput"), _load(out, "guided-overhead")
     if not t:
@@ -62,12 +69,9 @@ def engine(out: Path) -> list[str]:
     lines = [f"engine: {t.get('model')} on {t.get('device')}, build {t.get('model_build_s')} s, "
              f"load {t.get('engine_load_s')} s, CUDA graphs {t.get('engine', {}).get('num_cuda_graphs')} "
              f"{t.get('engine', {}).get('graph_error') or ''}"]  # fmt: skip
-    d = t.get("decode") or {}
-    if "ratio" in d:
-        lines.append(f"  decode B=1: {_f(d['graphs_on_ms'])} ms (graphs off {_f(d['graphs_off_ms'])}), roofline "
-                     f"{_f(d['roofline_ms'])} ms -> {_f(d['ratio'])}x (<= 1.25)")  # fmt: skip
-    elif d:
-        lines.append(f"  decode: {d}")
+    lines += _section("decode", t.get("decode"), "ratio", lambda d: (
+        f"  decode B=1: {_f(d['graphs_on_ms'])} ms (graphs off {_f(d['graphs_off_ms'])}), roofline "
+        f"{_f(d['roofline_ms'])} ms -> {_f(d['ratio'])}x (<= 1.25)"))  # fmt: skip
     for r in t.get("throughput") or []:
         if "graphs_on" in r:
             lines.append(f"  offline C={r['concurrency']}: {_f(r['graphs_on']['output_tok_s'], '.0f')} tok/s, "
@@ -76,18 +80,12 @@ def engine(out: Path) -> list[str]:
         if isinstance(r, dict) and "ttft_p50_ms" in r:
             lines.append(f"  latency C={r['concurrency']}: TTFT p50 {_f(r['ttft_p50_ms'])} ms p99 "
                          f"{_f(r['ttft_p99_ms'])}, TPOT p50 {_f(r['tpot_p50_ms'])} ms p99 {_f(r['tpot_p99_ms'])}")  # fmt: skip
-    hf = t.get("hf") or {}
-    if "per_batch_tok_s" in hf:
-        lines.append(f"  HF generate tok/s by batch {hf['per_batch_tok_s']}; engine/HF "
-                     f"{hf.get('engine_over_hf_at_batch')} (>= 10 at 64)")  # fmt: skip
-    elif hf:
-        lines.append(f"  hf: {hf}")
-    gd = g.get("guided") or {}
-    if "guided100_over_free" in gd:
-        lines.append(f"  guided 100%/0% by concurrency {({k: round(v, 3) for k, v in gd['guided100_over_free'].items()})} "
-                     f"(>= 0.95); pool {g.get('schema_pool')}")  # fmt: skip
-    elif gd:
-        lines.append(f"  guided: {gd}")
+    lines += _section("hf", t.get("hf"), "per_batch_tok_s", lambda hf: (
+        f"  HF generate tok/s by batch {hf['per_batch_tok_s']}; engine/HF "
+        f"{hf.get('engine_over_hf_at_batch')} (>= 10 at 64)"))  # fmt: skip
+    lines += _section("guided", g.get("guided"), "guided100_over_free", lambda gd: (
+        f"  guided 100%/0% by concurrency {({k: round(v, 3) for k, v in gd['guided100_over_free'].items()})} "
+        f"(>= 0.95); pool {g.get('schema_pool')}"))  # fmt: skip
     st = g.get("steered") or {}
     for c, r in (st.get("ratios") or {}).items():
         rows = [x for x in st["rows"] if str(x["concurrency"]) == c]
@@ -98,12 +96,9 @@ def engine(out: Path) -> list[str]:
                      f"held {guided.get('masks', {}).get('mask_rows_held')}")  # fmt: skip
     if st and "ratios" not in st:
         lines.append(f"  steered: {st}")
-    ff = g.get("fast_forward") or {}
-    if "speedup" in ff:
-        lines.append(f"  fast-forward: {_f(ff['speedup'])}x (>= 1.3), forced {_f(ff['ff_on']['forced_fraction'])}, "
-                     f"stopped {ff['ff_on']['stopped']}/{ff['requests']}")  # fmt: skip
-    elif ff:
-        lines.append(f"  fast_forward: {ff}")
+    lines += _section("fast_forward", g.get("fast_forward"), "speedup", lambda ff: (
+        f"  fast-forward: {_f(ff['speedup'])}x (>= 1.3), forced {_f(ff['ff_on']['forced_fraction'])}, "
+        f"stopped {ff['ff_on']['stopped']}/{ff['requests']}"))  # fmt: skip
     return lines
 
 

@@ -317,9 +317,9 @@ def _int_multiple(body: Node, m: Decimal, lo, hi, path, lenient, warn) -> Node:
         return alt(*values, literal("-0") if lo <= 0 <= hi else EMPTY)
     parts = _coprime_parts(rest)
     if max(parts) <= MAX_DIVISOR:  # divisible by each coprime part (2^a 5^b by the tails above)
-        shapes = [_int_multiple(body, Decimal(k // rest), lo, hi, path, lenient, warn)] if k != rest else []
-        shapes += [seq(optional(literal("-")), _divisible(q, MAX_DIGITS)) for q in parts]
-        return intersect(*shapes, *([body] if body != seq(optional(literal("-")), UINT) else []))
+        head = _int_multiple(body, Decimal(k // rest), lo, hi, path, lenient, warn) if k != rest else body
+        shapes = [seq(optional(literal("-")), _divisible(q, MAX_DIGITS)) for q in parts]
+        return intersect(*shapes, *([head] if head != seq(optional(literal("-")), UINT) else []))
     msg = f"multipleOf {k} on an unbounded integer range is not expressible here"
     if not lenient:
         raise SchemaError(msg, path + "/multipleOf")
@@ -431,8 +431,8 @@ def number_node(schema: dict, path: str, lenient: bool, warn, zeros: bool = Fals
         if c == 1:  # 10^-n: at most n significant fraction digits
             frac = optional(seq(literal("."), repeat(DIGIT, 1, n), repeat(literal("0"), 0, None)))
             shape = seq(optional(literal("-")), UINT, frac)
-        elif max(_coprime_parts(c)) <= MAX_DIVISOR:  # a multiple of each coprime part of c / 10^n
-            shape = intersect(*(seq(optional(literal("-")), _decimal_multiples(q, n)) for q in _coprime_parts(c)))
+        elif max(parts := _coprime_parts(c)) <= MAX_DIVISOR:  # a multiple of each coprime part of c / 10^n
+            shape = intersect(*(seq(optional(literal("-")), _decimal_multiples(q, n)) for q in parts))
         if shape is not None:
             return intersect(decimal_range(lo, lo_s, hi, hi_s), shape) if (lo, hi) != (None, None) else shape
         msg = (

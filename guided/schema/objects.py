@@ -23,6 +23,7 @@ from guided.grammar.bounded_cache import BoundedCache
 from guided.grammar.languages import is_empty
 from guided.grammar.regex_ast import EMPTY, EPSILON, Node, Not, alt, intersect, literal, optional, repeat, seq
 from guided.schema.key_order import MAX_PERMUTED, bag_fits
+from guided.schema.keywords import ANNOTATIONS
 from guided.schema.object_bags import bag
 from guided.schema.recursion import has_hole
 from guided.schema.strings import ANY_STRING_BODY, encode, json_literal_string, none_of, quoted
@@ -37,7 +38,6 @@ MAX_PATTERN_GROUPS = 64  # kinds of undeclared name by the patternProperties the
 MAX_DEPENDENCIES = 6
 _OBJECT_KEYWORDS = ("dependentRequired", "dependentSchemas", "dependencies")
 _OPEN, _CLOSE = literal("{"), literal("}")
-_NOTE_KEYS = frozenset({"title", "description", "$comment", "examples", "default", "markdownDescription"})
 _STRING_ONLY = frozenset(
     {"type", "pattern", "minLength", "maxLength", "format", "title", "description", "$comment"}
 )
@@ -80,7 +80,7 @@ def _by_discriminator(deps: list, path: str) -> tuple[list, list]:
     found: dict[str, list] = {}
     for dep in deps:
         trigger, names, sub, _ = dep
-        if names or not isinstance(trigger, str) or not isinstance(sub, dict) or set(sub) - _NOTE_KEYS != {"properties"}:
+        if names or not isinstance(trigger, str) or not isinstance(sub, dict) or set(sub) - ANNOTATIONS != {"properties"}:
             continue
         props = sub["properties"]
         if not isinstance(props, dict) or len(props) != 1:
@@ -108,7 +108,7 @@ def _by_discriminator(deps: list, path: str) -> tuple[list, list]:
 
 def _named_values(schema) -> list | None:
     """The values a schema of ``enum``/``const`` alone (a ``type`` beside them allowed) names, or None."""
-    if not isinstance(schema, dict) or set(schema) - _NOTE_KEYS - {"enum", "const", "type"}:
+    if not isinstance(schema, dict) or set(schema) - ANNOTATIONS - {"enum", "const", "type"}:
         return None
     if "const" in schema:
         values = [schema["const"]]
