@@ -26,6 +26,8 @@ from guided.grammar.tokens.forced import ForcedTokenizer
 from guided.grammar.tokens.matcher import Matcher
 from guided.grammar.tokens.vocab_index import vocab_index
 
+_NEXT_MEMO = 1 << 16  # token transitions memoised per compiled constraint (about 8 MB at most)
+
 if TYPE_CHECKING:
     from guided.grammar.vocab import Vocabulary
 
@@ -63,7 +65,7 @@ class AutomatonQueries:
     # what depends on the vocabulary alone (``_build_vocabulary_side``) or on this process: a disk cache
     # keeps neither, the loading process builds them again
     _VOCABULARY_SIDE = ("vocabulary", "encode", "index", "trie", "eos_ids", "_eos_set", "_special", "_tokens",
-                        "_words", "_eos_mask", "_masks", "forced", "_stack_len")  # fmt: skip
+                        "_words", "_eos_mask", "_masks", "forced", "_stack_len", "_next")  # fmt: skip
 
     def __getstate__(self):
         fields = ("vocabulary", "key", "encode", "max_states", "mask_cache_bytes", "mask_timeout_s")
@@ -127,6 +129,7 @@ class AutomatonQueries:
         self._masks: BoundedCache[int, np.ndarray] = BoundedCache(max(4, self.mask_cache_bytes // (4 * self._words)))
         self.forced = ForcedTokenizer(self, self.encode)
         self._stack_len = self.trie.max_token_len + 2
+        self._next: dict[tuple[int, int], int] = {}  # (state, token) -> next_state, up to _NEXT_MEMO entries
 
     def __setstate__(self, state):
         self.__dict__.update(state)
@@ -140,11 +143,22 @@ class AutomatonQueries:
         return token_id in self._eos_set
 
     def next_state(self, state: int, token_id: int) -> int:
-        """The state after a non-EOS token, or -1 when the token is not allowed."""
-        if not 0 <= token_id < len(self._tokens) or self._special[token_id]:
-            return -1
-        data = self._tokens[token_id]
-        return self.dfa.walk(state, data) if data else -1
+        """The state after a non-EOS token, or -1 when the token is not allowed (memoised: a walk
+        over the token's bytes costs microseconds of Python, a lookup a tenth of one)."""
+        memo = self._next
+        key = (state, token_id)
+        nxt = memo.get(key)
+        if nxt is None:
+            if not 0 <= token_id < len(self._tokens) or self._special[token_id] or not self._tokens[token_id]:
+                return -1
+            nxt = self._walk_token(state, self._tokens[token_id])
+            if len(memo) >= _NEXT_MEMO:
+                memo.clear()
+            memo[key] = nxt
+        return nxt
+
+    def _walk_token(self, state: int, data: bytes) -> int:
+        return self.dfa.walk(state, data)
 
 
 class CompiledGrammar(AutomatonQueries):

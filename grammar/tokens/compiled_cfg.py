@@ -75,9 +75,9 @@ class CompiledCfg(AutomatonQueries):
     def matcher(self) -> CfgMatcher:
         return CfgMatcher(self)
 
-    def next_state(self, state: int, token_id: int) -> int:
+    def _walk_token(self, state: int, data: bytes) -> int:
         with self.pool.bound.limit(self.mask_timeout_s, "accepting a token"):
-            return super().next_state(state, token_id)
+            return self.dfa.walk(state, data)
 
     def cached_mask(self, state: int) -> np.ndarray | None:
         """The configuration's mask when it is computed already, else None; never computes."""

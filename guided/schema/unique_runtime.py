@@ -102,7 +102,7 @@ class Dup(Exception):
 class JsonTrack:
     """Incremental JSON reader for one sequence (see the module docstring). ``feed`` raises Dup."""
 
-    __slots__ = ("plan", "keys", "stack", "lex", "pos", "root_done")
+    __slots__ = ("plan", "keys", "stack", "lex", "root_done", "sig")
 
     # frame: [is_array, formula, unique, items, item_start, index, item_kind, member name,
     #         key-order place, names written (a frozenset where they must be unique, else None),
@@ -112,12 +112,12 @@ class JsonTrack:
         self.keys = keys  # the root's KeyOrder place, or None when no object checks its names
         self.stack: list[list] = []
         self.lex: list | None = None  # ["s", start, escape, is_key] | ["n"|"l", start]
-        self.pos = 0
         self.root_done = False
+        self.sig = None  # the frames' part of UniqueMatcher._refusal_key, once computed
 
     def clone(self) -> JsonTrack:
         t = JsonTrack.__new__(JsonTrack)
-        t.plan, t.keys, t.pos, t.root_done = self.plan, self.keys, self.pos, self.root_done
+        t.plan, t.keys, t.root_done, t.sig = self.plan, self.keys, self.root_done, None
         t.stack = [f.copy() for f in self.stack]
         t.lex = None if self.lex is None else self.lex.copy()
         return t
@@ -133,7 +133,7 @@ class JsonTrack:
     # ------------------------------------------------------------------ reading
     def feed(self, data: bytes, past: bytes) -> None:
         """Read ``data``, which follows ``past`` (every byte read before); raise Dup on a duplicate."""
-        base = self.pos
+        base = len(past)
         for i, b in enumerate(data):
             p = base + i
             lex = self.lex
@@ -189,7 +189,6 @@ class JsonTrack:
             else:
                 self.lex = ["n", p]
                 self._decided_number(self.lex, p + 1, past, data, base)
-        self.pos = base + len(data)
 
     def _place_here(self):
         if not self.stack:
@@ -538,6 +537,7 @@ class UniqueChecked:
         self.keys = keys
         self.name_memo: dict[tuple, bool] = {}  # (state, place, names written, prefix) -> a name may come
         self.select_memo: dict[tuple, np.ndarray] = {}  # (state, context) -> tokens to simulate
+        self.refused_memo: dict[tuple, list[int]] = {}  # UniqueMatcher._refusal_key -> tokens refused
         self.strict = strict
 
     def matcher(self) -> UniqueMatcher:
@@ -625,7 +625,7 @@ class UniqueMatcher:
             return True
         if top[6] != "bounded" or lex[0] != "s" or lex[2]:
             return True
-        so_far = _decoded(_text(lex[1] + 1, t.pos, self._bytes, data, self._tracks[-1].pos))
+        so_far = _decoded(_text(lex[1] + 1, len(self._bytes) + len(data), self._bytes, data, len(self._bytes)))
         if so_far is None:
             return True
         memo, spelled = self._search_memo(top[3])
@@ -666,7 +666,7 @@ class UniqueMatcher:
         elif lex[0] == "s" and lex[3]:
             if lex[2]:
                 return True  # inside an escape: checked at the next token
-            raw = _text(lex[1] + 1, t.pos, self._bytes, data, self._tracks[-1].pos)
+            raw = _text(lex[1] + 1, len(self._bytes) + len(data), self._bytes, data, len(self._bytes))
         else:
             return True
         if top[8].names_open(self.checked.strict):
@@ -840,9 +840,6 @@ class UniqueMatcher:
             d = len(track.stack) - 1 - need
             return self._select(words, feats, ("need", need, in_string, self._known(track.stack[d]), self._outer(track, d)))
         written = top[9]
-        if (lex is None and top[7] is None and (top[10] or not written) and top[11] is None and top[8].conjunctive
-                and top[8].names_alike(self.checked.strict)):  # fmt: skip
-            top[11] = self._accepted_names(self.inner.state, top[8])  # a name is due: the same at every member
         outer = self._outer(track, len(track.stack) - 1)
         known = self._known(top)
         if not in_string:
@@ -1030,22 +1027,82 @@ class UniqueMatcher:
         return out
 
     # ------------------------------------------------------------------ Matcher API
+    def _note_accepted(self, track: JsonTrack, compute: bool = True) -> bool:
+        """Where a name is due in the checked object on top, record once which names the grammar
+        accepts there (the same at every member of a conjunctive place): ``_known`` reads it. False
+        when that is still to compute and ``compute`` is False."""
+        top, lex = track.stack[-1], track.lex
+        if (not top[0] and top[9] is not None and lex is None and top[7] is None and (top[10] or not top[9])
+                and top[11] is None and top[8].conjunctive and top[8].names_alike(self.checked.strict)):  # fmt: skip
+            if not compute and (self.inner.state, id(top[8]), "accepted") not in self.checked.name_memo:
+                return False
+            top[11] = self._accepted_names(self.inner.state, top[8])
+            track.sig = None
+        return True
+
+    def _refusal_key(self, track: JsonTrack) -> tuple | None:
+        """What the refusals at this point depend on, where only member names are checked: the
+        grammar state, each open frame's names (written, due, accepted), its place and index, and
+        the lexeme in progress (its text only inside a name). None under a unique array (its items'
+        text counts): not memoised."""
+        frames = track.sig
+        if frames is None:
+            frames = False if any(f[2] for f in track.stack) else tuple(
+                (f[0], f[1], f[5], f[7], f[8], f[9], f[10], f[11]) for f in track.stack)
+            track.sig = frames
+        if frames is False:
+            return None
+        lex = track.lex
+        if lex is None:
+            lexeme = None
+        elif lex[0] == "s":
+            lexeme = (lex[2], bytes(self._bytes[lex[1] :])) if lex[3] else (lex[2],)
+        else:
+            lexeme = lex[0]
+        return self.inner.state, lexeme, frames
+
+    def _refusals(self, words: np.ndarray) -> list[int]:
+        """``_refused``, memoised by ``_refusal_key`` across the grammar's matchers."""
+        track = self._tracks[-1]
+        self._note_accepted(track)
+        key = self._refusal_key(track)
+        if key is None:
+            return self._refused(words)
+        memo = self.checked.refused_memo
+        hit = memo.get(key)
+        if hit is None:
+            hit = self._refused(words)
+            if len(memo) > 100_000:
+                memo.clear()
+            memo[key] = hit
+        return hit
+
     def fill_bitmask(self, bitmask, row: int = 0) -> None:
         self.inner.fill_bitmask(bitmask, row)
         if self.inner.is_terminated() or self._tracks[-1].unique_depth() < 0:
             return
         arr = bitmask if isinstance(bitmask, np.ndarray) else bitmask.numpy()
         words = (arr[row] if arr.ndim == 2 else arr).view(np.uint32)
-        for t in self._refused(words):
+        for t in self._refusals(words):
             words[t >> 5] &= np.uint32(0xFFFFFFFF ^ (1 << (t & 31)))
 
+    def _refusals_cached(self) -> bool:
+        track = self._tracks[-1]
+        if track.unique_depth() < 0:
+            return True
+        if not self._note_accepted(track, compute=False):
+            return False
+        key = self._refusal_key(track)
+        return key is not None and key in self.checked.refused_memo
+
     def has_cached_mask(self) -> bool:
-        return self._tracks[-1].unique_depth() < 0 and self.inner.has_cached_mask()
+        return self.inner.has_cached_mask() and self._refusals_cached()
 
     def fill_bitmask_if_cached(self, bitmask, row: int = 0) -> bool:
-        if self._tracks[-1].unique_depth() >= 0:
+        if not (self.inner.has_cached_mask() and self._refusals_cached()):
             return False
-        return self.inner.fill_bitmask_if_cached(bitmask, row)
+        self.fill_bitmask(bitmask, row)
+        return True
 
     def allowed_tokens(self) -> np.ndarray:
         words = np.zeros(self.checked.compiled.vocabulary.bitmask_words, dtype=np.int32)
@@ -1081,6 +1138,15 @@ class UniqueMatcher:
     def _advance(self, data: bytes, inner_accept) -> bool:
         if self.inner.is_terminated():
             return False
+        t = self._tracks[-1]
+        lex = t.lex
+        if (lex is not None and lex[0] == "s" and not lex[3] and not lex[2] and data and b'"' not in data
+                and b"\\" not in data and not (t.stack and t.stack[-1][2])):  # fmt: skip
+            # inside a string value, not a unique item's: the bytes change nothing the checks read
+            if not inner_accept():
+                return False
+            self._push(t, data)
+            return True
         try:
             track = self._fed(data)
         except (IndexError, ValueError, AttributeError):

@@ -158,6 +158,43 @@ def test_random_walks_never_dead_end_and_finish_valid(compiler, vocab_builtin, s
     assert finished >= (0 if schema.get("additionalProperties", True) is True and "properties" in schema else 3)
 
 
+@pytest.mark.parametrize(
+    "schema",
+    [
+        _object(True, kinds=("integer", "boolean")),
+        _object(False, kinds=("boolean", "null")),
+        {"type": "array", "items": _object(True, required=("p1",), kinds=("string",)), "maxItems": 3},
+        {"type": "object", "properties": {"inner": _object(True, kinds=("null",))}, "required": ["inner"],
+         "additionalProperties": False},
+        PATTERNED,
+    ],
+    ids=["closed", "open", "in-array", "nested", "patterns"],
+)  # fmt: skip
+def test_memoised_refusals_equal_fresh_ones(compiler, vocab_builtin, schema):
+    """The refusals are memoised across a grammar's matchers by what they depend on (the grammar
+    state, each open frame's names, the name begun): along random walks that revisit states with
+    other names written, every mask equals the one computed with an empty memo."""
+    compiled = _compiled(compiler, schema, whitespace="compact")
+    fresh = UniqueChecked(compiled.compiled, compiled.plan, compiled.keys, compiled.strict)
+    rng = random.Random(11)
+    hits = 0
+    for _ in range(10):
+        m, f = compiled.matcher(), fresh.matcher()
+        for _ in range(300):
+            hits += m._refusal_key(m._tracks[-1]) in compiled.refused_memo
+            fresh.refused_memo.clear()
+            allowed = m.allowed_tokens()
+            same = bool(np.array_equal(allowed, f.allowed_tokens()))
+            assert same, bytes(m._bytes)
+            ids = np.flatnonzero(allowed).tolist()
+            closing = [t for t in ids if compiled.is_eos(t) or any(c in vocab_builtin.tokens[t] for c in b'"},')]
+            t = int(rng.choice(closing if closing and rng.random() < 0.5 else ids))
+            if compiled.is_eos(t):
+                break
+            assert m.accept_token(t) and f.accept_token(t)
+    assert hits > 40, hits
+
+
 @pytest.mark.parametrize("schema, extra", [(_object(True, kinds=("null",)), []), (PATTERNED, PATTERN_NAMES)],
                          ids=["declared", "patterns"])  # fmt: skip
 def test_masks_drop_exactly_the_repeats_and_the_dead_ends(compiler, vocab_builtin, schema, extra):
