@@ -50,6 +50,9 @@ _WS = b" \t\r\n"
 _NUMBER = re.compile(r"(-?)([0-9]+)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?")
 _NUM = frozenset(b"0123456789+-.eE")
 _LIT = {ord("t"): True, ord("f"): False, ord("n"): None}
+# memo entries per checked grammar: refusals (short lists) and tracks after a token (a few frames)
+_REFUSED_MEMO = 1 << 15
+_ADVANCE_MEMO = 1 << 14
 # token shapes in an object whose names are checked (``UniqueMatcher._by_shape``): where a name is due, a
 # quote and the name begun; in a string value or a scalar, its rest, a comma and maybe a name begun
 _DUE_SHAPE = re.compile(rb'(?P<pre>)[ \t\r\n]*"(?P<name>[^"\\]*)', re.S)
@@ -170,7 +173,7 @@ class JsonTrack:
                 self._value_end(p + 1, past, data, base)
                 continue
             if b == 0x22 and top is not None and not top[0] and top[7] is None:
-                self.lex = ["s", p, 0, True]  # a member name
+                self.lex = ["s", p, 0, True, b""]  # a member name (its text is kept: _key_text)
                 top[10] = False
                 continue
             self._value_start(p)
@@ -189,6 +192,9 @@ class JsonTrack:
             else:
                 self.lex = ["n", p]
                 self._decided_number(self.lex, p + 1, past, data, base)
+        lex = self.lex
+        if lex is not None and lex[0] == "s" and lex[3]:  # a name in flight keeps its text, no position
+            lex[4], lex[1] = _key_text(lex, base + len(data), data, base), -1
 
     def _place_here(self):
         if not self.stack:
@@ -239,7 +245,7 @@ class JsonTrack:
     def _scalar_end(self, lex: list, end: int, past: bytes, data: bytes, base: int) -> None:
         if lex[0] == "s" and lex[3]:  # a member name: the value's place is now known
             top = self.stack[-1]
-            name = json.loads(_text(lex[1], end, past, data, base))
+            name = json.loads(b'"' + _key_text(lex, end - 1, data, base) + b'"')
             if top[9] is not None:
                 if name in top[9]:
                     raise Dup
@@ -297,6 +303,13 @@ def _closing(f: _VocabFeatures, outer: str | None, in_string: bool) -> np.ndarra
         return 0
     pick = f.closer if outer == "item" else f.closer & f.comma if outer == "name" else f.closer & f.comma & f.quotes2
     return pick & f.quote if in_string else pick
+
+
+def _key_text(lex: list, end: int, data: bytes, base: int) -> bytes:
+    """The raw text of the member name ``lex`` up to position ``end`` of ``data`` (which begins at
+    position ``base``): its text from earlier feeds, then this one's (from its opening quote when
+    that is in ``data``)."""
+    return lex[4] + bytes(data[lex[1] + 1 - base if lex[1] >= 0 else 0 : end - base])
 
 
 def _text(start: int, end: int, past: bytes, data: bytes, base: int) -> bytes:
@@ -538,6 +551,7 @@ class UniqueChecked:
         self.name_memo: dict[tuple, bool] = {}  # (state, place, names written, prefix) -> a name may come
         self.select_memo: dict[tuple, np.ndarray] = {}  # (state, context) -> tokens to simulate
         self.refused_memo: dict[tuple, list[int]] = {}  # UniqueMatcher._refusal_key -> tokens refused
+        self.advance_memo: dict[tuple, JsonTrack | bool] = {}  # (state, bytes, names-only track) -> track after
         self.strict = strict
 
     def matcher(self) -> UniqueMatcher:
@@ -666,7 +680,7 @@ class UniqueMatcher:
         elif lex[0] == "s" and lex[3]:
             if lex[2]:
                 return True  # inside an escape: checked at the next token
-            raw = _text(lex[1] + 1, len(self._bytes) + len(data), self._bytes, data, len(self._bytes))
+            raw = lex[4]
         else:
             return True
         if top[8].names_open(self.checked.strict):
@@ -851,7 +865,7 @@ class UniqueMatcher:
             return self._select(words, feats, ("unknown", lex is None and top[10]))
         if not lex[3]:  # a string value: it ends at a quote, then a comma and a whole name (or a dead end)
             return self._select(words, feats, ("string", outer, known))
-        raw = bytes(self._bytes[lex[1] + 1 :])
+        raw = lex[4]
         so_far = None if lex[2] else _decoded(raw)
         if so_far is None:  # inside an escape or a character
             return self._select(words, feats, ("quote",))
@@ -1040,11 +1054,11 @@ class UniqueMatcher:
             track.sig = None
         return True
 
-    def _refusal_key(self, track: JsonTrack) -> tuple | None:
-        """What the refusals at this point depend on, where only member names are checked: the
-        grammar state, each open frame's names (written, due, accepted), its place and index, and
-        the lexeme in progress (its text only inside a name). None under a unique array (its items'
-        text counts): not memoised."""
+    @staticmethod
+    def _names_only(track: JsonTrack) -> tuple | None:
+        """(each open frame's names (written, due, accepted), place and index; the lexeme in
+        progress, with its text only inside a name): all the checks read of a track where only
+        member names are checked. None under a unique array (its items' text and positions count)."""
         frames = track.sig
         if frames is None:
             frames = False if any(f[2] for f in track.stack) else tuple(
@@ -1056,10 +1070,15 @@ class UniqueMatcher:
         if lex is None:
             lexeme = None
         elif lex[0] == "s":
-            lexeme = (lex[2], bytes(self._bytes[lex[1] :])) if lex[3] else (lex[2],)
+            lexeme = (lex[2], lex[4]) if lex[3] else (lex[2],)
         else:
             lexeme = lex[0]
-        return self.inner.state, lexeme, frames
+        return frames, lexeme, track.root_done
+
+    def _refusal_key(self, track: JsonTrack) -> tuple | None:
+        """What the refusals at this point depend on: the grammar state and ``_names_only``."""
+        sig = self._names_only(track)
+        return None if sig is None else (self.inner.state, sig)
 
     def _refusals(self, words: np.ndarray) -> list[int]:
         """``_refused``, memoised by ``_refusal_key`` across the grammar's matchers."""
@@ -1072,7 +1091,7 @@ class UniqueMatcher:
         hit = memo.get(key)
         if hit is None:
             hit = self._refused(words)
-            if len(memo) > 100_000:
+            if len(memo) >= _REFUSED_MEMO:
                 memo.clear()
             memo[key] = hit
         return hit
@@ -1147,6 +1166,18 @@ class UniqueMatcher:
                 return False
             self._push(t, data)
             return True
+        # where only names are checked, the track after the bytes (or a refusal) is memoised by the
+        # grammar state, the bytes and all the checks read of the track (_names_only): tracks are
+        # not changed once pushed (but for _note_accepted's record), so one serves every matcher
+        sig = self._names_only(t)
+        key = None if sig is None else (self.inner.state, data, sig)
+        memo = self.checked.advance_memo
+        hit = memo.get(key) if key is not None else None
+        if hit is not None:
+            if hit is False or not inner_accept():
+                return False
+            self._push(hit, data)
+            return True
         try:
             track = self._fed(data)
         except (IndexError, ValueError, AttributeError):
@@ -1155,14 +1186,27 @@ class UniqueMatcher:
             if inner_accept():
                 raise
             return False
-        if track is None or not inner_accept():
+        if track is None:
+            self._remember(key, False)
+            return False
+        if not inner_accept():
             return False
         if not (self._name_may_come(track, data, state=self.inner.state)
                 and self._item_may_end_new(track, data, state=self.inner.state)):  # a dead end: undone
             self.inner.rollback(1)
+            self._remember(key, False)
             return False
+        if key is not None and self._names_only(track) is not None:
+            self._remember(key, track)
         self._push(track, data)
         return True
+
+    def _remember(self, key: tuple | None, outcome) -> None:
+        memo = self.checked.advance_memo
+        if key is not None:
+            if len(memo) >= _ADVANCE_MEMO:
+                memo.clear()
+            memo[key] = outcome
 
     def _push(self, track: JsonTrack, data: bytes) -> None:
         self._bytes += data

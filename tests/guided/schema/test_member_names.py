@@ -171,9 +171,10 @@ def test_random_walks_never_dead_end_and_finish_valid(compiler, vocab_builtin, s
     ids=["closed", "open", "in-array", "nested", "patterns"],
 )  # fmt: skip
 def test_memoised_refusals_equal_fresh_ones(compiler, vocab_builtin, schema):
-    """The refusals are memoised across a grammar's matchers by what they depend on (the grammar
-    state, each open frame's names, the name begun): along random walks that revisit states with
-    other names written, every mask equals the one computed with an empty memo."""
+    """The refusals and the tracks after a token are memoised across a grammar's matchers by what
+    they depend on (the grammar state, each open frame's names, the name begun): along random walks
+    that revisit states with other names written, every mask equals the one computed with empty
+    memos, and so does every token's acceptance."""
     compiled = _compiled(compiler, schema, whitespace="compact")
     fresh = UniqueChecked(compiled.compiled, compiled.plan, compiled.keys, compiled.strict)
     rng = random.Random(11)
@@ -183,6 +184,7 @@ def test_memoised_refusals_equal_fresh_ones(compiler, vocab_builtin, schema):
         for _ in range(300):
             hits += m._refusal_key(m._tracks[-1]) in compiled.refused_memo
             fresh.refused_memo.clear()
+            fresh.advance_memo.clear()
             allowed = m.allowed_tokens()
             same = bool(np.array_equal(allowed, f.allowed_tokens()))
             assert same, bytes(m._bytes)
@@ -192,7 +194,10 @@ def test_memoised_refusals_equal_fresh_ones(compiler, vocab_builtin, schema):
             if compiled.is_eos(t):
                 break
             assert m.accept_token(t) and f.accept_token(t)
-    assert hits > 40, hits
+            for probe in rng.sample(ids, min(4, len(ids))) + rng.sample(range(len(vocab_builtin.tokens)), 4):
+                fresh.advance_memo.clear()
+                assert m.copy().accept_token(probe) == f.copy().accept_token(probe), (bytes(m._bytes), probe)
+    assert hits > 40 and len(compiled.advance_memo) > 40, hits
 
 
 @pytest.mark.parametrize("schema, extra", [(_object(True, kinds=("null",)), []), (PATTERNED, PATTERN_NAMES)],
