@@ -72,7 +72,7 @@ from guided.limits import check_schema
 from guided.schema.any_value import ANY
 from guided.schema.drafts import for_draft
 from guided.schema.intersections import meet_one
-from guided.schema.key_order import bag_root
+from guided.schema.key_order import KeyOrder, bag_root, names_root
 from guided.schema.lowering import SchemaLowering
 from guided.schema.options import SchemaOptions
 from guided.schema.pydantic_models import json_schema_for
@@ -211,26 +211,27 @@ def compile_json_schema(compiler, schema: Any, *, registry: dict | None = None, 
     opts = SchemaOptions(**options)
     schema = for_draft(schema_dict(schema))
     key = ("json-schema", cache_key(schema, opts, registry))  # a cached grammar skips the lowering
-    plan, refusal, keys = _PLANS.get_or_create(
-        key, lambda: (*unique_plan(schema, registry, opts), _bags(schema, registry, opts))
+    plan, refusal, bags, keys = _PLANS.get_or_create(
+        key, lambda: (*unique_plan(schema, registry, opts), *_names(schema, registry, opts))
     )
     compiled = compiler.compile_lowered(
         key,
         lambda: json_schema_to_grammar(
-            schema, registry=registry, options=opts, unique_runtime=plan or refusal, names_runtime=keys is not None
+            schema, registry=registry, options=opts, unique_runtime=plan or refusal, names_runtime=bags
         ),
     )
-    return compiled if plan is None and keys is None else UniqueChecked(compiled, plan, keys, opts.strict)
+    return compiled if plan is None and keys is None else UniqueChecked(compiled, plan, keys, opts.strict, opts.key_order)
 
 
-def _bags(schema, registry: dict | None, opts: SchemaOptions):
-    """The root key-order place when the grammar has objects whose repeated names the matcher refuses."""
-    if opts.key_order != "any":
-        return None
+def _names(schema, registry: dict | None, opts: SchemaOptions) -> tuple[bool, KeyOrder | None]:
+    """(whether some place takes the "bag" policy, the root key-order place when an object of the
+    grammar's may repeat a name: the matcher then refuses the repeat, so that every output parses
+    to one value)."""
     try:
-        return bag_root(schema, registry)
+        return (opts.key_order == "any" and bag_root(schema, registry) is not None,
+                names_root(schema, registry, opts.key_order, opts.strict))  # fmt: skip
     except (SchemaError, RecursionError):
-        return None  # the lowering reports a malformed schema with its own message
+        return False, None  # the lowering reports a malformed schema with its own message
 
 
 _PLANS: BoundedCache[tuple, tuple] = BoundedCache(256)  # run-time check plans, by the grammar's cache key

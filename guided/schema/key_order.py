@@ -38,7 +38,7 @@ from guided.schema.keywords import ANNOTATIONS
 from guided.schema.object_bags import MAX_BAG_STATES, MAX_TRACKED_REQUIRED
 from guided.schema.resolver import SchemaResolver
 
-__all__ = ["KeyOrder", "order_instance", "bag_root", "MAX_PERMUTED"]
+__all__ = ["KeyOrder", "order_instance", "bag_root", "names_root", "MAX_PERMUTED"]
 
 MAX_PERMUTED = 6
 MAX_BAG_WALK = 4_000  # places bag_root visits before it assumes a bag somewhere
@@ -143,6 +143,27 @@ class KeyOrder:
                 for kw in ("additionalProperties", "unevaluatedProperties")
             ) and all(_trivial(p) for p in self._pattern_schemas())  # fmt: skip
         return self._open and not strict
+
+    def admits_undeclared(self, strict: bool) -> bool:
+        """Whether an object here may take names no schema here declares (then one may be written
+        twice unless the matcher refuses it): no schemas (a schema-free value), or some schema with
+        ``patternProperties`` or not closing its objects (``additionalProperties`` /
+        ``unevaluatedProperties`` other than false; unset is false under ``strict``). An over-
+        approximation where branches apply: a check more costs time, never exactness."""
+        if not self.schemas:
+            return True
+        for s, _ in self.schemas:
+            if isinstance(s.get("patternProperties"), dict) and s["patternProperties"]:
+                return True
+            closing = s.get("additionalProperties", s.get("unevaluatedProperties"))
+            if closing is None and not strict or closing not in (None, False):
+                return True
+        return False
+
+    def checks_names(self, key_order: str, strict: bool) -> bool:
+        """Whether the matcher tracks the names written in an object here (``unique_runtime``):
+        where the grammar may repeat one, a "bag" place or one taking undeclared names."""
+        return self.admits_undeclared(strict) or self.policy(key_order) == "bag"
 
     def names_alike(self, strict: bool) -> bool:
         """Whether every name not declared here fits as well as any other: no ``propertyNames``, and no
@@ -304,6 +325,45 @@ def _dependency_names(schema: dict):
                 yield trigger
                 if isinstance(dep, list):
                     yield from (n for n in dep if isinstance(n, str))
+
+
+def names_root(schema, registry: dict | None, key_order: str, strict: bool) -> KeyOrder | None:
+    """The root place of a schema when an object of its instances may repeat a name in the grammar
+    (``KeyOrder.checks_names`` somewhere: the matcher then refuses the repeat), else None. Walks
+    the places an instance can reach, answering "some" past ``MAX_BAG_WALK`` of them."""
+    resolver = SchemaResolver(schema if isinstance(schema, dict) else {}, registry)
+    root = KeyOrder.at(resolver, [(schema, resolver.root_base)])
+    todo, seen = [root], {id(root)}
+    while todo:
+        place = todo.pop()
+        objects, arrays = _may_hold(place, "object", dict), _may_hold(place, "array", list)
+        if objects and place.checks_names(key_order, strict) or len(seen) > MAX_BAG_WALK:
+            return root
+        nxt = list(map(place.child, place.names)) if objects else []  # (undeclared names: answered above)
+        if arrays:
+            width = max((len(_prefix(s)) for s, _ in place.schemas), default=0)
+            nxt += map(place.item, range(width + 1))
+        for n in nxt:
+            if id(n) not in seen:
+                seen.add(id(n))
+                todo.append(n)
+    return None
+
+
+def _may_hold(place: KeyOrder, kind: str, cls: type) -> bool:
+    """Whether an instance may have a value of JSON type ``kind`` (Python ``cls``) here: no schema
+    here restricts ``type``, ``const`` or ``enum`` to others (where branches apply, any may)."""
+    if not place.conjunctive:
+        return True
+    for s, _ in place.schemas:
+        t = s.get("type")
+        if isinstance(t, str) and t != kind or isinstance(t, list) and kind not in t:
+            return False
+        if "const" in s and not isinstance(s["const"], cls):
+            return False
+        if isinstance(s.get("enum"), list) and not any(isinstance(v, cls) for v in s["enum"]):
+            return False
+    return True
 
 
 def bag_root(schema, registry: dict | None = None) -> KeyOrder | None:

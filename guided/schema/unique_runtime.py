@@ -50,6 +50,7 @@ _WS = b" \t\r\n"
 _NUMBER = re.compile(r"(-?)([0-9]+)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?")
 _NUM = frozenset(b"0123456789+-.eE")
 _LIT = {ord("t"): True, ord("f"): False, ord("n"): None}
+_CONTROL = re.compile(rb"[\x00-\x1f]")
 # memo entries per checked grammar: refusals (short lists) and tracks after a token (a few frames)
 _REFUSED_MEMO = 1 << 15
 _ADVANCE_MEMO = 1 << 14
@@ -105,14 +106,15 @@ class Dup(Exception):
 class JsonTrack:
     """Incremental JSON reader for one sequence (see the module docstring). ``feed`` raises Dup."""
 
-    __slots__ = ("plan", "keys", "stack", "lex", "root_done", "sig")
+    __slots__ = ("plan", "keys", "mode", "stack", "lex", "root_done", "sig")
 
     # frame: [is_array, formula, unique, items, item_start, index, item_kind, member name,
     #         key-order place, names written (a frozenset where they must be unique, else None),
     #         a comma was written and the next name not started, names the grammar accepts here or None]
-    def __init__(self, plan: UniquePlan | None, keys=None):
+    def __init__(self, plan: UniquePlan | None, keys=None, mode: tuple[str, bool] = ("any", False)):
         self.plan = plan
         self.keys = keys  # the root's KeyOrder place, or None when no object checks its names
+        self.mode = mode  # (key_order, strict): which places check names (KeyOrder.checks_names)
         self.stack: list[list] = []
         self.lex: list | None = None  # ["s", start, escape, is_key] | ["n"|"l", start]
         self.root_done = False
@@ -120,7 +122,7 @@ class JsonTrack:
 
     def clone(self) -> JsonTrack:
         t = JsonTrack.__new__(JsonTrack)
-        t.plan, t.keys, t.root_done, t.sig = self.plan, self.keys, self.root_done, None
+        t.plan, t.keys, t.mode, t.root_done, t.sig = self.plan, self.keys, self.mode, self.root_done, None
         t.stack = [f.copy() for f in self.stack]
         t.lex = None if self.lex is None else self.lex.copy()
         return t
@@ -184,7 +186,7 @@ class JsonTrack:
                 place = self._place_here()
                 is_array = b == 0x5B
                 unique = is_array and f is not None and self.plan.demand(f) == "Y"
-                names = None if is_array or place is None or place.policy("any") != "bag" else frozenset()
+                names = None if is_array or place is None or not place.checks_names(*self.mode) else frozenset()
                 self.stack.append([is_array, f, unique, frozenset(), -1, 0, None, None, place, names, False, None])
             elif b in _LIT:
                 self.lex = ["l", p]
@@ -245,7 +247,7 @@ class JsonTrack:
     def _scalar_end(self, lex: list, end: int, past: bytes, data: bytes, base: int) -> None:
         if lex[0] == "s" and lex[3]:  # a member name: the value's place is now known
             top = self.stack[-1]
-            name = json.loads(b'"' + _key_text(lex, end - 1, data, base) + b'"')
+            name = _string_text(_key_text(lex, end - 1, data, base))
             if top[9] is not None:
                 if name in top[9]:
                     raise Dup
@@ -269,8 +271,19 @@ class JsonTrack:
             self._decided(number_key(text.rstrip(b".").decode()))
 
 
-def _selection(f: _VocabFeatures, label: tuple) -> np.ndarray:
-    """The packed token set a context of ``UniqueMatcher._name_candidates`` simulates (see there)."""
+def _selection(f: _VocabFeatures, label: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The tokens a context of ``UniqueMatcher._name_candidates`` simulates (see there), made once
+    per vocabulary and context: (ids, their mask words, their bits). A few hundred at most but
+    where a name is due or unknown, so testing each against a mask beats scanning the mask."""
+    got = f.selections.get(label)
+    if got is None:
+        packed = _select_tokens(f, label)
+        ids = _ids(packed) if np.ndim(packed) else _NO_IDS
+        got = f.selections[label] = (ids, ids >> 5, (np.uint32(1) << (ids & 31).astype(np.uint32)))
+    return got
+
+
+def _select_tokens(f: _VocabFeatures, label: tuple) -> np.ndarray:
     kind = label[0]
     if kind == "need":  # closing brackets back to the object (past a quote, from a string); then ...
         _, _, in_string, known, outer = label
@@ -357,6 +370,7 @@ class _VocabFeatures:
         self.whole_name: dict[str, list[int]] = {}  # [ws][,][ws]"X" then nothing deciding -> by X
         self.simple_close: dict[bytes, list[int]] = {}  # text before the first quote -> tokens whose rest is , and ws
         self._by_text: dict[bytes, list[int]] | None = None
+        self.selections: dict[tuple, tuple] = {}  # _selection: context -> tokens
         heads = [t.lstrip(b" \t\r\n,")[:1] for t in tokens]
         for t in np.flatnonzero(live & ~starts).tolist():
             head = heads[t]
@@ -465,11 +479,20 @@ def _name_after_value(data: bytes) -> bool:
     return comma >= 0 and body.count(b'"', comma) >= 2
 
 
+def _string_text(raw: bytes) -> str:
+    """The text of a JSON string's bytes (between its quotes); ValueError when they are not one
+    (cut inside an escape or a character, or a raw control character). Plain bytes are decoded
+    directly, a tenth of ``json.loads``'s cost."""
+    if b"\\" not in raw and _CONTROL.search(raw) is None:
+        return raw.decode("utf-8", "surrogatepass")  # as json.loads decodes bytes; UnicodeDecodeError is a ValueError
+    return json.loads(b'"' + raw + b'"')
+
+
 def _decoded(raw: bytes) -> str | None:
     """The text of a JSON string's bytes so far (between its quotes), or None when they end inside an
     escape or a character."""
     try:
-        return json.loads(b'"' + raw + b'"')
+        return _string_text(raw)
     except ValueError:
         return None
 
@@ -544,10 +567,11 @@ class UniqueChecked:
     plan and the root place of the key order (objects whose names must not repeat), either may be
     None. ``matcher()`` gives a UniqueMatcher; everything else is the grammar's."""
 
-    def __init__(self, compiled, plan: UniquePlan | None, keys=None, strict: bool = False):
+    def __init__(self, compiled, plan: UniquePlan | None, keys=None, strict: bool = False, key_order: str = "any"):
         self.compiled = compiled
         self.plan = plan
         self.keys = keys
+        self.key_order = key_order
         self.name_memo: dict[tuple, bool] = {}  # (state, place, names written, prefix) -> a name may come
         self.select_memo: dict[tuple, np.ndarray] = {}  # (state, context) -> tokens to simulate
         self.refused_memo: dict[tuple, list[int]] = {}  # UniqueMatcher._refusal_key -> tokens refused
@@ -572,7 +596,7 @@ class UniqueMatcher:
     def __init__(self, inner, checked: UniqueChecked):
         self.inner = inner
         self.checked = checked
-        self._tracks = [JsonTrack(checked.plan, checked.keys)]
+        self._tracks = [JsonTrack(checked.plan, checked.keys, (checked.key_order, checked.strict))]
         self._bytes = bytearray()
         self._lens = [0]
         self._memo_items, self._memo = None, ({}, [])  # string searches against one set of earlier items
@@ -888,7 +912,8 @@ class UniqueMatcher:
         key = (self.inner.state, label)
         hit = memo.get(key)
         if hit is None:
-            hit = _ids(words & _selection(feats, label))
+            ids, at, bits = _selection(feats, label)
+            hit = ids[(words[at] & bits) != 0]
             if label[0] == "need":
                 hit = hit[feats.closers[hit] >= label[1]]
             if len(memo) > 200_000:
@@ -1047,7 +1072,8 @@ class UniqueMatcher:
         when that is still to compute and ``compute`` is False."""
         top, lex = track.stack[-1], track.lex
         if (not top[0] and top[9] is not None and lex is None and top[7] is None and (top[10] or not top[9])
-                and top[11] is None and top[8].conjunctive and top[8].names_alike(self.checked.strict)):  # fmt: skip
+                and top[11] is None and top[8].conjunctive and top[8].names_alike(self.checked.strict)
+                and top[8].policy(self.checked.key_order) == "bag"):  # fmt: skip
             if not compute and (self.inner.state, id(top[8]), "accepted") not in self.checked.name_memo:
                 return False
             top[11] = self._accepted_names(self.inner.state, top[8])

@@ -80,6 +80,28 @@ def test_unique_items_through_the_engine(llm):
         jsonschema.validate(json.loads(o.text), schema)
 
 
+def _one_value(text: str):
+    def pairs(items):
+        names = [k for k, _ in items]
+        assert len(names) == len(set(names)), text  # no object repeats a name
+        return dict(items)
+
+    return json.loads(text, object_pairs_hook=pairs)
+
+
+def test_objects_never_repeat_a_name_through_the_engine(llm):
+    """Objects taking undeclared names: the matcher refuses a name written twice, so every finished
+    output parses to one value (here one that has both names: a repeat would parse to one)."""
+    schema = {"type": "object", "patternProperties": {"^[ab]$": {"type": "integer"}}, "additionalProperties": False,
+              "minProperties": 2}  # fmt: skip
+    outs = llm.generate(["Map:"] * 8, [sampling(s, 160) for s in range(8)], use_tqdm=False,
+                        response_format=JsonSchema(schema))  # fmt: skip
+    done = [o for o in outs if o.finish_reason == "stop"]
+    assert done
+    for o in done:
+        jsonschema.validate(_one_value(o.text), schema)
+
+
 class Pet(BaseModel):
     name: str = Field(max_length=12)
     kind: str = Field(pattern="^(cat|dog|fish)$")

