@@ -1192,6 +1192,16 @@ class UniqueMatcher:
                 return False
             self._push(t, data)
             return True
+        if (lex is not None and lex[0] == "s" and lex[3] and not lex[2] and data and b'"' not in data
+                and b"\\" not in data and t.stack[-1][8] is not None and t.stack[-1][8].names_open(self.checked.strict)):  # fmt: skip
+            # inside a name where any name fits (no dead end): only the name's text changes
+            if not inner_accept():
+                return False
+            after = JsonTrack.__new__(JsonTrack)
+            after.plan, after.keys, after.mode, after.root_done, after.sig = t.plan, t.keys, t.mode, t.root_done, t.sig
+            after.stack, after.lex = t.stack, [*lex[:4], lex[4] + data]  # frames shared: not changed once pushed
+            self._push(after, data)
+            return True
         # where only names are checked, the track after the bytes (or a refusal) is memoised by the
         # grammar state, the bytes and all the checks read of the track (_names_only): tracks are
         # not changed once pushed (but for _note_accepted's record), so one serves every matcher
