@@ -54,6 +54,7 @@ _CONTROL = re.compile(rb"[\x00-\x1f]")
 # memo entries per checked grammar: refusals (short lists) and tracks after a token (a few frames)
 _REFUSED_MEMO = 1 << 15
 _ADVANCE_MEMO = 1 << 14
+_PART_IDS = 1 << 17  # numbered tracks per checked grammar (never renumbered: memo keys stay true)
 # token shapes in an object whose names are checked (``UniqueMatcher._by_shape``): where a name is due, a
 # quote and the name begun; in a string value or a scalar, its rest, a comma and maybe a name begun
 _DUE_SHAPE = re.compile(rb'(?P<pre>)[ \t\r\n]*"(?P<name>[^"\\]*)', re.S)
@@ -106,7 +107,7 @@ class Dup(Exception):
 class JsonTrack:
     """Incremental JSON reader for one sequence (see the module docstring). ``feed`` raises Dup."""
 
-    __slots__ = ("plan", "keys", "mode", "stack", "lex", "root_done", "sig")
+    __slots__ = ("plan", "keys", "mode", "stack", "lex", "root_done", "part", "depth", "noted")
 
     # frame: [is_array, formula, unique, items, item_start, index, item_kind, member name,
     #         key-order place, names written (a frozenset where they must be unique, else None),
@@ -118,11 +119,15 @@ class JsonTrack:
         self.stack: list[list] = []
         self.lex: list | None = None  # ["s", start, escape, is_key] | ["n"|"l", start]
         self.root_done = False
-        self.sig = None  # the frames' part of UniqueMatcher._refusal_key, once computed
+        self.part = None  # UniqueMatcher._part, once computed (tracks do not change once pushed)
+        self.depth = None  # unique_depth(), once computed
+        self.noted = False  # UniqueMatcher._note_accepted ran
 
     def clone(self) -> JsonTrack:
         t = JsonTrack.__new__(JsonTrack)
-        t.plan, t.keys, t.mode, t.root_done, t.sig = self.plan, self.keys, self.mode, self.root_done, None
+        t.plan, t.keys, t.mode, t.root_done = self.plan, self.keys, self.mode, self.root_done
+        t.part = t.depth = None
+        t.noted = False
         t.stack = [f.copy() for f in self.stack]
         t.lex = None if self.lex is None else self.lex.copy()
         return t
@@ -574,6 +579,7 @@ class UniqueChecked:
         self.key_order = key_order
         self.name_memo: dict[tuple, bool] = {}  # (state, place, names written, prefix) -> a name may come
         self.select_memo: dict[tuple, np.ndarray] = {}  # (state, context) -> tokens to simulate
+        self.part_ids: dict[tuple, int] = {}  # UniqueMatcher._part: what the checks read of a track -> its number
         self.refused_memo: dict[tuple, list[int]] = {}  # UniqueMatcher._refusal_key -> tokens refused
         self.advance_memo: dict[tuple, JsonTrack | bool] = {}  # (state, bytes, names-only track) -> track after
         self.strict = strict
@@ -1077,66 +1083,82 @@ class UniqueMatcher:
             if not compute and (self.inner.state, id(top[8]), "accepted") not in self.checked.name_memo:
                 return False
             top[11] = self._accepted_names(self.inner.state, top[8])
-            track.sig = None
+            track.part = None
         return True
 
-    @staticmethod
-    def _names_only(track: JsonTrack) -> tuple | None:
-        """(each open frame's names (written, due, accepted), place and index; the lexeme in
-        progress, with its text only inside a name): all the checks read of a track where only
-        member names are checked. None under a unique array (its items' text and positions count)."""
-        frames = track.sig
-        if frames is None:
-            frames = False if any(f[2] for f in track.stack) else tuple(
-                (f[0], f[1], f[5], f[7], f[8], f[9], f[10], f[11]) for f in track.stack)
-            track.sig = frames
-        if frames is False:
-            return None
-        lex = track.lex
-        if lex is None:
-            lexeme = None
-        elif lex[0] == "s":
-            lexeme = (lex[2], lex[4]) if lex[3] else (lex[2],)
-        else:
-            lexeme = lex[0]
-        return frames, lexeme, track.root_done
+    def _part(self, track: JsonTrack) -> int:
+        """A number for all the checks read of a track where only member names are checked (each
+        open frame's names written, due and accepted, its place and index; the lexeme in progress,
+        with its text only inside a name), equal for equal tracks of this grammar; -1 under a unique
+        array (its items' text and positions count) or past ``_PART_IDS`` of them: not memoised."""
+        part = track.part
+        if part is None:
+            stack, lex = track.stack, track.lex
+            if any(f[2] for f in stack):
+                part = -1
+            else:
+                if lex is None:
+                    lexeme = None
+                elif lex[0] == "s":
+                    lexeme = (lex[2], lex[4]) if lex[3] else (lex[2],)
+                else:
+                    lexeme = lex[0]
+                sig = tuple((f[0], f[1], f[5], f[7], f[8], f[9], f[10], f[11]) for f in stack), lexeme, track.root_done
+                ids = self.checked.part_ids
+                part = ids.get(sig)
+                if part is None:
+                    part = -1 if len(ids) >= _PART_IDS else ids.setdefault(sig, len(ids) + 1)
+            track.part = part
+        return part
 
     def _refusal_key(self, track: JsonTrack) -> tuple | None:
-        """What the refusals at this point depend on: the grammar state and ``_names_only``."""
-        sig = self._names_only(track)
-        return None if sig is None else (self.inner.state, sig)
-
-    def _refusals(self, words: np.ndarray) -> list[int]:
-        """``_refused``, memoised by ``_refusal_key`` across the grammar's matchers."""
-        track = self._tracks[-1]
-        self._note_accepted(track)
-        key = self._refusal_key(track)
-        if key is None:
-            return self._refused(words)
-        memo = self.checked.refused_memo
-        hit = memo.get(key)
-        if hit is None:
-            hit = self._refused(words)
-            if len(memo) >= _REFUSED_MEMO:
-                memo.clear()
-            memo[key] = hit
-        return hit
+        """What the refusals at this point depend on: the grammar state and ``_part``."""
+        part = self._part(track)
+        return None if part < 0 else (self.inner.state, part)
 
     def fill_bitmask(self, bitmask, row: int = 0) -> None:
-        self.inner.fill_bitmask(bitmask, row)
-        if self.inner.is_terminated() or self._tracks[-1].unique_depth() < 0:
+        inner = self.inner
+        inner.fill_bitmask(bitmask, row)
+        track = self._tracks[-1]
+        depth = track.depth
+        if depth is None:
+            depth = track.depth = track.unique_depth()
+        if depth < 0 or inner.is_terminated():
             return
+        if not track.noted:
+            self._note_accepted(track)
+            track.noted = True
+        part = self._part(track)
+        words = None
+        if part < 0:
+            refused = self._refused(words := self._row(bitmask, row))
+        else:
+            memo = self.checked.refused_memo
+            key = (inner.state, part)
+            refused = memo.get(key)
+            if refused is None:
+                refused = self._refused(words := self._row(bitmask, row))
+                if len(memo) >= _REFUSED_MEMO:
+                    memo.clear()
+                memo[key] = refused
+        if refused:
+            words = self._row(bitmask, row) if words is None else words
+            for t in refused:
+                words[t >> 5] &= np.uint32(0xFFFFFFFF ^ (1 << (t & 31)))
+
+    @staticmethod
+    def _row(bitmask, row: int) -> np.ndarray:
         arr = bitmask if isinstance(bitmask, np.ndarray) else bitmask.numpy()
-        words = (arr[row] if arr.ndim == 2 else arr).view(np.uint32)
-        for t in self._refusals(words):
-            words[t >> 5] &= np.uint32(0xFFFFFFFF ^ (1 << (t & 31)))
+        return (arr[row] if arr.ndim == 2 else arr).view(np.uint32)
 
     def _refusals_cached(self) -> bool:
         track = self._tracks[-1]
         if track.unique_depth() < 0:
             return True
-        if not self._note_accepted(track, compute=False):
-            return False
+        if not track.noted:
+            if not self._note_accepted(track, compute=False):
+                return False
+            track.noted = True
         key = self._refusal_key(track)
         return key is not None and key in self.checked.refused_memo
 
@@ -1198,15 +1220,16 @@ class UniqueMatcher:
             if not inner_accept():
                 return False
             after = JsonTrack.__new__(JsonTrack)
-            after.plan, after.keys, after.mode, after.root_done, after.sig = t.plan, t.keys, t.mode, t.root_done, t.sig
+            after.plan, after.keys, after.mode, after.root_done, after.depth = t.plan, t.keys, t.mode, t.root_done, t.depth
+            after.part, after.noted = None, False
             after.stack, after.lex = t.stack, [*lex[:4], lex[4] + data]  # frames shared: not changed once pushed
             self._push(after, data)
             return True
         # where only names are checked, the track after the bytes (or a refusal) is memoised by the
-        # grammar state, the bytes and all the checks read of the track (_names_only): tracks are
+        # grammar state, the bytes and all the checks read of the track (_part): tracks are
         # not changed once pushed (but for _note_accepted's record), so one serves every matcher
-        sig = self._names_only(t)
-        key = None if sig is None else (self.inner.state, data, sig)
+        part = self._part(t)
+        key = None if part < 0 else (self.inner.state, data, part)
         memo = self.checked.advance_memo
         hit = memo.get(key) if key is not None else None
         if hit is not None:
@@ -1232,7 +1255,7 @@ class UniqueMatcher:
             self.inner.rollback(1)
             self._remember(key, False)
             return False
-        if key is not None and self._names_only(track) is not None:
+        if key is not None and self._part(track) >= 0:
             self._remember(key, track)
         self._push(track, data)
         return True
