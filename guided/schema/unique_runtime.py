@@ -579,6 +579,7 @@ class UniqueChecked:
         self.key_order = key_order
         self.name_memo: dict[tuple, bool] = {}  # (state, place, names written, prefix) -> a name may come
         self.select_memo: dict[tuple, np.ndarray] = {}  # (state, context) -> tokens to simulate
+        self.alike_memo: dict[int, bool] = {}  # id(KeyOrder place) -> UniqueMatcher._alike (places live as long as keys)
         self.part_ids: dict[tuple, int] = {}  # UniqueMatcher._part: what the checks read of a track -> its number
         self.refused_memo: dict[tuple, list[int]] = {}  # UniqueMatcher._refusal_key -> tokens refused
         self.advance_memo: dict[tuple, JsonTrack | bool] = {}  # (state, bytes, names-only track) -> track after
@@ -737,7 +738,7 @@ class UniqueMatcher:
             lead, prefix = b"", _decoded(raw)
             if prefix is None:  # cut inside a character: checked at the next token
                 return True
-        if not place.names_alike(self.checked.strict):
+        if not self._alike(place):
             ok = self._unwritten_fits(state, lead, prefix, written)
         else:
             names = [_fresh(prefix, place, written)]
@@ -840,6 +841,17 @@ class UniqueMatcher:
                 out.append(t)
         return keep
 
+    def _alike(self, place) -> bool:
+        """Whether one fresh undeclared name stands for all of them here (``KeyOrder.names_alike``):
+        trusted at "bag" places only, whose grammar the object's own keywords make. Elsewhere a
+        keyword the place does not read (an object ``enum``/``const``, a ``not``) may accept some
+        undeclared names and not others; the grammar is then searched along the written names."""
+        memo = self.checked.alike_memo
+        got = memo.get(id(place))
+        if got is None:
+            got = memo[id(place)] = place.names_alike(self.checked.strict) and place.policy(self.checked.key_order) == "bag"
+        return got
+
     def _unwritten_fits(self, state: int, lead: bytes, prefix: str, written: frozenset) -> bool:
         """Whether the grammar accepts, from ``state``, ``lead`` and then the rest of some name that
         begins with ``prefix`` and is not in ``written``: a search along the written names' spellings
@@ -900,7 +912,7 @@ class UniqueMatcher:
         if so_far is None:  # inside an escape or a character
             return self._select(words, feats, ("quote",))
         self._written_in(feats.name_close, written, so_far, words, out)
-        if written and not top[8].names_alike(self.checked.strict):  # only tokens toward a written name can be stuck
+        if written and not self._alike(top[8]):  # only tokens toward a written name can be stuck
             more = self._toward_written(written, so_far, words, feats)
             return np.union1d(self._select(words, feats, ("name", outer, known)), more)
         if written and not top[8].names_open(self.checked.strict):  # the name begun may lead only to written ones

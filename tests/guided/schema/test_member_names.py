@@ -113,6 +113,19 @@ def test_no_object_repeats_a_name(compiler, name, key_order):
     assert jsonschema.Draft202012Validator(schema).is_valid(_no_repeats(text))
 
 
+@pytest.mark.parametrize("key_order", ["declared", "any"])
+def test_undeclared_names_another_keyword_restricts_are_searched(compiler, key_order):
+    """An object ``enum`` beside a ``not`` with typed ``additionalProperties``: the grammar takes one
+    undeclared name (``quux``) and no other, so no fresh name may stand for it; the check searches
+    the grammar instead (a MaskBench schema whose valid instance was refused at the comma)."""
+    schema = {"allOf": [{"enum": [{"bar": 2, "foo": 1, "quux": 12}]},
+                        {"not": {"additionalProperties": {"type": "boolean"}, "properties": {"bar": {}, "foo": {}}}}]}  # fmt: skip
+    compiled = compile_json_schema(compiler, schema, key_order=key_order)
+    m = compiled.matcher()
+    ok = all(m.accept_text(c) for c in '{"bar": 2, "foo": 1, "quux": 12}') and m.is_accepting()  # byte by byte
+    assert ok
+
+
 def test_closed_objects_need_no_check(compiler):
     """Where no object can take a name it does not declare, the grammar alone is exact: no wrapper."""
     schema = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "array", "items": {"type": "integer"}}},
