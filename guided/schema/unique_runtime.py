@@ -4,14 +4,20 @@
 an earlier item of the same array (``1`` and ``1.0`` are one value, objects are equal whatever their
 member order, strings whatever their escapes).
 
-Member names: where an object's declared properties may come in any order past what a permutation
-automaton holds (``key_order="any"``, the "bag" policy of ``key_order``), the grammar accepts the
-members in any order with repeats, and the matcher refuses a token completing a name already written
-in that object. So that the refusal never leaves the generation without a way on, a token that
-starts or continues a name (or writes the comma before one) is allowed only while some name not yet
-written can still follow: a declared one, or a fresh undeclared one (at such places every
-undeclared name is alike), asked of the grammar by walking its automaton from the state after the
-token. (A name cut inside an escape or a multi-byte character is not checked until the next token.)
+Member names: wherever the grammar may write a name twice (objects that take undeclared names,
+schema-free values, and the "bag" places of ``key_order="any"``, where declared properties past what
+a permutation automaton holds come in any order with repeats), the matcher refuses a token
+completing a name already written in that object, so every output parses to one value. So that the
+refusal never leaves the generation without a way on, a token that starts or continues a name (or
+writes the comma before one) is allowed only while some name not yet written can still follow: a
+declared one, or a fresh undeclared one (at bag places every undeclared name is alike; elsewhere
+the grammar is searched along the written names' spellings), asked of the grammar by walking its
+automaton from the state after the token. (A name cut inside an escape or a multi-byte character
+is not checked until the next token.)
+
+What the checks read of the tracker's state is numbered once per track, and refusals and the track
+after a token are memoised per grammar by (grammar state, that number[, bytes]): tracks are not
+changed once pushed, so one serves every matcher of the grammar.
 
 A ``JsonTrack`` follows the accepted bytes as JSON (the grammar guarantees they are): the stack of
 open arrays and objects, each with the formula of its place (``unique_plan``), the member name or
