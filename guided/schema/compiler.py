@@ -220,7 +220,12 @@ def compile_json_schema(compiler, schema: Any, *, registry: dict | None = None, 
             schema, registry=registry, options=opts, unique_runtime=plan or refusal, names_runtime=bags
         ),
     )
-    return compiled if plan is None and keys is None else UniqueChecked(compiled, plan, keys, opts.strict, opts.key_order)
+    if plan is None and keys is None:
+        return compiled
+    checked = _CHECKED.get(key)  # one wrapper per grammar: its memos serve every request after the first
+    if checked is None or checked.compiled is not compiled:
+        checked = _CHECKED.put(key, UniqueChecked(compiled, plan, keys, opts.strict, opts.key_order))
+    return checked
 
 
 def _names(schema, registry: dict | None, opts: SchemaOptions) -> tuple[bool, KeyOrder | None]:
@@ -235,6 +240,7 @@ def _names(schema, registry: dict | None, opts: SchemaOptions) -> tuple[bool, Ke
 
 
 _PLANS: BoundedCache[tuple, tuple] = BoundedCache(256)  # run-time check plans, by the grammar's cache key
+_CHECKED: BoundedCache[tuple, UniqueChecked] = BoundedCache(256)  # the checked grammars, by the same key
 
 
 def unique_plan(schema, registry: dict | None, opts: SchemaOptions) -> tuple[UniquePlan | None, PlanError | None]:

@@ -126,6 +126,17 @@ def test_undeclared_names_another_keyword_restricts_are_searched(compiler, key_o
     assert ok
 
 
+def test_requests_for_one_schema_share_the_checks_memos(compiler):
+    """Compiling a schema again (every request does) gives the same checked grammar, so what its
+    matchers memoised serves the next request."""
+    first = compile_json_schema(compiler, {"type": "object", "minProperties": 1})
+    m = first.matcher()
+    assert m.accept_text('{"a": 1')
+    m.allowed_tokens()  # memoises the refusals at this point
+    again = compile_json_schema(compiler, {"type": "object", "minProperties": 1})
+    assert again is first and len(again.refused_memo) > 0
+
+
 def test_closed_objects_need_no_check(compiler):
     """Where no object can take a name it does not declare, the grammar alone is exact: no wrapper."""
     schema = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "array", "items": {"type": "integer"}}},
