@@ -72,7 +72,7 @@ from guided.limits import check_schema
 from guided.schema.any_value import ANY
 from guided.schema.drafts import for_draft
 from guided.schema.intersections import meet_one
-from guided.schema.key_order import KeyOrder, bag_root, names_root
+from guided.schema.key_order import KeyOrder, has_bag, repeats_names, root_place
 from guided.schema.lowering import SchemaLowering
 from guided.schema.options import SchemaOptions
 from guided.schema.pydantic_models import json_schema_for
@@ -233,8 +233,9 @@ def _names(schema, registry: dict | None, opts: SchemaOptions) -> tuple[bool, Ke
     grammar's may repeat a name: the matcher then refuses the repeat, so that every output parses
     to one value)."""
     try:
-        return (opts.key_order == "any" and bag_root(schema, registry) is not None,
-                names_root(schema, registry, opts.key_order, opts.strict))  # fmt: skip
+        root = root_place(schema, registry)  # one resolver, so both walks share the places they make
+        return (opts.key_order == "any" and has_bag(root),
+                root if repeats_names(root, opts.key_order, opts.strict) else None)  # fmt: skip
     except (SchemaError, RecursionError):
         return False, None  # the lowering reports a malformed schema with its own message
 

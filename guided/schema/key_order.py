@@ -38,10 +38,10 @@ from guided.schema.keywords import ANNOTATIONS
 from guided.schema.object_bags import MAX_BAG_STATES, MAX_TRACKED_REQUIRED
 from guided.schema.resolver import SchemaResolver
 
-__all__ = ["KeyOrder", "order_instance", "bag_root", "names_root", "MAX_PERMUTED"]
+__all__ = ["KeyOrder", "order_instance", "root_place", "has_bag", "repeats_names", "MAX_PERMUTED"]
 
 MAX_PERMUTED = 6
-MAX_BAG_WALK = 4_000  # places bag_root visits before it assumes a bag somewhere
+MAX_BAG_WALK = 4_000  # places a walk (has_bag, repeats_names) visits before it answers yes
 _COUNTING = ("minProperties", "maxProperties")
 
 _IN_PLACE = ("allOf", "anyOf", "oneOf")
@@ -327,27 +327,52 @@ def _dependency_names(schema: dict):
                     yield from (n for n in dep if isinstance(n, str))
 
 
-def names_root(schema, registry: dict | None, key_order: str, strict: bool) -> KeyOrder | None:
-    """The root place of a schema when an object of its instances may repeat a name in the grammar
-    (``KeyOrder.checks_names`` somewhere: the matcher then refuses the repeat), else None. Walks
-    the places an instance can reach, answering "some" past ``MAX_BAG_WALK`` of them."""
+def root_place(schema, registry: dict | None = None) -> KeyOrder:
+    """The place of a schema's instance root (its own resolver: places are made once per resolver)."""
     resolver = SchemaResolver(schema if isinstance(schema, dict) else {}, registry)
-    root = KeyOrder.at(resolver, [(schema, resolver.root_base)])
+    return KeyOrder.at(resolver, [(schema, resolver.root_base)])
+
+
+def has_bag(root: KeyOrder) -> bool:
+    """Whether some place below ``root`` has the "bag" policy of ``key_order="any"`` (the matcher
+    then refuses repeated names there). Walks the places (declared names, any other name, tuple
+    indexes, any other index)."""
+    def follow(place):
+        width = max((len(_prefix(s)) for s, _ in place.schemas), default=0)
+        return [n for n in [*map(place.child, place.names), place.other(), *map(place.item, range(width + 1))]
+                if n.schemas]  # fmt: skip
+
+    return _reaches(root, lambda place: place.policy("any") == "bag", follow)
+
+
+def repeats_names(root: KeyOrder, key_order: str, strict: bool) -> bool:
+    """Whether an object of the instances may repeat a name in the grammar (``KeyOrder.checks_names``
+    somewhere below ``root``: the matcher then refuses the repeat). Walks the places an instance can
+    reach (by ``type``, ``const``, ``enum``)."""
+    def follow(place):
+        nxt = list(map(place.child, place.names)) if _may_hold(place, "object", dict) else []
+        if _may_hold(place, "array", list):  # (undeclared names: answered by checks_names)
+            width = max((len(_prefix(s)) for s, _ in place.schemas), default=0)
+            nxt += map(place.item, range(width + 1))
+        return nxt
+
+    return _reaches(root, lambda place: _may_hold(place, "object", dict) and place.checks_names(key_order, strict),
+                    follow)  # fmt: skip
+
+
+def _reaches(root: KeyOrder, found, follow) -> bool:
+    """Whether ``found`` holds at some place reached from ``root`` through ``follow``; past
+    ``MAX_BAG_WALK`` places it answers yes (the cautious answer for both callers)."""
     todo, seen = [root], {id(root)}
     while todo:
         place = todo.pop()
-        objects, arrays = _may_hold(place, "object", dict), _may_hold(place, "array", list)
-        if objects and place.checks_names(key_order, strict) or len(seen) > MAX_BAG_WALK:
-            return root
-        nxt = list(map(place.child, place.names)) if objects else []  # (undeclared names: answered above)
-        if arrays:
-            width = max((len(_prefix(s)) for s, _ in place.schemas), default=0)
-            nxt += map(place.item, range(width + 1))
-        for n in nxt:
+        if found(place) or len(seen) > MAX_BAG_WALK:
+            return True
+        for n in follow(place):
             if id(n) not in seen:
                 seen.add(id(n))
                 todo.append(n)
-    return None
+    return False
 
 
 def _may_hold(place: KeyOrder, kind: str, cls: type) -> bool:
@@ -364,26 +389,6 @@ def _may_hold(place: KeyOrder, kind: str, cls: type) -> bool:
         if isinstance(s.get("enum"), list) and not any(isinstance(v, cls) for v in s["enum"]):
             return False
     return True
-
-
-def bag_root(schema, registry: dict | None = None) -> KeyOrder | None:
-    """The root place of a schema compiled with ``key_order="any"`` when some place of its
-    instances has the "bag" policy (the matcher then refuses repeated names there), else None.
-    Walks the places (declared names, any other name, tuple indexes, any other index); past
-    ``MAX_BAG_WALK`` of them it answers as if there were a bag."""
-    resolver = SchemaResolver(schema if isinstance(schema, dict) else {}, registry)
-    root = KeyOrder.at(resolver, [(schema, resolver.root_base)])
-    todo, seen = [root], {id(root)}
-    while todo:
-        place = todo.pop()
-        if place.policy("any") == "bag" or len(seen) > MAX_BAG_WALK:
-            return root
-        width = max((len(_prefix(s)) for s, _ in place.schemas), default=0)
-        for nxt in [*map(place.child, place.names), place.other(), *map(place.item, range(width + 1))]:
-            if nxt.schemas and id(nxt) not in seen:
-                seen.add(id(nxt))
-                todo.append(nxt)
-    return None
 
 
 def _prefix(schema: dict) -> list:

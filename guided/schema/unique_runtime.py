@@ -490,6 +490,13 @@ def _name_after_value(data: bytes) -> bool:
     return comma >= 0 and body.count(b'"', comma) >= 2
 
 
+def _put(memo: dict, key, value, bound: int) -> None:
+    """``memo[key] = value``, emptying the memo first when it holds ``bound`` entries."""
+    if len(memo) >= bound:
+        memo.clear()
+    memo[key] = value
+
+
 def _string_text(raw: bytes) -> str:
     """The text of a JSON string's bytes (between its quotes); ValueError when they are not one
     (cut inside an escape or a character, or a raw control character). Plain bytes are decoded
@@ -588,7 +595,7 @@ class UniqueChecked:
         self.alike_memo: dict[int, bool] = {}  # id(KeyOrder place) -> UniqueMatcher._alike (places live as long as keys)
         self.part_ids: dict[tuple, int] = {}  # UniqueMatcher._part: what the checks read of a track -> its number
         self.refused_memo: dict[tuple, list[int]] = {}  # UniqueMatcher._refusal_key -> tokens refused
-        self.advance_memo: dict[tuple, JsonTrack | bool] = {}  # (state, bytes, names-only track) -> track after
+        self.advance_memo: dict[tuple, JsonTrack | bool] = {}  # (state, bytes, track number) -> track after or False
         self.strict = strict
 
     def matcher(self) -> UniqueMatcher:
@@ -1096,8 +1103,7 @@ class UniqueMatcher:
         when that is still to compute and ``compute`` is False."""
         top, lex = track.stack[-1], track.lex
         if (not top[0] and top[9] is not None and lex is None and top[7] is None and (top[10] or not top[9])
-                and top[11] is None and top[8].conjunctive and top[8].names_alike(self.checked.strict)
-                and top[8].policy(self.checked.key_order) == "bag"):  # fmt: skip
+                and top[11] is None and top[8].conjunctive and self._alike(top[8])):  # fmt: skip
             if not compute and (self.inner.state, id(top[8]), "accepted") not in self.checked.name_memo:
                 return False
             top[11] = self._accepted_names(self.inner.state, top[8])
@@ -1138,27 +1144,19 @@ class UniqueMatcher:
         inner = self.inner
         inner.fill_bitmask(bitmask, row)
         track = self._tracks[-1]
-        depth = track.depth
-        if depth is None:
-            depth = track.depth = track.unique_depth()
-        if depth < 0 or inner.is_terminated():
+        if self._depth(track) < 0 or inner.is_terminated():
             return
-        if not track.noted:
-            self._note_accepted(track)
-            track.noted = True
+        self._noted(track)
         part = self._part(track)
         words = None
         if part < 0:
             refused = self._refused(words := self._row(bitmask, row))
         else:
-            memo = self.checked.refused_memo
             key = (inner.state, part)
-            refused = memo.get(key)
+            refused = self.checked.refused_memo.get(key)
             if refused is None:
                 refused = self._refused(words := self._row(bitmask, row))
-                if len(memo) >= _REFUSED_MEMO:
-                    memo.clear()
-                memo[key] = refused
+                _put(self.checked.refused_memo, key, refused, _REFUSED_MEMO)
         if refused:
             words = self._row(bitmask, row) if words is None else words
             for t in refused:
@@ -1169,14 +1167,27 @@ class UniqueMatcher:
         arr = bitmask if isinstance(bitmask, np.ndarray) else bitmask.numpy()
         return (arr[row] if arr.ndim == 2 else arr).view(np.uint32)
 
-    def _refusals_cached(self) -> bool:
-        track = self._tracks[-1]
-        if track.unique_depth() < 0:
-            return True
+    @staticmethod
+    def _depth(track: JsonTrack) -> int:
+        """``track.unique_depth()``, kept on the track (tracks do not change once pushed)."""
+        if track.depth is None:
+            track.depth = track.unique_depth()
+        return track.depth
+
+    def _noted(self, track: JsonTrack, compute: bool = True) -> bool:
+        """``_note_accepted`` once per track; False when it is still to compute and ``compute`` is False."""
         if not track.noted:
-            if not self._note_accepted(track, compute=False):
+            if not self._note_accepted(track, compute):
                 return False
             track.noted = True
+        return True
+
+    def _refusals_cached(self) -> bool:
+        track = self._tracks[-1]
+        if self._depth(track) < 0:
+            return True
+        if not self._noted(track, compute=False):
+            return False
         key = self._refusal_key(track)
         return key is not None and key in self.checked.refused_memo
 
@@ -1225,24 +1236,24 @@ class UniqueMatcher:
             return False
         t = self._tracks[-1]
         lex = t.lex
-        if (lex is not None and lex[0] == "s" and not lex[3] and not lex[2] and data and b'"' not in data
-                and b"\\" not in data and not (t.stack and t.stack[-1][2])):  # fmt: skip
-            # inside a string value, not a unique item's: the bytes change nothing the checks read
-            if not inner_accept():
-                return False
-            self._push(t, data)
-            return True
-        if (lex is not None and lex[0] == "s" and lex[3] and not lex[2] and data and b'"' not in data
-                and b"\\" not in data and t.stack[-1][8] is not None and t.stack[-1][8].names_open(self.checked.strict)):  # fmt: skip
-            # inside a name where any name fits (no dead end): only the name's text changes
-            if not inner_accept():
-                return False
-            after = JsonTrack.__new__(JsonTrack)
-            after.plan, after.keys, after.mode, after.root_done, after.depth = t.plan, t.keys, t.mode, t.root_done, t.depth
-            after.part, after.noted = None, False
-            after.stack, after.lex = t.stack, [*lex[:4], lex[4] + data]  # frames shared: not changed once pushed
-            self._push(after, data)
-            return True
+        if lex is not None and lex[0] == "s" and not lex[2] and data and b'"' not in data and b"\\" not in data:
+            top = t.stack[-1] if t.stack else None
+            if not lex[3] and not (top and top[2]):
+                # inside a string value, not a unique item's: the bytes change nothing the checks read
+                if not inner_accept():
+                    return False
+                self._push(t, data)
+                return True
+            if lex[3] and top[8] is not None and top[8].names_open(self.checked.strict):
+                # inside a name where any name fits (no dead end): only the name's text changes
+                if not inner_accept():
+                    return False
+                after = JsonTrack.__new__(JsonTrack)
+                after.plan, after.keys, after.mode, after.root_done, after.depth = t.plan, t.keys, t.mode, t.root_done, t.depth
+                after.part, after.noted = None, False
+                after.stack, after.lex = t.stack, [*lex[:4], lex[4] + data]  # frames shared: not changed once pushed
+                self._push(after, data)
+                return True
         # where only names are checked, the track after the bytes (or a refusal) is memoised by the
         # grammar state, the bytes and all the checks read of the track (_part): tracks are
         # not changed once pushed (but for _note_accepted's record), so one serves every matcher
@@ -1279,11 +1290,8 @@ class UniqueMatcher:
         return True
 
     def _remember(self, key: tuple | None, outcome) -> None:
-        memo = self.checked.advance_memo
         if key is not None:
-            if len(memo) >= _ADVANCE_MEMO:
-                memo.clear()
-            memo[key] = outcome
+            _put(self.checked.advance_memo, key, outcome, _ADVANCE_MEMO)
 
     def _push(self, track: JsonTrack, data: bytes) -> None:
         self._bytes += data
