@@ -110,18 +110,42 @@ class Dup(Exception):
     """The bytes complete an item equal to an earlier one."""
 
 
+class _ObjectEnd(Exception):
+    """A JSON object inside other text ended (``JsonTrack.opener``) just before byte ``at``."""
+
+    def __init__(self, at: int):
+        self.at = at
+
+
+def _opener_step(opener: bytes, matched: int, b: int) -> int:
+    """How much of ``opener`` the text ends with after byte ``b``, given it ended with ``matched``
+    bytes of it before (the longest such prefix; openers are a few bytes, so searched directly)."""
+    if opener[matched] == b:
+        return matched + 1
+    text = opener[:matched] + bytes((b,))
+    for k in range(min(matched, len(opener) - 1), 0, -1):
+        if text.endswith(opener[:k]):
+            return k
+    return 0
+
+
 class JsonTrack:
     """Incremental JSON reader for one sequence (see the module docstring). ``feed`` raises Dup."""
 
-    __slots__ = ("plan", "keys", "mode", "stack", "lex", "root_done", "part", "depth", "noted")
+    __slots__ = ("plan", "keys", "mode", "stack", "lex", "root_done", "part", "depth", "noted", "opener", "scan")
 
     # frame: [is_array, formula, unique, items, item_start, index, item_kind, member name,
     #         key-order place, names written (a frozenset where they must be unique, else None),
     #         a comma was written and the next name not started, names the grammar accepts here or None]
-    def __init__(self, plan: UniquePlan | None, keys=None, mode: tuple[str, bool] = ("any", False)):
+    def __init__(self, plan: UniquePlan | None, keys=None, mode: tuple[str, bool] = ("any", False),
+                 opener: bytes | None = None):  # fmt: skip
         self.plan = plan
         self.keys = keys  # the root's KeyOrder place, or None when no object checks its names
         self.mode = mode  # (key_order, strict): which places check names (KeyOrder.checks_names)
+        # JSON inside other text (tool calls): each JSON object begins at the first "{" of ``opener``
+        # and ends with its closing bracket; ``scan``: opener bytes matched outside them, or -1 inside
+        self.opener = opener
+        self.scan = -1 if opener is None else 0
         self.stack: list[list] = []
         self.lex: list | None = None  # ["s", start, escape, is_key] | ["n"|"l", start]
         self.root_done = False
@@ -132,6 +156,7 @@ class JsonTrack:
     def clone(self) -> JsonTrack:
         t = JsonTrack.__new__(JsonTrack)
         t.plan, t.keys, t.mode, t.root_done = self.plan, self.keys, self.mode, self.root_done
+        t.opener, t.scan = self.opener, self.scan
         t.part = t.depth = None
         t.noted = False
         t.stack = [f.copy() for f in self.stack]
@@ -149,6 +174,32 @@ class JsonTrack:
     # ------------------------------------------------------------------ reading
     def feed(self, data: bytes, past: bytes) -> None:
         """Read ``data``, which follows ``past`` (every byte read before); raise Dup on a duplicate."""
+        if self.opener is None:
+            self._feed(data, past)
+            return
+        i, opener = 0, self.opener
+        while i < len(data):
+            if self.scan < 0:  # inside a JSON object: read up to its end
+                try:
+                    self._feed(data[i:], bytes(past) + data[:i] if i else past)
+                    return
+                except _ObjectEnd as end:
+                    i = end.at - len(past)
+                    self.scan, self.stack, self.lex, self.root_done = 0, [], None, False
+                    continue
+            b = data[i]
+            i += 1
+            self.scan = _opener_step(opener, self.scan, b)
+            if self.scan == len(opener):  # the opener is written: its object began at its "{"
+                self.scan = -1
+                begin = len(past) + i - len(opener) + opener.index(b"{")
+                whole = bytes(past) + data
+                try:
+                    self._feed(whole[begin : len(past) + i], whole[:begin])
+                except _ObjectEnd:  # (an opener holds no whole object)
+                    raise ValueError("internal: a tool-call opener closes its JSON object") from None
+
+    def _feed(self, data: bytes, past: bytes) -> None:
         base = len(past)
         for i, b in enumerate(data):
             p = base + i
@@ -242,6 +293,8 @@ class JsonTrack:
         """A value ended at ``end``: an item of the array on top, a member of the object, or the root."""
         if not self.stack:
             self.root_done = True
+            if self.opener is not None:
+                raise _ObjectEnd(end)
             return
         top = self.stack[-1]
         if not top[0]:
@@ -577,10 +630,12 @@ class UniqueChecked:
     plan and the root place of the key order (objects whose names must not repeat), either may be
     None. ``matcher()`` gives a UniqueMatcher; everything else is the grammar's."""
 
-    def __init__(self, compiled, plan: UniquePlan | None, keys=None, strict: bool = False, key_order: str = "any"):
+    def __init__(self, compiled, plan: UniquePlan | None, keys=None, strict: bool = False, key_order: str = "any",
+                 opener: bytes | None = None):  # fmt: skip
         self.compiled = compiled
         self.plan = plan
         self.keys = keys
+        self.opener = opener  # JsonTrack.opener: the JSON is objects inside other text (tool calls)
         self.key_order = key_order
         self.name_memo: dict[tuple, bool] = {}  # (state, place, names written, prefix) -> a name may come
         self.select_memo: dict[tuple, np.ndarray] = {}  # (state, context) -> tokens to simulate
@@ -608,7 +663,7 @@ class UniqueMatcher:
     def __init__(self, inner, checked: UniqueChecked):
         self.inner = inner
         self.checked = checked
-        self._tracks = [JsonTrack(checked.plan, checked.keys, (checked.key_order, checked.strict))]
+        self._tracks = [JsonTrack(checked.plan, checked.keys, (checked.key_order, checked.strict), checked.opener)]
         self._bytes = bytearray()
         self._lens = [0]
         self._memo_items, self._memo = None, ({}, [])  # string searches against one set of earlier items
@@ -1119,7 +1174,8 @@ class UniqueMatcher:
                     lexeme = (lex[2], lex[4]) if lex[3] else (lex[2],)
                 else:
                     lexeme = lex[0]
-                sig = tuple((f[0], f[1], f[5], f[7], f[8], f[9], f[10], f[11]) for f in stack), lexeme, track.root_done
+                sig = (tuple((f[0], f[1], f[5], f[7], f[8], f[9], f[10], f[11]) for f in stack), lexeme, track.root_done,
+                       track.scan)  # fmt: skip
                 ids = self.checked.part_ids
                 part = ids.get(sig)
                 if part is None:
@@ -1242,7 +1298,7 @@ class UniqueMatcher:
                     return False
                 after = JsonTrack.__new__(JsonTrack)
                 after.plan, after.keys, after.mode, after.root_done, after.depth = t.plan, t.keys, t.mode, t.root_done, t.depth
-                after.part, after.noted = None, False
+                after.part, after.noted, after.opener, after.scan = None, False, t.opener, t.scan
                 after.stack, after.lex = t.stack, [*lex[:4], lex[4] + data]  # frames shared: not changed once pushed
                 self._push(after, data)
                 return True

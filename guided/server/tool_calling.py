@@ -33,6 +33,9 @@ from guided.errors import ConfigError, LimitError, SchemaError
 from guided.grammar.regex_ast import alt, any_string, complement, literal, repeat, seq
 from guided.limits import Limits
 from guided.schema.compiler import json_schema_to_node
+from guided.schema.drafts import for_draft
+from guided.schema.key_order import repeats_names, root_place
+from guided.schema.unique_runtime import UniqueChecked
 
 __all__ = ["ToolFormat", "FORMATS", "detect_format", "ToolCalls", "ToolCallParser", "ParsedCall", "new_call_id"]
 
@@ -110,8 +113,32 @@ class ToolCalls(Constraint):
 
     def compile(self, compiler, limits=None):
         """The compiled grammar of this constraint (the CompileService's generic hook); ``limits``
-        (``Limits``) bound each tool's parameter schema like any other schema."""
-        return compiler.compile_ast(self.node(limits), key=self.key)
+        (``Limits``) bound each tool's parameter schema like any other schema. Where some tool's
+        arguments hold an object that may take a name twice (one open to undeclared names), the
+        matcher refuses the repeat (``UniqueChecked`` over each call's JSON object), so every
+        ``arguments`` string parses to the value it spells."""
+        compiled = compiler.compile_ast(self.node(limits), key=self.key)
+        keys = self.call_places()
+        if keys is None:
+            return compiled
+        strict = all(strict for _, _, strict in self.tools)  # a check more where some are strict: never a refusal more
+        return UniqueChecked(compiled, None, keys, strict, "declared", FORMATS[self.format].opener.encode())
+
+    def call_places(self):
+        """The key-order place of one call's JSON object (``{"name": ..., "arguments": ...}``) when an
+        object of some tool's arguments may repeat a name, else None."""
+        fmt = FORMATS[self.format]
+        member = json.loads(fmt.name_end.strip(' ,:"').join('""'))  # "arguments" / "parameters"
+        registry = {f"urn:guided:tool:{i}": for_draft(json.loads(schema)) for i, (_, schema, _) in enumerate(self.tools)}
+        try:  # each tool under its own strictness (the places of the call below join every tool's)
+            if not any(repeats_names(root_place(schema, registry), "declared", strict)
+                       for schema, (_, _, strict) in zip(registry.values(), self.tools, strict=True)):  # fmt: skip
+                return None
+            call = {"type": "object", "additionalProperties": False, "required": ["name", member],
+                    "properties": {"name": {"type": "string"}, member: {"anyOf": [{"$ref": uri} for uri in registry]}}}  # fmt: skip
+            return root_place(call, registry)
+        except (SchemaError, RecursionError):
+            return None  # the lowering reports a malformed schema with its own message
 
     def node(self, limits=None):
         """The regex AST of the allowed outputs."""

@@ -11,6 +11,7 @@ import re
 
 import jsonschema
 import pytest
+from json_schema_oracle import one_value
 from pydantic import BaseModel, Field
 
 from guided.builtin.tiny_model import TinyModelSpec, tiny_model_dir
@@ -80,15 +81,6 @@ def test_unique_items_through_the_engine(llm):
         jsonschema.validate(json.loads(o.text), schema)
 
 
-def _one_value(text: str):
-    def pairs(items):
-        names = [k for k, _ in items]
-        assert len(names) == len(set(names)), text  # no object repeats a name
-        return dict(items)
-
-    return json.loads(text, object_pairs_hook=pairs)
-
-
 def test_objects_never_repeat_a_name_through_the_engine(llm):
     """Objects taking undeclared names: the matcher refuses a name written twice, so every finished
     output parses to one value (here one that has both names: a repeat would parse to one)."""
@@ -99,7 +91,7 @@ def test_objects_never_repeat_a_name_through_the_engine(llm):
     done = [o for o in outs if o.finish_reason == "stop"]
     assert done
     for o in done:
-        jsonschema.validate(_one_value(o.text), schema)
+        jsonschema.validate(one_value(o.text), schema)
 
 
 class Pet(BaseModel):

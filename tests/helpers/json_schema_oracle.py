@@ -87,6 +87,18 @@ def accepts(node, text: str) -> bool:
 
 
 # ---------------------------------------------------------------- serialization
+def one_value(text: str):
+    """``json.loads`` that fails (AssertionError) where an object repeats a member name: a parser
+    would keep one of them, so the text would not be the value it spells."""
+
+    def pairs(items):
+        names = [k for k, _ in items]
+        assert len(names) == len(set(names)), text
+        return dict(items)
+
+    return json.loads(text, object_pairs_hook=pairs)
+
+
 def dumps(value, compact: bool = False) -> str:
     """MaskBench's serialization (", " and ": ") or the compact one; keys as the instance lists them."""
     seps = (",", ":") if compact else (", ", ": ")

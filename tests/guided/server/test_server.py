@@ -228,6 +228,24 @@ def test_tool_choice_parallel(client):
     assert len(set(ids)) == len(ids)
 
 
+def test_tool_arguments_never_repeat_a_name(client):
+    """A tool whose arguments take the names a and b (at least two members): the random model may
+    pick either at each member, and the matcher refuses the repeat, so every ``arguments`` string
+    parses to the object it spells, with both names."""
+    digit = {"type": "integer", "minimum": 0, "maximum": 9}
+    pair = {"type": "object", "patternProperties": {"^[ab]$": digit}, "additionalProperties": False, "minProperties": 2}
+    tools = [{"type": "function", "function": {"name": "pair", "parameters": pair}}]
+    finished = 0
+    for seed in range(6):
+        r = chat(client, max_tokens=60, tools=tools, tool_choice="required", parallel_tool_calls=False,
+                 temperature=1.0, seed=seed)  # fmt: skip
+        for _, arguments in _calls(r.choices[0].message):
+            names = [k for k, _ in json.loads(arguments, object_pairs_hook=list)]
+            assert sorted(names) == ["a", "b"], arguments
+            finished += 1
+    assert finished
+
+
 def test_tool_choice_auto_and_none(client):
     for seed in (1, 2):
         r = chat(client, max_tokens=40, tools=TOOLS, tool_choice="auto", temperature=1.0, seed=seed)

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import random
 
+import jsonschema
+import numpy as np
 import pytest
+from json_schema_oracle import one_value
 
 from guided.errors import ConfigError
+from guided.schema.unique_runtime import UniqueChecked
 from guided.server.tool_calling import FORMATS, ToolCallParser, ToolCalls, detect_format
 
 CALLS = [("get_weather", {"city": "Paris", "nested": {"a": [1, 2]}}), ("get_time", {"zone": "utc"}), ("noop", {})]
@@ -71,3 +76,88 @@ def test_tool_calls_constraint_checks():
         ToolCalls((("f", "{}", False),), mode="sometimes")
     tc = ToolCalls.from_functions([{"name": "f"}], mode="auto", parallel=False)
     assert tc.key[0] == "tool_calls" and tc.node() is not None
+
+
+# ---------------------------------------------------------------------- repeated names in arguments
+PAIR = {"type": "object", "patternProperties": {"^[ab]$": {"type": "integer"}}, "additionalProperties": False,
+        "minProperties": 2}  # fmt: skip
+OPEN_TOOLS = [{"name": "pair", "parameters": PAIR},
+              {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}},
+              {"name": "add", "parameters": {"type": "object", "properties": {"a": {"type": "integer"}},
+                                             "required": ["a"], "additionalProperties": False}, "strict": True}]  # fmt: skip
+
+
+def _taken(matcher, text: str) -> int:
+    """How many bytes of text the matcher takes, one at a time."""
+    data = text.encode()
+    for i in range(len(data)):
+        if not matcher.accept_bytes(data[i : i + 1]):
+            return i
+    return len(data)
+
+
+@pytest.fixture(scope="module")
+def compiler(vocab_builtin):
+    from guided.grammar.compiler import GrammarCompiler
+
+    return GrammarCompiler(vocab_builtin)
+
+
+@pytest.mark.parametrize("fmt", ["hermes", "llama3-json"])
+@pytest.mark.parametrize("mode", ["required", "auto"])
+def test_arguments_never_repeat_a_name(compiler, fmt, mode):
+    """An argument object open to more names refuses one written twice, in every call of the output;
+    the same names in other objects, in other calls, or in free text stay allowed."""
+    compiled = ToolCalls.from_functions(OPEN_TOOLS, format=fmt, mode=mode).compile(compiler)
+    f = FORMATS[fmt]
+
+    def call(name, args):
+        return f"{f.head(name)}{args}{f.closer}"
+
+    good = f.separator.join([call("get_weather", '{"city":"x","a":1,"b":{"a":1,"c":[{"a":2}]}}'),
+                             call("pair", '{"a":1,"b":2}'), call("pair", '{"b":1,"a":2}')])  # fmt: skip
+    m = compiled.matcher()
+    assert _taken(m, good) == len(good.encode()) and m.is_accepting()
+    # refused at the repeated name's closing quote, or at its first letter where only the names a
+    # and b fit (then no name left to write begins with it)
+    for first, args, back in [("", '{"a":1,"a":2}', 1), ("", '{"city":"x","b":{"q":1,"q":2}}', 0),
+                              (call("add", '{"a":1}') + f.separator, '{"city":"x","city":"y"}', 0)]:  # fmt: skip
+        name = "pair" if args.startswith('{"a"') else "get_weather"
+        text = first + call(name, args)
+        assert _taken(compiled.matcher(), text) == text.rindex('":') - back, text
+    if mode == "auto":  # free text is not a call: its braces are not read as JSON
+        m = compiled.matcher()
+        text = 'Use {"a": 1, "a": 2} here'
+        assert _taken(m, text) == len(text) and m.is_accepting()
+
+
+def test_strict_closed_arguments_need_no_check(compiler):
+    closed = [t for t in OPEN_TOOLS if t.get("strict")]
+    assert not isinstance(ToolCalls.from_functions(closed).compile(compiler), UniqueChecked)
+
+
+@pytest.mark.parametrize("fmt", ["hermes", "llama3-json"])
+def test_random_calls_never_dead_end_nor_repeat_a_name(compiler, vocab_builtin, fmt):
+    compiled = ToolCalls.from_functions(OPEN_TOOLS[:2], format=fmt, parallel=True).compile(compiler)
+    f = FORMATS[fmt]
+    rng = random.Random(5)
+    finished = 0
+    for _ in range(10):
+        m, out = compiled.matcher(), b""
+        for _ in range(300):
+            allowed = np.flatnonzero(m.allowed_tokens()).tolist()
+            assert allowed, out  # never a dead end
+            closing = [t for t in allowed if compiled.is_eos(t) or any(c in vocab_builtin.tokens[t] for c in b'"},<')]
+            t = rng.choice(closing if closing and rng.random() < 0.6 else allowed)
+            if compiled.is_eos(t):
+                assert m.is_accepting()
+                finished += 1
+                for one in out.decode().split(f.separator if fmt == "llama3-json" else "\n<tool_call>\n"):
+                    body = one[one.index("{") : one.rindex("}") + 1] if fmt == "llama3-json" else one
+                    body = body[body.index("{") : body.rindex("}") + 1]
+                    jsonschema.validate(one_value(body)["arguments" if fmt == "hermes" else "parameters"],
+                                        {"anyOf": [t["parameters"] for t in OPEN_TOOLS[:2]]})  # fmt: skip
+                break
+            assert m.accept_token(t)
+            out += vocab_builtin.tokens[t]
+    assert finished
