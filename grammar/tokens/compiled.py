@@ -64,8 +64,9 @@ class AutomatonQueries:
 
     # what depends on the vocabulary alone (``_build_vocabulary_side``) or on this process: a disk cache
     # keeps neither, the loading process builds them again
+    # (and ``_wrappers``: what callers keep on the grammar, such as the JSON checks' wrappers)
     _VOCABULARY_SIDE = ("vocabulary", "encode", "index", "trie", "eos_ids", "_eos_set", "_special", "_tokens",
-                        "_words", "_eos_mask", "_masks", "forced", "_stack_len", "_next")  # fmt: skip
+                        "_words", "_eos_mask", "_masks", "forced", "_stack_len", "_next", "_wrappers")  # fmt: skip
 
     def __getstate__(self):
         fields = ("vocabulary", "key", "encode", "max_states", "mask_cache_bytes", "mask_timeout_s")

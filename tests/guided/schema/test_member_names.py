@@ -9,9 +9,11 @@ a name to write where none is left).
 
 from __future__ import annotations
 
+import gc
 import json
 import random
 import re
+import weakref
 
 import jsonschema
 import numpy as np
@@ -127,6 +129,17 @@ def test_requests_for_one_schema_share_the_checks_memos(compiler):
     m.allowed_tokens()  # memoises the refusals at this point
     again = compile_json_schema(compiler, {"type": "object", "minProperties": 1})
     assert again is first and len(again.refused_memo) > 0
+
+
+def test_a_checked_grammar_lives_no_longer_than_the_compilers_cache(vocab_builtin):
+    """The wrapper shared by requests lives on its grammar: once the compiler's cache drops the
+    grammar, nothing keeps either alive (a cache of wrappers of its own kept grammars past it)."""
+    small = GrammarCompiler(vocab_builtin, cache_size=2)
+    first = weakref.ref(compile_json_schema(small, {"type": "object", "minProperties": 1}))
+    for n in range(2, 6):
+        compile_json_schema(small, {"type": "object", "minProperties": n})
+    gc.collect()
+    assert first() is None
 
 
 def test_closed_objects_need_no_check(compiler):
