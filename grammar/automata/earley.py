@@ -222,6 +222,10 @@ class CfgAutomaton(StateTable):
             if s == COMPLETE:
                 continue
             (waiting.setdefault(s, []) if s >= 0 else scans.setdefault(~s, [])).append(it)
+        # tuples once built: sets live as long as the grammar, and the collector stops tracking
+        # tuples of ints (lists it would walk in every full collection)
+        waiting = {s: tuple(v) for s, v in waiting.items()}
+        scans = {t: tuple(v) for t, v in scans.items()}
         i = len(self.sets)
         accepting = self.accept_item * ITEM + 1 in items or (i == 0 and self.accept_item * ITEM in items)
         terms = sorted(set(scans) | self.ignore)

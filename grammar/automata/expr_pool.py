@@ -66,7 +66,7 @@ class ExprPool:
         self.counter: list[int] = []  # largest finite repeat bound inside (clamping is a no-op below it)
         self.min_len: list[int] = []  # a lower bound on the length of e's strings (guides emptiness searches)
         self.char_class: dict[int, tuple] = {}  # ids that match exactly one character -> class key
-        self._or_index: dict[int, list] = {}  # big unions: byte -> children that can start with it
+        self._or_index: dict[int, dict] = {}  # big unions: byte -> children that can start with it
         self._ids: dict = {}
         self._interned: dict[Node, int] = {}  # AST node (structural equality) -> its expression
         self._wide: dict[tuple, int] = {}  # codepoint ranges >= 0x80 -> their UTF-8 expression
@@ -347,17 +347,19 @@ class ExprPool:
             return self.cat(self.deriv(x, b), rest)
         return EMPTY_ID
 
-    def _or_children(self, e: int) -> list:
+    def _or_children(self, e: int) -> dict[int, tuple[int, ...]]:
         index = self._or_index.get(e)
         if index is None:
-            index = {}
+            lists: dict[int, list[int]] = {}
             for x in self.args[e]:
                 m = self.first[x]
                 while m:
                     low = m & -m
-                    index.setdefault(low.bit_length() - 1, []).append(x)
+                    lists.setdefault(low.bit_length() - 1, []).append(x)
                     m ^= low
-            self._or_index[e] = index
+            # tuples of ints, not lists: the collector stops tracking them (and then the dict), so
+            # a server's cached grammars do not add these to every full collection's walk
+            index = self._or_index[e] = {b: tuple(xs) for b, xs in lists.items()}
         return index
 
     # ------------------------------------------------------------------ counter clamping

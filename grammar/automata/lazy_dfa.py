@@ -50,7 +50,7 @@ class LazyDFA(StateTable):
         self._rep_bits = sum(1 << b for b in reps)
         self._class_of_rep = {b: c for c, b in enumerate(reps)}
         self._classes = DerivClasses(pool)
-        self._classes_of_group: dict[int, list[int]] = {}
+        self._classes_of_group: dict[int, tuple[int, ...]] = {}
         self.lock = threading.RLock()
         self.exprs: list[int] = []
         self._state_of: dict[int, int] = {}
@@ -132,7 +132,7 @@ class LazyDFA(StateTable):
         self.trans[s] = [DEAD if t == UNKNOWN else t for t in row]  # trans may have been regrown
         self.computed[s] = 1
 
-    def _class_list(self, group: int) -> list[int]:
+    def _class_list(self, group: int) -> tuple[int, ...]:
         """The byte classes of a group of representative bytes (a 256-bit set), memoised: the same
         groups recur across states."""
         cs = self._classes_of_group.get(group)
@@ -142,7 +142,7 @@ class LazyDFA(StateTable):
                 low = rest & -rest
                 rest ^= low
                 cs.append(self._class_of_rep[low.bit_length() - 1])
-            self._classes_of_group[group] = cs
+            cs = self._classes_of_group[group] = tuple(cs)  # a tuple of ints: untracked by the collector
         return cs
 
     @contextmanager

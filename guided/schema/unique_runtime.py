@@ -430,9 +430,9 @@ class _VocabFeatures:
         # after , and ws: an item that may be decided in the token (a literal at its first letter, a
         # string at its quote, a number where it ends in the token or at 0 / .)
         starts = quotes2 | (self.closers > 0)
-        self.name_close: dict[str, list[int]] = {}  # string text before the closing quote -> tokens deciding nothing after it
-        self.whole_name: dict[str, list[int]] = {}  # [ws][,][ws]"X" then nothing deciding -> by X
-        self.simple_close: dict[bytes, list[int]] = {}  # text before the first quote -> tokens whose rest is , and ws
+        self.name_close: dict[str, tuple[int, ...]] = {}  # string text before the closing quote -> tokens deciding nothing after it
+        self.whole_name: dict[str, tuple[int, ...]] = {}  # [ws][,][ws]"X" then nothing deciding -> by X
+        self.simple_close: dict[bytes, tuple[int, ...]] = {}  # text before the first quote -> tokens whose rest is , and ws
         self.selections: dict[tuple, tuple] = {}  # _selection: context -> tokens
         heads = [t.lstrip(b" \t\r\n,")[:1] for t in tokens]
         for t in np.flatnonzero(live & ~starts).tolist():
@@ -476,9 +476,13 @@ class _VocabFeatures:
 
         # a token's bytes, when they hold no quote -> the tokens: built here, with the other tables
         # (built on first use, it cost one mask ~80 ms with a 128k vocabulary)
-        self.by_text: dict[bytes, list[int]] = {}
+        self.by_text: dict[bytes, tuple[int, ...]] = {}
         for t in np.flatnonzero(live & ~quote).tolist():
             self.by_text.setdefault(tokens[t], []).append(t)
+        # the token lists as tuples: ~130k of them live as long as the process, and the collector
+        # stops tracking tuples of ints (lists it would walk in every full collection)
+        for table in (self.name_close, self.whole_name, self.simple_close, self.by_text):
+            table.update((k, tuple(v)) for k, v in table.items())
 
 
 def _diverges(dfa, s: int, rests: list[bytes], memo: dict | None = None, head: bytes = b"") -> bool:
