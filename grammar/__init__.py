@@ -1,7 +1,7 @@
 """Grammar side: regex / grammar -> byte automata -> token-level matchers over a Vocabulary.
 
 The public face: ``GrammarCompiler`` (constraint -> compiled grammar), ``Vocabulary``, the compiled
-grammars and their ``Matcher``s, the regex front end, and what compilers that lower to the IR
+grammars and their ``Matcher``s (and their shortest completions: ``Completion``, ``spell``), the regex front end, and what compilers that lower to the IR
 (``regex_ast``, ``cfg_ir``) need: ``ExprPool`` for exact membership and ``intern_common``. Inside:
 ``frontends/`` (text -> IR), ``automata/`` (IR -> lazy byte automata), ``tokens/`` (automata x
 vocabulary -> masks); ``languages`` answers questions about regex languages at compile time.
@@ -13,6 +13,7 @@ from guided.grammar.compiler import GrammarCompiler
 from guided.grammar.frontends.ecma_regex import parse_regex
 from guided.grammar.tokens.compiled import CompiledGrammar
 from guided.grammar.tokens.compiled_cfg import CfgMatcher, CompiledCfg
+from guided.grammar.tokens.completion import Completion, byte_of_class, spell
 from guided.grammar.tokens.matcher import Matcher
 from guided.grammar.vocab import Vocabulary
 
@@ -22,10 +23,13 @@ __all__ = [
     "CfgMatcher",
     "CompiledCfg",
     "CompiledGrammar",
+    "Completion",
     "ExprPool",
     "GrammarCompiler",
     "Matcher",
     "Vocabulary",
+    "byte_of_class",
     "intern_common",
     "parse_regex",
+    "spell",
 ]

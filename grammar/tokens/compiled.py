@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from guided.errors import LimitError
 from guided.grammar.automata.expr_pool import ExprPool
 from guided.grammar.automata.lazy_dfa import LazyDFA
 from guided.grammar.automata.slice_forms import slice_candidate
 from guided.grammar.bounded_cache import BoundedCache
 from guided.grammar.safe_pickle import safe_loads
+from guided.grammar.tokens.completion import Completion, shortest_bytes, spell
 from guided.grammar.tokens.forced import ForcedTokenizer
 from guided.grammar.tokens.matcher import Matcher
 from guided.grammar.tokens.vocab_index import vocab_index
@@ -66,7 +68,8 @@ class AutomatonQueries:
     # keeps neither, the loading process builds them again
     # (and ``_wrappers``: what callers keep on the grammar, such as the JSON checks' wrappers)
     _VOCABULARY_SIDE = ("vocabulary", "encode", "index", "trie", "eos_ids", "_eos_set", "_special", "_tokens",
-                        "_words", "_eos_mask", "_masks", "forced", "_stack_len", "_next", "_wrappers")  # fmt: skip
+                        "_words", "_eos_mask", "_masks", "forced", "_stack_len", "_next", "_wrappers",
+                        "_shortest")  # fmt: skip
 
     def __getstate__(self):
         fields = ("vocabulary", "key", "encode", "max_states", "mask_cache_bytes", "mask_timeout_s")
@@ -161,6 +164,27 @@ class AutomatonQueries:
     def _walk_token(self, state: int, data: bytes) -> int:
         return self.dfa.walk(state, data)
 
+    def shortest_completion(self, state: int) -> Completion | None:
+        """``Matcher.shortest_completion`` for a state (memoised per state; None: the bounded search
+        gave up, or its time bound ``mask_timeout_s`` passed)."""
+        memo = self.__dict__.setdefault("_shortest", {})
+        if state in memo:
+            return memo[state]
+        try:
+            with self.pool.bound.limit(self.mask_timeout_s, "finding a shortest completion"):
+                text = shortest_bytes(self.dfa, state, self._bytes_needed)
+        except LimitError:
+            text = None
+        out = None if text is None else Completion(text, spell(self.vocabulary, text))
+        if len(memo) >= _NEXT_MEMO:
+            memo.clear()
+        memo[state] = out
+        return out
+
+    def _bytes_needed(self, state: int) -> int:
+        """A lower bound of the bytes a completion from ``state`` takes (0: none known)."""
+        return 0
+
 
 class CompiledGrammar(AutomatonQueries):
     """A constraint's automaton over a vocabulary. Create with ``GrammarCompiler``; use via ``matcher()``.
@@ -207,6 +231,9 @@ class CompiledGrammar(AutomatonQueries):
             key = state if c == e else dfa.state_of(c)
         self._mask_key[state] = key
         return key
+
+    def _bytes_needed(self, state: int) -> int:
+        return self.pool.min_len[self.dfa.exprs[state]]  # a lower bound; exact without and/not
 
     def _compute_mask(self, state: int) -> np.ndarray:
         stack = np.zeros(self._stack_len, dtype=np.int32)

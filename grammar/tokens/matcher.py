@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from guided.grammar.tokens.completion import Completion
+
 if TYPE_CHECKING:
     from guided.grammar.tokens.compiled import CompiledGrammar
 
@@ -154,6 +156,13 @@ class Matcher:
     def forced_bytes(self) -> bytes:
         s = self._states[-1]
         return b"" if s == TERMINATED else self.compiled.forced.forced_bytes(s)[0]
+
+    def shortest_completion(self) -> Completion | None:
+        """A shortest way to end the output validly from here: ``text`` (the fewest bytes) and
+        ``tokens`` (them spelled in the fewest tokens; EOS not included). None when the bounded
+        search gives up (see ``guided.grammar.tokens.completion``)."""
+        s = self._states[-1]
+        return Completion(b"", []) if s == TERMINATED else self.compiled.shortest_completion(s)
 
     def __repr__(self) -> str:
         return f"Matcher(state={self.state}, accepted={self.num_accepted}, grammar={self.compiled.key!r})"

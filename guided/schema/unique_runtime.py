@@ -40,6 +40,7 @@ an earlier item, plus the few with more after the quote).
 
 from __future__ import annotations
 
+import heapq
 import json
 import re
 import threading
@@ -47,7 +48,7 @@ from decimal import Decimal
 
 import numpy as np
 
-from guided.grammar import Matcher
+from guided.grammar import Completion, Matcher, byte_of_class, spell
 from guided.schema.unique_plan import UniquePlan
 
 __all__ = ["UniqueChecked", "UniqueMatcher", "JsonTrack", "json_value_key", "prepare"]
@@ -1361,6 +1362,58 @@ class UniqueMatcher:
 
     def forced_bytes(self) -> bytes:
         return self.inner.forced_bytes() if self._tracks[-1].unique_depth() < 0 else b""
+
+    def shortest_completion(self):
+        """A shortest way to end the output that the checks take too (``Matcher.shortest_completion``):
+        the grammar's when no repeated item or name is in it, else a search along the checked
+        matcher, guided by the grammar's shortest from each state (None past its bound, or where
+        items must be unique: their text counts, so states cannot be told apart)."""
+        out = self.inner.shortest_completion()
+        if out is None or self._tracks[-1].unique_depth() < 0 or self._takes(out.tokens):
+            return out
+        return self._checked_completion()
+
+    def _takes(self, tokens: list[int]) -> bool:
+        probe = self.copy()
+        return probe.accept_tokens(tokens) == len(tokens) and probe.is_accepting()
+
+    def _checked_completion(self, max_states: int = 5000):
+        """Best-first over bytes with copies of this matcher; states are (grammar state, ``_part``),
+        ranked by bytes so far plus the grammar's shortest from there (a lower bound: the first
+        accepting one is a shortest), the deepest first among equals."""
+        compiled = self.checked.compiled
+        dfa = compiled.dfa
+
+        def key(m: UniqueMatcher):
+            part = m._part(m._tracks[-1])
+            return None if part < 0 else (m.inner.state, part)
+
+        def needed(m: UniqueMatcher) -> int | None:
+            got = compiled.shortest_completion(m.inner.state)
+            return None if got is None else len(got.text)
+
+        start, h = key(self), needed(self)
+        if start is None or h is None:
+            return None
+        heap, seen, n = [(h, 0, 0, self, b"")], {start}, 0
+        while heap and n < max_states:
+            _, _, _, m, text = heapq.heappop(heap)
+            if m.is_accepting():
+                tokens = spell(compiled.vocabulary, text)
+                return Completion(text, tokens) if self._takes(tokens) else None
+            s = m.inner.state
+            dfa.materialize(s)
+            for c in np.flatnonzero(dfa.trans[s] >= 0).tolist():
+                nxt = m.copy()
+                if not nxt.accept_bytes(bytes((byte_of_class(dfa, c),))):
+                    continue
+                k, h = key(nxt), needed(nxt)
+                if k is None or h is None or k in seen:
+                    continue
+                seen.add(k)
+                n += 1
+                heapq.heappush(heap, (len(text) + 1 + h, -len(text) - 1, n, nxt, text + bytes((byte_of_class(dfa, c),))))  # ties: deepest first
+        return None
 
     def __repr__(self) -> str:
         return f"UniqueMatcher({self.inner!r})"

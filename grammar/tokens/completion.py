@@ -1,0 +1,114 @@
+"""Shortest completions: from a grammar state, a shortest byte string that ends the output validly,
+and a spelling of it in tokens.
+
+``shortest_bytes`` searches the lazily built automaton (``StateTable``: ``LazyDFA`` or
+``CfgAutomaton``) best-first over byte classes, one byte per step, guided by a lower bound of the
+bytes still needed (the regular engine's ``ExprPool.min_len``, exact for expressions without
+intersection or complement; none for context-free grammars): the first accepting state popped is at
+the shortest distance, so the bytes are a shortest completion, exact. ``spell`` writes those bytes
+with the fewest tokens of the vocabulary (an upper bound on the tokens a completion needs, since
+another completion as short or longer in bytes may take fewer tokens); every token spells bytes the
+grammar takes, so a matcher accepts them in order and ends accepting.
+
+The search is bounded (``max_states`` expanded): past it the answer is None (unknown), never a guess.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+__all__ = ["shortest_bytes", "spell", "byte_of_class", "Completion"]
+
+MAX_STATES = 20_000
+
+
+class Completion:
+    """A shortest completion: ``text`` (bytes, shortest) and ``tokens`` (token ids spelling it with
+    as few tokens as the vocabulary allows; EOS not included)."""
+
+    __slots__ = ("text", "tokens")
+
+    def __init__(self, text: bytes, tokens: list[int]):
+        self.text = text
+        self.tokens = tokens
+
+    def __repr__(self) -> str:
+        return f"Completion(text={self.text!r}, tokens={len(self.tokens)})"
+
+
+def shortest_bytes(dfa, state: int, lower_bound=None, max_states: int = MAX_STATES) -> bytes | None:
+    """A shortest byte string leading from ``state`` to an accepting state of ``dfa``, or None when
+    more than ``max_states`` states would have to be expanded. ``lower_bound(s)``: bytes needed from
+    s at least (admissible; states may be reopened, so it need not be consistent)."""
+    h = lower_bound or (lambda s: 0)
+    best = {state: 0}
+    parent: dict[int, tuple[int, int]] = {}
+    heap = [(h(state), 0, state)]
+    expanded = 0
+    while heap:
+        _, g, s = heapq.heappop(heap)
+        if g > best.get(s, g):
+            continue  # a shorter way to s was found after this entry was pushed
+        if dfa.accepting[s]:
+            out = bytearray()
+            while s != state:
+                s, b = parent[s]
+                out.append(b)
+            return bytes(reversed(out))
+        expanded += 1
+        if expanded > max_states:
+            return None
+        dfa.materialize(s)
+        row = dfa.trans[s]
+        for c in np.flatnonzero(row >= 0).tolist():
+            t = int(dfa.trans[s][c])  # trans may have been regrown by materialize above: read it again
+            if g + 1 < best.get(t, g + 2):
+                best[t] = g + 1
+                parent[t] = (s, byte_of_class(dfa, c))
+                heapq.heappush(heap, (g + 1 + h(t), g + 1, t))
+    return None  # no accepting state reachable (live automata always reach one)
+
+
+def byte_of_class(dfa, c: int) -> int:
+    """A byte of class c: printable ASCII where the class has one (readable witnesses)."""
+    members = np.flatnonzero(dfa.class_map == c)
+    printable = members[(members >= 0x20) & (members < 0x7F)]
+    return int(printable[0] if len(printable) else members[0])
+
+
+_BY_BYTES: dict[str, dict[bytes, int]] = {}  # vocabulary fingerprint -> token bytes -> lowest id
+
+
+def spell(vocab, text: bytes) -> list[int]:
+    """The fewest tokens of ``vocab`` (special tokens aside) whose bytes concatenate to ``text``
+    (every single byte has a token in byte-level vocabularies; otherwise [] is no spelling only
+    when ``text`` is empty)."""
+    table = _BY_BYTES.get(vocab.fingerprint)
+    if table is None:
+        table = {}
+        for i, data in enumerate(vocab.tokens):
+            if data and not vocab.special[i]:
+                table.setdefault(data, i)
+        if len(_BY_BYTES) >= 4:
+            _BY_BYTES.clear()
+        _BY_BYTES[vocab.fingerprint] = table
+    longest = max(map(len, table), default=0)
+    n = len(text)
+    cost = [0] + [n + 1] * n  # fewest tokens for text[:i]
+    back = [0] * (n + 1)
+    for i in range(n):
+        if cost[i] > n:
+            continue
+        for k in range(1, min(longest, n - i) + 1):
+            if text[i : i + k] in table and cost[i] + 1 < cost[i + k]:
+                cost[i + k], back[i + k] = cost[i] + 1, k
+    if cost[n] > n:
+        raise ValueError(f"the vocabulary cannot spell {text!r} (a byte has no token)")
+    out, i = [], n
+    while i:
+        k = back[i]
+        out.append(table[text[i - k : i]])
+        i -= k
+    return out[::-1]

@@ -1,0 +1,162 @@
+"""Shortest completions (``Matcher.shortest_completion``): from any state, the fewest bytes that end
+the output validly, and tokens spelling them that the matcher takes. Checked against Python's ``re``
+and Lark's parser by brute force over every shorter string of the grammar's alphabet."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+
+import jsonschema
+import pytest
+from cfg_oracle import OK, automaton, recognizes, sentences
+
+from guided.grammar.compiler import GrammarCompiler
+from guided.grammar.tokens.compiled_cfg import compile_cfg
+from guided.schema.compiler import compile_json_schema
+
+REGEXES = {  # pattern, alphabet, whole matches whose prefixes are the states tried
+    "alternation": ("a(bc|d)*e{3}", "abcde", ["aeee", "abcdbceee", "addeee"]),
+    "overlap": ("(ab|abc)+x?y", "abcxy", ["aby", "abcabxy", "ababcy"]),
+    "counters": ("[01]{2,5}(0|11)*", "01", ["01", "0110011", "11111110"]),
+}
+
+
+@pytest.fixture(scope="module")
+def compiler(vocab_builtin):
+    return GrammarCompiler(vocab_builtin)
+
+
+def _check_tokens(compiler, matcher, completion) -> None:
+    """The tokens spell the text, and the matcher takes them and can end there."""
+    vocab = compiler.vocabulary
+    assert b"".join(vocab.tokens[t] for t in completion.tokens) == completion.text
+    probe = matcher.copy()
+    assert probe.accept_tokens(completion.tokens) == len(completion.tokens)
+    assert probe.is_accepting()
+
+
+def _none_shorter(alphabet: str, n: int, ends) -> bool:
+    return not any(ends("".join(p)) for k in range(n) for p in itertools.product(alphabet, repeat=k))
+
+
+@pytest.mark.parametrize("name", list(REGEXES))
+def test_regex_completions_are_shortest(compiler, name):
+    pattern, alphabet, wholes = REGEXES[name]
+    compiled = compiler.compile_regex(pattern)
+    for whole in wholes:
+        for i in range(len(whole) + 1):
+            prefix = whole[:i]
+            m = compiled.matcher()
+            assert m.accept_text(prefix)
+            got = m.shortest_completion()
+            text = got.text.decode()
+            assert re.fullmatch(pattern, prefix + text), (prefix, text)
+            assert _none_shorter(alphabet, len(text), lambda s, p=prefix: re.fullmatch(pattern, p + s)), (prefix, text)
+            _check_tokens(compiler, m, got)
+
+
+def test_context_free_completions_are_shortest(compiler):
+    lark = pytest.importorskip("lark")
+    grammar = 'start: e\ne: "(" e ")" | "x" e? | "[" e ("," e)* "]"'
+    parser = lark.Lark(grammar)
+
+    def parses(text: str) -> bool:
+        try:
+            parser.parse(text)
+            return True
+        except lark.exceptions.LarkError:
+            return False
+
+    compiled = compiler.compile_lark(grammar)
+    for whole in ["((x))", "[x,(x),[x]]", "x(x)", "[(((x)))]"]:
+        for i in range(len(whole) + 1):
+            m = compiled.matcher()
+            assert m.accept_text(whole[:i])
+            got = m.shortest_completion()
+            text = got.text.decode()
+            assert parses(whole[:i] + text), (whole[:i], text)
+            assert _none_shorter("()x[],", len(text), lambda s, p=whole[:i]: parses(p + s)), (whole[:i], text)
+            _check_tokens(compiler, m, got)
+
+
+@pytest.mark.parametrize("name", OK)
+def test_shared_grammars_complete_from_inside_their_sentences(name, vocab_builtin):
+    """Cut sampled sentences of every shared grammar anywhere: the completion ends a sentence the
+    byte-level recognizer (a separate implementation) accepts, and the matcher takes its tokens."""
+    grammar, reference = automaton(name)
+    compiled = compile_cfg(vocab_builtin, grammar)
+    found = unknown = 0
+    for text in sentences(name, n=3, max_len=60):
+        data = text.encode()
+        for cut in sorted({0, len(data) // 3, len(data) // 2, len(data) - 1, len(data)}):
+            m = compiled.matcher()
+            if not m.accept_bytes(data[:cut]):
+                continue  # (cut inside a character)
+            got = m.shortest_completion()
+            if got is None:  # the bounded search gave up (no lower bound guides it in grammars)
+                unknown += 1
+                continue
+            found += 1
+            assert recognizes(reference, (data[:cut] + got.text).decode("utf-8", "surrogateescape")), (name, data[:cut])
+            probe = m.copy()
+            assert probe.accept_tokens(got.tokens) == len(got.tokens) and probe.is_accepting()
+    assert found >= 2 * unknown, (found, unknown)
+
+
+SCHEMAS = [
+    {"type": "object", "properties": {"name": {"type": "string"}, "n": {"type": "integer"},
+                                      "tags": {"type": "array", "items": {"type": "string"}, "minItems": 2}},
+     "required": ["name", "tags"], "additionalProperties": False},
+    {"type": "object"},  # schema-free values: a context-free grammar
+    {"type": "array", "items": {"type": "string", "pattern": "^[a-z]+$", "not": {"enum": ["ab", "abc"]}}, "minItems": 1},
+]  # fmt: skip
+INSTANCES = [
+    {"name": "ab\"c", "tags": ["x", "y", "z"], "n": 12},
+    {"a": [1, {"b": [[None, "x"]]}], "c": {"d": True}},
+    ["abcd", "ab", "q"],  # "ab" is refused at its closing quote: its prefixes are tried
+]
+
+
+@pytest.mark.parametrize("key_order", ["declared", "any"])
+@pytest.mark.parametrize("i", range(len(SCHEMAS)))
+def test_json_completions_are_valid_instances(compiler, i, key_order):
+    schema, instance = SCHEMAS[i], INSTANCES[i]
+    compiled = compile_json_schema(compiler, schema, key_order=key_order)
+    text = json.dumps(instance)
+    tried = 0
+    for k in range(len(text) + 1):
+        m = compiled.matcher()
+        if not m.accept_text(text[:k]):
+            break
+        got = m.shortest_completion()
+        assert got is not None, text[:k]
+        jsonschema.validate(json.loads(text[:k] + got.text.decode()), schema)
+        _check_tokens(compiler, m, got)
+        tried += 1
+    assert tried > 10
+
+
+def test_checked_grammars_never_offer_a_refused_completion(compiler):
+    """Where the grammar's shortest ending would repeat a member name, the checked matcher says
+    None (not known) rather than offer it; elsewhere it offers the grammar's."""
+    compiled = compile_json_schema(compiler, {"type": "object", "minProperties": 2})
+    for prefix in ['{"":1,', '{"a":1,', "{"]:
+        m = compiled.matcher()
+        assert m.accept_text(prefix)
+        got = m.shortest_completion()
+        if got is not None:
+            _check_tokens(compiler, m, got)
+    m = compiled.matcher()
+    assert m.accept_text("{") and m.shortest_completion() is not None
+
+
+def test_after_the_end_nothing_is_left(compiler):
+    compiled = compiler.compile_regex("ab")
+    m = compiled.matcher()
+    assert m.accept_text("ab")
+    assert m.shortest_completion().text == b""
+    assert m.accept_token(compiler.vocabulary.eos_ids[0])
+    got = m.shortest_completion()
+    assert got.text == b"" and got.tokens == []
