@@ -45,6 +45,7 @@ _FILL = {"trans": UNKNOWN, "computed": 0, "accepting": 0, "internal": 0, "exit_b
 ITEM = 1 << 32
 ORIGIN = ITEM - 1
 LEX = 1 << 24
+_INF = 1 << 40
 
 
 class _Set:
@@ -458,6 +459,107 @@ class CfgAutomaton(StateTable):
             if s < 0:
                 return DEAD
         return int(s)
+
+    # ------------------------------------------------------------------ bytes still needed
+    def bytes_needed(self, cfg: int) -> int:
+        """A lower bound of the bytes that end a sentence from configuration cfg (0 when it is one):
+        over the lexemes in flight, the bytes their lexer state needs (``ExprPool.min_len``) plus the
+        cheapest way the parse can end after that terminal (``_after_scan``). Guides the shortest
+        completion search (``guided.grammar.tokens.completion``)."""
+        accepting, lexemes = self.configs[cfg]
+        if accepting:
+            return 0
+        with self.lock:
+            if not hasattr(self, "_suffix"):
+                self._yields()
+            best = _INF
+            min_len = self.pool.min_len
+            for x in lexemes:
+                origin = x >> 24
+                for t, e in self.lexstates[x & (LEX - 1)]:
+                    # an ignored lexeme (whitespace) leaves the parser at its set: what that set needs
+                    rest = self._from_set(origin) if t in self.ignore else self._after_scan(origin, t)
+                    best = min(best, min_len[e] + rest)
+        return 0 if best >= _INF else best
+
+    def _from_set(self, origin: int) -> int:
+        """The fewest bytes that end the parse from a boundary whose Earley set is ``origin``."""
+        got = self._from.get(origin)
+        if got is None:
+            s = self.sets[origin]
+            got = 0 if s.accepting else min(
+                (self._term_least[t] + self._after_scan(origin, t) for t in s.scans), default=_INF
+            )
+            self._from[origin] = got
+        return got
+
+    def _yields(self) -> None:
+        """Per lr0 item, the fewest bytes its rest (from the dot) derives: terminals by ``min_len``
+        (a lower bound), nonterminals by a fixpoint over their productions."""
+        nxt, min_len = self.next_sym, self.pool.min_len
+        term = [min_len[e] for e in self.term_expr]
+        least = [_INF] * len(self.nt_names)
+        changed = True
+        while changed:
+            changed = False
+            for head, starts in enumerate(self.first_items):
+                for r in starts:
+                    total = 0
+                    while nxt[r] != COMPLETE:
+                        s = nxt[r]
+                        total += least[s] if s >= 0 else term[~s]
+                        r += 1
+                    if total < least[head]:
+                        least[head], changed = total, True
+        suffix = [0] * (len(nxt) + 1)
+        for r in range(len(nxt) - 1, -1, -1):
+            s = nxt[r]
+            suffix[r] = 0 if s == COMPLETE else (least[s] if s >= 0 else term[~s]) + suffix[r + 1]
+        self._suffix = suffix
+        self._term_least = term
+        self._finish: dict[int, dict[int, int]] = {}  # set -> nonterminal -> bytes to end after it completes there
+        self._from: dict[int, int] = {}  # set -> bytes to end from a boundary there (_from_set)
+
+    def _after_scan(self, origin: int, t: int) -> int:
+        """The fewest bytes that end the parse once terminal t is scanned at set ``origin``."""
+        best = _INF
+        for it in self.sets[origin].scans.get(t, ()):
+            r = it >> 32
+            o = origin if not it & ORIGIN else (it & ORIGIN) - 1
+            best = min(best, self._suffix[r + 1] + self._finish_at(o).get(self.lhs[r], _INF))
+        return best
+
+    def _finish_at(self, o: int) -> dict[int, int]:
+        """For each nonterminal some item of set o waits for: the fewest bytes that end the parse
+        once it completes with origin o. Items point at earlier sets only (or at their own), so the
+        earlier sets are solved first, then this one's own cycles by relaxation."""
+        got = self._finish.get(o)
+        if got is not None:
+            return got
+        todo, order = [o], []
+        while todo:  # the earlier sets this one depends on, each once, deepest first
+            x = todo.pop()
+            if x in self._finish or x in order:
+                continue
+            order.append(x)
+            todo.extend({(w & ORIGIN) - 1 for ws in self.sets[x].waiting.values() for w in ws if w & ORIGIN})
+        for x in sorted(order):
+            waiting = self.sets[x].waiting
+            value = {a: _INF for a in waiting}
+            if x == 0:
+                value[0] = 0  # <start> complete at the first set: the text is a sentence
+            changed = True
+            while changed:
+                changed = False
+                for a, ws in waiting.items():
+                    for w in ws:
+                        r = w >> 32
+                        b = self.lhs[r]
+                        after = value.get(b, _INF) if not w & ORIGIN else self._finish[(w & ORIGIN) - 1].get(b, _INF)
+                        if self._suffix[r + 1] + after < value[a]:
+                            value[a], changed = self._suffix[r + 1] + after, True
+            self._finish[x] = value
+        return self._finish[o]
 
     def allowed_bytes(self, s: int) -> np.ndarray:
         """bool [256]: the bytes that may follow configuration s."""

@@ -79,6 +79,9 @@ class CompiledCfg(AutomatonQueries):
         with self.pool.bound.limit(self.mask_timeout_s, "accepting a token"):
             return self.dfa.walk(state, data)
 
+    def _bytes_needed(self, state: int) -> int:
+        return self.dfa.bytes_needed(state)
+
     def cached_mask(self, state: int) -> np.ndarray | None:
         """The configuration's mask when it is computed already, else None; never computes."""
         return self._masks.get(state)

@@ -2,9 +2,10 @@
 and a spelling of it in tokens.
 
 ``shortest_bytes`` searches the lazily built automaton (``StateTable``: ``LazyDFA`` or
-``CfgAutomaton``) best-first over byte classes, one byte per step, guided by a lower bound of the
-bytes still needed (the regular engine's ``ExprPool.min_len``, exact for expressions without
-intersection or complement; none for context-free grammars): the first accepting state popped is at
+``CfgAutomaton``) best-first over byte classes, one byte per step (A*), guided by a lower bound of
+the bytes still needed: on the regular engine ``ExprPool.min_len`` (exact for expressions without
+intersection or complement), on the context-free one ``CfgAutomaton.bytes_needed`` (the lexemes in
+flight, then the fewest bytes the rest of the parse derives). The first accepting state popped is at
 the shortest distance, so the bytes are a shortest completion, exact. ``spell`` writes those bytes
 with the fewest tokens of the vocabulary (an upper bound on the tokens a completion needs, since
 another completion as short or longer in bytes may take fewer tokens); every token spells bytes the
