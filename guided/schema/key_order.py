@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 
 from guided.schema.facts import disjoint
-from guided.schema.keywords import ANNOTATIONS
+from guided.schema.keywords import takes_all
 from guided.schema.object_bags import MAX_BAG_STATES, MAX_TRACKED_REQUIRED
 from guided.schema.resolver import SchemaResolver
 
@@ -141,7 +141,7 @@ class KeyOrder:
             self._open = not any("propertyNames" in s for s, _ in self.schemas) and all(
                 s.get(kw, True) in (True, {}) for s, _ in self.schemas
                 for kw in ("additionalProperties", "unevaluatedProperties")
-            ) and all(_trivial(p) for p in self._pattern_schemas())  # fmt: skip
+            ) and all(takes_all(p) for p in self._pattern_schemas())  # fmt: skip
         return self._open and not strict
 
     def admits_undeclared(self, strict: bool) -> bool:
@@ -309,11 +309,6 @@ def _costly_exclusivity(schema: dict, resolver: SchemaResolver, base: str) -> bo
 def bag_fits(tracked: int, cap: int) -> bool:
     """Whether a bag tracks ``tracked`` required names and counts to ``cap`` without forgetting."""
     return tracked <= MAX_TRACKED_REQUIRED and (1 << tracked) * (cap + 1) <= MAX_BAG_STATES
-
-
-def _trivial(schema) -> bool:
-    """True, {} or annotations only: any value fits."""
-    return schema is True or (isinstance(schema, dict) and set(schema) <= ANNOTATIONS)
 
 
 def _dependency_names(schema: dict):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from guided.schema.facts import TYPES
 
-__all__ = ["UNSUPPORTED_KEYWORDS", "UNSUPPORTED_FORMATS", "SIMPLE_SIBLINGS", "ALL_TYPES", "TYPE_KEYWORDS",
+__all__ = ["takes_all", "UNSUPPORTED_KEYWORDS", "UNSUPPORTED_FORMATS", "SIMPLE_SIBLINGS", "ALL_TYPES", "TYPE_KEYWORDS",
            "ANNOTATIONS", "OBJECT_ONLY", "OLD_DRAFTS", "MAX_ENUM"]  # fmt: skip
 
 # keywords guided refuses (dynamic scopes have no static grammar)
@@ -30,6 +30,12 @@ TYPE_KEYWORDS = frozenset(
 )  # fmt: skip
 # keywords that never change the language
 ANNOTATIONS = frozenset({"title", "description", "$comment", "default", "examples"})
+
+
+def takes_all(schema) -> bool:
+    """True, {} or annotations only: every value is an instance."""
+    return schema is True or isinstance(schema, dict) and set(schema) <= ANNOTATIONS
+
 # keywords that only concern objects
 OBJECT_ONLY = frozenset(
     {"properties", "required", "additionalProperties", "patternProperties", "propertyNames", "minProperties",

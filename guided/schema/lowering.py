@@ -73,6 +73,7 @@ from guided.schema.keywords import (
     TYPE_KEYWORDS,
     UNSUPPORTED_FORMATS,
     UNSUPPORTED_KEYWORDS,
+    takes_all,
 )
 from guided.schema.merge import merge, merge_cases, split_if
 from guided.schema.numbers import PLAIN_NUMBER, integer_node, number_node, plain_number, saturated_number
@@ -99,6 +100,8 @@ class SchemaLowering:
     def __init__(self, root, options: SchemaOptions, registry: dict | None = None):
         self.root = root
         self.options = options
+        self.registry = registry
+        self._mentions_unevaluated: bool | None = None  # _unevaluated(), on first need
         self.resolver = SchemaResolver(root if isinstance(root, dict) else {}, registry)
         ws = (
             EPSILON
@@ -214,6 +217,12 @@ class SchemaLowering:
         return node
 
     def _lower(self, schema: dict, path: str, base: str, place: KeyOrder) -> Node:
+        if "if" in schema and all(takes_all(schema.get(k, True)) for k in ("then", "else")) and not self._unevaluated():
+            # an "if" whose then and else take every value asks nothing: dropped, so that neither
+            # its cases nor its complement meet a recursive value beside it (pulumi's schema). Not
+            # where unevaluated* may read the names or items it evaluates.
+            schema = {k: v for k, v in schema.items() if k not in ("if", "then", "else")}
+            self._keep.append(schema)  # memo keys use id()
         inlined: list[int] = []
         merged = self._merged(schema, base, inlined)
         if merged is not None:
@@ -250,6 +259,13 @@ class SchemaLowering:
             if node is not None:
                 return node
         return self.conjoin(parts, path, "allOf or $ref with sibling keywords")
+
+    def _unevaluated(self) -> bool:
+        """Whether ``unevaluatedProperties``/``unevaluatedItems`` occur in the schema or its registry."""
+        if self._mentions_unevaluated is None:
+            text = json.dumps([self.root, self.registry], default=str)
+            self._mentions_unevaluated = '"unevaluatedProperties"' in text or '"unevaluatedItems"' in text
+        return self._mentions_unevaluated
 
     def _uncounted_need_complement(self, schema: dict, base: str) -> bool:
         """Whether the items ``contains`` does not count are a complement (no schema says them)."""

@@ -107,6 +107,29 @@ def test_recursion_without_a_base_case_accepts_nothing():
         )
 
 
+def test_an_if_whose_then_and_else_take_everything_asks_nothing(compiler, tokenizer_llama3):
+    """``if`` with an empty ``then`` and no ``else`` holds for every value. pulumi's schema has one that
+    tests a member holding a recursive ``$ref``: split into cases, or complemented, it put the recursion
+    under an intersection (an error). It is dropped, and the recursion stays exact."""
+    node = {"type": "object", "required": ["type"],
+            "properties": {"type": {"oneOf": [{"type": "string", "maxLength": 5}, {"$ref": "#/$defs/node"}]}},
+            "if": {"properties": {"type": {"const": "array"}}}, "then": {}}  # fmt: skip
+    schema = {"$defs": {"node": node}, "$ref": "#/$defs/node"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no relaxation
+        _check(compiler, tokenizer_llama3, schema, [
+            '{"type": "array"}', '{"type": {"type": {"type": "int"}}}', '{"type": {"type": "toolong"}}',
+            '{"type": {}}', '{"type": "a", "x": 1}',
+        ])  # fmt: skip
+    # where unevaluatedProperties reads what the if evaluates, the if is kept (refused or exact)
+    reads = {"if": {"properties": {"a": True}}, "then": {}, "unevaluatedProperties": False}
+    try:
+        compile_json_schema(compiler, reads)
+    except SchemaError:
+        return
+    _check(compiler, tokenizer_llama3, reads, ['{"a": 1}', '{"b": 1}', "{}"])
+
+
 def test_recursive_reference_under_not_is_an_error_or_relaxed():
     # the refused values have no schema of their own here (draft-07 `dependencies`): a complement of
     # a recursive language, which a context-free grammar cannot express
