@@ -536,12 +536,12 @@ class CfgAutomaton(StateTable):
         got = self._finish.get(o)
         if got is not None:
             return got
-        todo, order = [o], []
-        while todo:  # the earlier sets this one depends on, each once, deepest first
+        todo, order = [o], set()
+        while todo:  # the earlier sets this one depends on, each once
             x = todo.pop()
             if x in self._finish or x in order:
                 continue
-            order.append(x)
+            order.add(x)
             todo.extend({(w & ORIGIN) - 1 for ws in self.sets[x].waiting.values() for w in ws if w & ORIGIN})
         for x in sorted(order):
             waiting = self.sets[x].waiting

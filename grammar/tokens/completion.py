@@ -20,6 +20,8 @@ import heapq
 
 import numpy as np
 
+from guided.grammar.tokens.vocab_index import vocab_index
+
 __all__ = ["shortest_bytes", "spell", "byte_of_class", "Completion"]
 
 MAX_STATES = 20_000
@@ -48,6 +50,7 @@ def shortest_bytes(dfa, state: int, lower_bound=None, max_states: int = MAX_STAT
     parent: dict[int, tuple[int, int]] = {}
     heap = [(h(state), 0, state)]
     expanded = 0
+    byte_of: dict[int, int] = {}  # class -> the byte the witness spells it with
     while heap:
         _, g, s = heapq.heappop(heap)
         if g > best.get(s, g):
@@ -62,12 +65,14 @@ def shortest_bytes(dfa, state: int, lower_bound=None, max_states: int = MAX_STAT
         if expanded > max_states:
             return None
         dfa.materialize(s)
-        row = dfa.trans[s]
+        row = dfa.trans[s]  # (after materialize, which may regrow trans)
         for c in np.flatnonzero(row >= 0).tolist():
-            t = int(dfa.trans[s][c])  # trans may have been regrown by materialize above: read it again
+            t = int(row[c])
             if g + 1 < best.get(t, g + 2):
                 best[t] = g + 1
-                parent[t] = (s, byte_of_class(dfa, c))
+                if c not in byte_of:
+                    byte_of[c] = byte_of_class(dfa, c)
+                parent[t] = (s, byte_of[c])
                 heapq.heappush(heap, (g + 1 + h(t), g + 1, t))
     return None  # no accepting state reachable (live automata always reach one)
 
@@ -79,23 +84,11 @@ def byte_of_class(dfa, c: int) -> int:
     return int(printable[0] if len(printable) else members[0])
 
 
-_BY_BYTES: dict[str, dict[bytes, int]] = {}  # vocabulary fingerprint -> token bytes -> lowest id
-
-
 def spell(vocab, text: bytes) -> list[int]:
-    """The fewest tokens of ``vocab`` (special tokens aside) whose bytes concatenate to ``text``
-    (every single byte has a token in byte-level vocabularies; otherwise [] is no spelling only
-    when ``text`` is empty)."""
-    table = _BY_BYTES.get(vocab.fingerprint)
-    if table is None:
-        table = {}
-        for i, data in enumerate(vocab.tokens):
-            if data and not vocab.special[i]:
-                table.setdefault(data, i)
-        if len(_BY_BYTES) >= 4:
-            _BY_BYTES.clear()
-        _BY_BYTES[vocab.fingerprint] = table
-    longest = max(map(len, table), default=0)
+    """The fewest tokens of ``vocab`` (special tokens aside) whose bytes concatenate to ``text``;
+    ValueError when none do (a byte without a token: byte-level vocabularies have them all)."""
+    index = vocab_index(vocab)
+    table, longest = index.token_of(), index.trie.max_token_len
     n = len(text)
     cost = [0] + [n + 1] * n  # fewest tokens for text[:i]
     back = [0] * (n + 1)

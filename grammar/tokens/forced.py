@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 
 from guided.grammar.bounded_cache import BoundedCache
+from guided.grammar.tokens.vocab_index import vocab_index
 
 __all__ = ["ForcedTokenizer"]
 
@@ -28,7 +29,6 @@ class ForcedTokenizer:
         self.dfa, self.vocabulary, self.trie = compiled.dfa, compiled.vocabulary, compiled.trie
         self.encode = encode
         self._cache: BoundedCache[tuple, tuple[int, ...]] = BoundedCache(MAX_CACHED)  # (state, previous token)
-        self._greedy: dict[bytes, int] | None = None
 
     def forced_tokens(self, state: int, prev_token: int | None) -> list[int]:
         key = (state, prev_token)
@@ -92,18 +92,12 @@ class ForcedTokenizer:
         return tokens
 
     def _greedy_tokenize(self, text: bytes) -> list[int] | None:
-        if self._greedy is None:
-            vocab = self.vocabulary
-            table: dict[bytes, int] = {}
-            for i, t in enumerate(vocab.tokens):
-                if t and not vocab.special[i]:
-                    table.setdefault(t, i)
-            self._greedy = table
+        table = vocab_index(self.vocabulary).token_of()
         longest = self.trie.max_token_len
         out, i = [], 0
         while i < len(text):
             for j in range(min(len(text), i + longest), i, -1):
-                t = self._greedy.get(text[i:j])
+                t = table.get(text[i:j])
                 if t is not None:
                     out.append(t)
                     i = j

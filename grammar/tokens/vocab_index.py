@@ -27,10 +27,23 @@ class VocabIndex:
     """The trie of a vocabulary's tokens, its slices and the context-free walk's tables."""
 
     def __init__(self, vocab):
+        self.vocab = vocab
         self.trie = TokenTrie(vocab)
         self._slices: BoundedCache[tuple, Slice] = BoundedCache(MAX_SLICES)
         self._cfg_tables: tuple | None = None
+        self._by_bytes: dict[bytes, int] | None = None
         self._lock = threading.Lock()
+
+    def token_of(self) -> dict[bytes, int]:
+        """Token bytes -> the lowest id spelling them (special tokens aside), built once."""
+        with self._lock:
+            if self._by_bytes is None:
+                table: dict[bytes, int] = {}
+                for i, data in enumerate(self.vocab.tokens):
+                    if data and not self.vocab.special[i]:
+                        table.setdefault(data, i)
+                self._by_bytes = table
+            return self._by_bytes
 
     def warm_up(self) -> None:
         """Compile the walk and build the slices JSON strings use (once per vocabulary): neither then

@@ -222,14 +222,9 @@ def compile_json_schema(compiler, schema: Any, *, registry: dict | None = None, 
     )
     if plan is None and keys is None:
         return compiled
-    # one wrapper per grammar, its memos serving every request after the first; kept on the grammar,
-    # so it lives as long as the compiler caches the grammar (a cache of its own kept up to 256
-    # grammars alive past that cache: a million more objects for the collector to walk)
-    wrappers = compiled.__dict__.setdefault("_wrappers", {})
-    checked = wrappers.get(key)
-    if checked is None:
-        checked = wrappers.setdefault(key, UniqueChecked(compiled, plan, keys, opts.strict, opts.key_order))
-    return checked
+    # one wrapper per grammar, kept on it (a cache of its own kept up to 256 grammars alive past the
+    # compiler's: a million more objects for the collector to walk)
+    return UniqueChecked.shared(compiled, key, lambda: UniqueChecked(compiled, plan, keys, opts.strict, opts.key_order))
 
 
 def _names(schema, registry: dict | None, opts: SchemaOptions) -> tuple[bool, KeyOrder | None]:

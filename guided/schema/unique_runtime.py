@@ -650,6 +650,16 @@ class UniqueChecked:
         self.advance_memo: dict[tuple, JsonTrack | bool] = {}  # (state, bytes, track number) -> track after or False
         self.strict = strict
 
+    @staticmethod
+    def shared(compiled, key, make):
+        """The checked grammar kept on ``compiled`` for ``key`` (``make()`` once: a UniqueChecked, or
+        None when nothing needs checking, then ``compiled`` itself), so that its memos serve every
+        request for the grammar, and it lives exactly as long as the compiler caches the grammar."""
+        wrappers = compiled.__dict__.setdefault("_wrappers", {})
+        if key not in wrappers:
+            wrappers.setdefault(key, make())
+        return wrappers[key] or compiled
+
     def matcher(self) -> UniqueMatcher:
         return UniqueMatcher(self.compiled.matcher(), self)
 

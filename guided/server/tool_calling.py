@@ -117,11 +117,18 @@ class ToolCalls(Constraint):
         arguments hold an object that may take a name twice (one open to undeclared names), the
         matcher refuses the repeat (``UniqueChecked`` over each call's JSON object), so every
         ``arguments`` string parses to the value it spells."""
-        compiled = compiler.compile_ast(self.node(limits), key=self.key)
+        # a cached grammar skips the lowering of every tool's schema; the check is made once per grammar
+        compiled = compiler.compile_lowered(("ast", self.key), lambda: self.node(limits))
+        return UniqueChecked.shared(compiled, self.key, lambda: self._checked(compiled))
+
+    def _checked(self, compiled) -> UniqueChecked | None:
+        """The grammar with the name check over each call's JSON object, or None when no tool's
+        arguments hold an object that may take a name twice. Under one strictness for every tool:
+        a check more where some are strict, never a refusal more."""
         keys = self.call_places()
         if keys is None:
-            return compiled
-        strict = all(strict for _, _, strict in self.tools)  # a check more where some are strict: never a refusal more
+            return None
+        strict = all(strict for _, _, strict in self.tools)
         return UniqueChecked(compiled, None, keys, strict, "declared", FORMATS[self.format].opener.encode())
 
     def call_places(self):

@@ -161,3 +161,12 @@ def test_random_calls_never_dead_end_nor_repeat_a_name(compiler, vocab_builtin, 
             assert m.accept_token(t)
             out += vocab_builtin.tokens[t]
     assert finished
+
+
+def test_requests_for_the_same_tools_share_one_checked_grammar(compiler, monkeypatch):
+    """A second compile of the same tools is the cached grammar and its check: no schema is lowered
+    again, and the check's memos serve every request."""
+    tools = ToolCalls.from_functions(OPEN_TOOLS)
+    first = tools.compile(compiler)
+    monkeypatch.setattr(ToolCalls, "node", lambda self, limits=None: pytest.fail("lowered again"))
+    assert tools.compile(compiler) is first and isinstance(first, UniqueChecked)
