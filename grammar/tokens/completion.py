@@ -16,6 +16,7 @@ The search is bounded (``max_states`` expanded): past it the answer is None (unk
 
 from __future__ import annotations
 
+import bisect
 import heapq
 
 import numpy as np
@@ -88,16 +89,20 @@ def spell(vocab, text: bytes) -> list[int]:
     """The fewest tokens of ``vocab`` (special tokens aside) whose bytes concatenate to ``text``;
     ValueError when none do (a byte without a token: byte-level vocabularies have them all)."""
     index = vocab_index(vocab)
-    table, longest = index.token_of(), index.trie.max_token_len
+    table, ordered = index.token_of(), index.trie.sorted_tokens
     n = len(text)
     cost = [0] + [n + 1] * n  # fewest tokens for text[:i]
     back = [0] * (n + 1)
     for i in range(n):
         if cost[i] > n:
             continue
-        for k in range(1, min(longest, n - i) + 1):
-            if text[i : i + k] in table and cost[i] + 1 < cost[i + k]:
+        for k in range(1, n - i + 1):
+            piece = text[i : i + k]
+            if piece in table and cost[i] + 1 < cost[i + k]:
                 cost[i + k], back[i + k] = cost[i] + 1, k
+            j = bisect.bisect_right(ordered, piece)  # a longer token starting with piece comes next
+            if j == len(ordered) or not ordered[j].startswith(piece):
+                break
     if cost[n] > n:
         raise ValueError(f"the vocabulary cannot spell {text!r} (a byte has no token)")
     out, i = [], n

@@ -1379,7 +1379,7 @@ class UniqueMatcher:
         matcher, guided by the grammar's shortest from each state (None past its bound, or where
         items must be unique: their text counts, so states cannot be told apart)."""
         out = self.inner.shortest_completion()
-        if out is None or self._tracks[-1].unique_depth() < 0 or self._takes(out.tokens):
+        if out is None or self._takes(out.tokens):  # (checked even outside a container: it may open one)
             return out
         return self._checked_completion()
 

@@ -157,3 +157,13 @@ def test_after_the_end_nothing_is_left(compiler):
     assert m.accept_token(compiler.vocabulary.eos_ids[0])
     got = m.shortest_completion()
     assert got.text == b"" and got.tokens == []
+
+
+def test_checked_completions_are_verified_before_any_container_opens(compiler):
+    """At the start of an array of unique items, the grammar's shortest ([0,0,0]) repeats an item:
+    the checked matcher does not offer it (it finds one the checks take, or says None)."""
+    compiled = compile_json_schema(compiler, {"type": "array", "items": {}, "uniqueItems": True, "minItems": 3})
+    m = compiled.matcher()
+    got = m.shortest_completion()
+    if got is not None:
+        _check_tokens(compiler, m, got)
