@@ -17,6 +17,7 @@ import torch
 from guided.errors import ConfigError, GuidedError, ModelLoadError
 
 from .block_manager import BlockManager
+from .budget import BudgetSteering
 from .config import Config
 from .grammar_masks import GrammarMasks
 from .model_runner import BitmaskProvider, ModelRunner
@@ -72,6 +73,7 @@ class LLMEngine:
         self.grammar_masks = GrammarMasks(
             self.vocab_size, config.max_num_seqs, self.runner.device, config.mask_threads, config.mask_wait_s
         )
+        self.budget = BudgetSteering(self.eos_token_ids, config.fast_forward)
         self.pending_grammars: dict[str, Request] = {}  # requests whose constraint is still compiling
         self._finished_early: list[Request] = []  # finished before any step (forced text only)
         self.num_output_tokens = 0
@@ -142,8 +144,13 @@ class LLMEngine:
         """
         request.grammar = None
         try:
+            steer, refusal = self._budget_plan(compiled, request.params, len(request.prompt_token_ids))
+            if refusal is not None:
+                self._end_with_error(request, refusal)
+                return False
             for seq in request.seqs:
                 seq.constraint = compiled.matcher()
+                seq.budget = steer
                 if self.config.fast_forward:
                     self._fast_forward(seq)
                 if not seq.is_finished:
@@ -155,6 +162,39 @@ class LLMEngine:
         if request.finished:  # e.g. max_tokens reached by forced text alone
             self._finished_early.append(request)
         return True
+
+    def budget_refusal(self, compiled, params: SamplingParams, num_prompt_tokens: int) -> str | None:
+        """Why ``params`` leave too few tokens for any complete output under ``compiled`` (with
+        ``budget_aware``), or None: the check ``add_request`` makes, for callers that answer before."""
+        return self._budget_plan(compiled, params, num_prompt_tokens)[1]
+
+    def _budget_plan(self, compiled, params: SamplingParams, num_prompt_tokens: int) -> tuple[bool, str | None]:
+        """(steer the request's sequences, why its budget is refused or None)."""
+        if not params.budget_aware or not hasattr(compiled, "matcher"):
+            return False, None
+        matcher = compiled.matcher()
+        if not hasattr(matcher, "shortest_completion"):
+            return False, None
+        need, text = self.budget.start_need(matcher)
+        if need is None:  # the bounded search gave up: generated as without steering
+            logger.info("no shortest completion found for the constraint; its output is not steered")
+            return False, None
+        room = min(params.max_tokens, self.max_seq_len - num_prompt_tokens)
+        if need <= room:
+            return True, None
+        shown = text.decode("utf-8", errors="replace")
+        if len(shown) > 120:
+            shown = shown[:117] + "..."
+        limit = (f"max_tokens={params.max_tokens}" if room == params.max_tokens
+                 else f"the {room} tokens the model length leaves after the prompt")  # fmt: skip
+        return False, (
+            f"{limit} is too small for this constraint: its shortest complete output takes {need} tokens "
+            f"with EOS ({shown!r}); raise max_tokens, or set budget_aware to false to allow a cut output"
+        )
+
+    def _room(self, seq: Sequence) -> int:
+        """The tokens ``seq`` may still generate."""
+        return min(seq.params.max_tokens - seq.num_output_tokens, self.max_seq_len - seq.num_tokens)
 
     def _end_with_error(self, request: Request, message: str) -> None:
         request.error = message
@@ -240,6 +280,11 @@ class LLMEngine:
             "mask_rows_computed": self.grammar_masks.rows_computed,
             "mask_rows_held": self.grammar_masks.rows_held,
             "mask_collect_s": self.grammar_masks.collect_s,
+            # budget steering: sampled tokens checked, refused (resampled), rows ended by their completion
+            "budget_tokens_checked": self.budget.tokens_checked,
+            "budget_tokens_refused": self.budget.tokens_refused,
+            "budget_rows_ended": self.budget.rows_ended,
+            "budget_steer_s": self.budget.steer_s,
             # decode batch sizes with a captured CUDA graph (0: eager, on CPU or after a failed capture)
             "num_cuda_graphs": len(self.runner.graphs.graphs) if self.runner.graphs is not None else 0,
         }
@@ -274,8 +319,12 @@ class LLMEngine:
             self._computed(batch)
         self._fail_all(sampled.failed, touched)
         now = time.perf_counter()
-        for seq, token_id, logprobs in zip(sampled.seqs, sampled.token_ids, sampled.logprobs, strict=True):
-            self._advance(seq, token_id, logprobs)
+        drawn = [(s, t, lp, None) for s, t, lp in zip(sampled.seqs, sampled.token_ids, sampled.logprobs, strict=True)]
+        for seq, token_id, logprobs, ending in drawn + [(s, None, None, e) for s, e in sampled.endings]:
+            if ending is not None:
+                self._end_by_budget(seq, ending)
+            else:
+                self._advance(seq, token_id, logprobs)
             request = self.requests[seq.request_id]
             request.first_token_time = request.first_token_time or now
             if self.stream or seq.is_finished:
@@ -305,7 +354,12 @@ class LLMEngine:
             keep = [i for i in range(len(seqs)) if i not in held]
             seqs, rows = [seqs[i] for i in keep], [rows[i] for i in keep]
             logits = logits[torch.tensor(keep, dtype=torch.long, device=logits.device)]
-        return self.runner.sample(seqs, logits, bitmask, rows) if seqs else SampledTokens()
+        if not seqs:
+            return SampledTokens()
+        sampled = self.runner.sample(seqs, logits, bitmask, rows)
+        if bitmask is not None and any(s.budget for s in seqs):
+            self.budget.steer(sampled, seqs, logits, bitmask, rows, self.runner.sample, self._room)
+        return sampled
 
     def _computed(self, batch: ScheduledBatch) -> None:
         for seq, n in zip(batch.seqs, batch.num_tokens, strict=True):
@@ -322,6 +376,18 @@ class LLMEngine:
             logger.exception("request %s: processing its sampled token failed", seq.request_id)
             if not seq.is_finished:
                 self._fail(seq, f"processing the sampled token failed: {type(e).__name__}: {e}")
+
+    def _end_by_budget(self, seq: Sequence, ending: list[int]) -> None:
+        """End ``seq`` with its shortest completion and EOS (forced tokens: no draw fitted the budget)."""
+        try:
+            for token_id in ending:
+                self._append(seq, token_id, None, forced=True)
+                if seq.is_finished:
+                    break
+        except Exception as e:
+            logger.exception("request %s: appending its budget ending failed", seq.request_id)
+            if not seq.is_finished:
+                self._fail(seq, f"ending the output within its budget failed: {type(e).__name__}: {e}")
 
     def _fail_all(self, failed: list[tuple[Sequence, str]], touched: dict[str, Request]) -> None:
         for seq, message in failed:

@@ -22,7 +22,8 @@ class CompletionOutput:
     logprobs: list[dict[int, float]] | None = None  # per token: {sampled id: logprob, top ids...}
     delta_text: str = ""
     delta_token_ids: list[int] = field(default_factory=list)
-    forced: list[bool] = field(default_factory=list)  # per output token: forced by the grammar
+    forced: list[bool] = field(default_factory=list)  # per output token: forced (grammar or budget), not sampled
+    budget_forced: bool = False  # the token budget steered the end (a draw refused, or the end appended)
     parsed: object = None  # the output parsed under its constraint (set by guided's API)
 
     @property
@@ -142,4 +143,5 @@ class Request:
             delta_text=delta_text,
             delta_token_ids=delta_ids,
             forced=list(seq.forced),
+            budget_forced=seq.budget_forced,
         )

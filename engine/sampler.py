@@ -39,12 +39,14 @@ class SamplingBatch:
 @dataclass(slots=True)
 class SampledTokens:
     """What one step sampled, on the host: per sequence its token and logprobs, and the sequences
-    whose sampling failed (with why), which the engine ends alone."""
+    whose sampling failed (with why), which the engine ends alone; ``endings``: sequences the token
+    budget ends instead (their shortest completion and EOS, appended as forced tokens)."""
 
     seqs: list[Sequence] = field(default_factory=list)
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[dict[int, float] | None] = field(default_factory=list)  # sampled id first, then top ids
     failed: list[tuple[Sequence, str]] = field(default_factory=list)
+    endings: list[tuple[Sequence, list[int]]] = field(default_factory=list)
 
     def add(self, seqs: list[Sequence], out: SampleOutput) -> None:
         """Append the rows of ``out`` (one per sequence); the step's one device-to-host copy."""
@@ -57,6 +59,7 @@ class SampledTokens:
         self.token_ids += other.token_ids
         self.logprobs += other.logprobs
         self.failed += other.failed
+        self.endings += other.endings
 
 
 def logprob_rows(sampled: SampleOutput) -> list[dict[int, float]]:

@@ -55,6 +55,11 @@ class SamplingParams:
     logit_bias : dict of int to float, optional
         Added to the token's logit before sampling (OpenAI's ``logit_bias``): -100 all but bans a
         token, 100 all but forces it; values in [-100, 100]. A constraint's mask still applies after.
+    budget_aware : bool
+        Under a constraint, end the output complete and valid within ``max_tokens``: a budget too
+        small for the shortest complete output is refused up front, and near the end only tokens
+        after which a completion still fits are sampled (``CompletionOutput.budget_forced`` says
+        when that steered the end). False: the output may be cut by ``max_tokens``.
     """
 
     temperature: float = 1.0
@@ -75,6 +80,7 @@ class SamplingParams:
     include_stop_str_in_output: bool = False
     skip_special_tokens: bool = True
     logit_bias: dict[int, float] | None = None
+    budget_aware: bool = True
 
     def __post_init__(self) -> None:
         self._check_sampling()

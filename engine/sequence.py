@@ -24,6 +24,7 @@ class Sequence:
         "seq_id", "request_id", "index", "params", "status", "token_ids", "num_prompt_tokens",
         "num_computed_tokens", "num_cached_tokens", "block_table", "block_hashes", "num_hashed_blocks",
         "finish_reason", "stop_reason", "logprobs", "seed", "constraint", "num_preemptions", "forced",
+        "budget", "budget_forced",
     )  # fmt: skip
     _ids = count()
 
@@ -47,6 +48,8 @@ class Sequence:
         self.constraint = None  # per-sequence grammar matcher (guided decoding fills this)
         self.forced: list[bool] = []  # per output token: appended because the grammar forced it
         self.num_preemptions = 0
+        self.budget = False  # steered to end complete within its budget (see engine.budget)
+        self.budget_forced = False  # the budget refused a draw or ended the output
 
     def __len__(self) -> int:
         return len(self.token_ids)

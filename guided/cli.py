@@ -120,6 +120,8 @@ def _add_generate(sub) -> None:
     p.add_argument("--max-tokens", type=int, default=256, help="most tokens to generate (default: 256)")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default: 0)")
     p.add_argument("--seed", type=int, help="sampling seed")
+    p.add_argument("--no-budget-aware", dest="budget_aware", action="store_false",
+                   help="let max_tokens cut a constrained output (default: it ends complete within it)")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -224,7 +226,8 @@ def _generate(args) -> int:
     elif args.choice:
         constraint = Choice(args.choice)
     llm = _llm(args)
-    params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed)
+    params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed,
+                            budget_aware=args.budget_aware)  # fmt: skip
     prompt = llm.render_chat([{"role": "user", "content": args.prompt}]) if args.chat else args.prompt
     if constraint is not None:
         llm.compile_service.compile(constraint)  # a bad schema or grammar is reported here, with where
@@ -232,7 +235,8 @@ def _generate(args) -> int:
     if out.finish_reason == "error":
         raise GuidedError(out.error or "generation failed")
     print(out.text)
-    print(f"[{len(out.token_ids)} tokens, finish_reason={out.finish_reason}]", file=sys.stderr)
+    steered = ", budget steered the end" if out.outputs[0].budget_forced else ""
+    print(f"[{len(out.token_ids)} tokens, finish_reason={out.finish_reason}{steered}]", file=sys.stderr)
     return 0
 
 

@@ -109,7 +109,10 @@ class LLM:
         list of RequestOutput
             ``.text``, ``.token_ids``, ``.finish_reason`` and ``.parsed``: for a JSON constraint the
             validated pydantic instance (or the parsed JSON) when the output is complete, else None.
-            A constraint that fails to compile gives ``finish_reason == "error"`` and ``.error``.
+            A constraint that fails to compile gives ``finish_reason == "error"`` and ``.error``; so
+            does a ``max_tokens`` too small for the constraint's shortest complete output (the message
+            names it). Otherwise a constrained output ends complete within ``max_tokens``
+            (``SamplingParams.budget_aware``; ``outputs[i].budget_forced`` when that steered its end).
         """
         single = isinstance(prompts, str) or (isinstance(prompts, list) and prompts and isinstance(prompts[0], int))
         prompts = [prompts] if single else list(prompts)

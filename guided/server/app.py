@@ -39,6 +39,7 @@ from guided.server.responses import (
     ChatChoiceState,
     chat_logprobs,
     check_failed,
+    choice_extensions,
     completion_logprobs,
     finish_reason,
     usage,
@@ -157,6 +158,7 @@ def create_app(llm=None, *, model_name: str | None = None, api_key: str | None =
         slot = served.admit()
         try:
             grammar = await served.compile(constraint, param)
+            served.check_budget(grammar, params, len(prompt))
         except BaseException:
             slot.release()
             raise
@@ -185,6 +187,7 @@ def create_app(llm=None, *, model_name: str | None = None, api_key: str | None =
         slots = served.admit(len(prompts)).split()
         try:
             grammar = await served.compile(constraint, param)
+            served.check_budget(grammar, params, max(len(p) for p in prompts))
         except BaseException:
             for slot in slots:
                 slot.release()
@@ -333,7 +336,8 @@ def _chat_response(
         message, calls = state.message(c)
         lp = chat_logprobs(served, c.token_ids, c.logprobs, body.top_logprobs or 0) if body.logprobs else None
         choices.append(
-            {"index": c.index, "message": message, "logprobs": lp, "finish_reason": finish_reason(c, calls)}
+            {"index": c.index, "message": message, "logprobs": lp, "finish_reason": finish_reason(c, calls),
+             **choice_extensions(c)}
         )
     return {"id": rid, "object": "chat.completion", "created": int(time.time()), "model": served.name,
             "choices": choices, "usage": usage([final]), "system_fingerprint": None}  # fmt: skip
@@ -356,7 +360,8 @@ async def _chat_stream(served, gen, rid: str, states: list[ChatChoiceState], top
                 state.num_logprobs = len(c.token_ids)
             reason = finish_reason(c, state.calls()) if c.finished else None
             if delta or lp or reason:
-                choices.append({"index": c.index, "delta": delta, "logprobs": lp, "finish_reason": reason})
+                choices.append({"index": c.index, "delta": delta, "logprobs": lp, "finish_reason": reason,
+                                **(choice_extensions(c) if reason else {})})  # fmt: skip
         if choices:
             yield {**base, "choices": choices, **({"usage": None} if include_usage else {})}
     if include_usage and final is not None:
@@ -375,7 +380,7 @@ def _completion_response(served, finals, rid: str, body: CompletionRequest) -> d
                 else None
             )
             choices.append({"index": p * body.n + c.index, "text": c.text, "logprobs": lp,
-                            "finish_reason": finish_reason(c)})  # fmt: skip
+                            "finish_reason": finish_reason(c), **choice_extensions(c)})  # fmt: skip
     return {"id": rid, "object": "text_completion", "created": int(time.time()), "model": served.name,
             "choices": choices, "usage": usage(finals), "system_fingerprint": None}  # fmt: skip
 
@@ -398,9 +403,8 @@ async def _completion_stream(served, gens, rid: str, body: CompletionRequest, in
                 sent[index] = len(c.token_ids)
             reason = finish_reason(c) if c.finished else None
             if c.delta_text or lp or reason:
-                choices.append(
-                    {"index": index, "text": c.delta_text, "logprobs": lp, "finish_reason": reason}
-                )
+                choices.append({"index": index, "text": c.delta_text, "logprobs": lp, "finish_reason": reason,
+                                **(choice_extensions(c) if reason else {})})  # fmt: skip
         if choices:
             yield {**base, "choices": choices}
     if include_usage and finals:

@@ -112,6 +112,10 @@ class ServerMetrics:
                           s.get("num_forced_tokens", 0))  # fmt: skip
         lines += _counter("guided_output_tokens_total", "Output tokens appended by the engine.",
                           s.get("num_output_tokens", 0))  # fmt: skip
+        lines += _counter("guided_budget_tokens_refused_total", "Draws refused by the token budget (resampled).",
+                          s.get("budget_tokens_refused", 0))  # fmt: skip
+        lines += _counter("guided_budget_endings_total", "Outputs ended by their shortest completion.",
+                          s.get("budget_rows_ended", 0))  # fmt: skip
         return "\n".join(lines) + "\n"
 
 

@@ -171,6 +171,7 @@ class _Common(_Strict):
     guided_grammar: str | None = None
     grammar: str | None = None
     guided_whitespace_pattern: None = None  # named so that setting it is a clear error
+    budget_aware: bool | None = None  # guided's: a constrained output ends complete within max_tokens
 
     @model_validator(mode="after")
     def _checks(self):

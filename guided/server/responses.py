@@ -10,7 +10,7 @@ from __future__ import annotations
 from guided.server.api_errors import ApiError
 from guided.server.tool_calling import ParsedCall, ToolCallParser, ToolFormat
 
-__all__ = ["ChatChoiceState", "usage", "finish_reason", "chat_logprobs", "completion_logprobs"]
+__all__ = ["ChatChoiceState", "usage", "finish_reason", "choice_extensions", "chat_logprobs", "completion_logprobs"]
 
 
 def usage(outputs) -> dict:
@@ -18,8 +18,15 @@ def usage(outputs) -> dict:
     prompt = sum(len(o.prompt_token_ids) for o in outputs)
     completion = sum(len(c.token_ids) for o in outputs for c in o.outputs)
     cached = sum(o.num_cached_tokens for o in outputs)
+    steered = sum(c.budget_forced for o in outputs for c in o.outputs)
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-            "prompt_tokens_details": {"cached_tokens": cached}}  # fmt: skip
+            "prompt_tokens_details": {"cached_tokens": cached},
+            **({"budget_forced_choices": steered} if steered else {})}  # fmt: skip
+
+
+def choice_extensions(completion) -> dict:
+    """guided's fields of a finished choice: ``budget_forced`` when the token budget steered its end."""
+    return {"budget_forced": True} if completion.budget_forced else {}
 
 
 def check_failed(output) -> None:

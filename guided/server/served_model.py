@@ -180,7 +180,7 @@ class ServedModel:
             repetition_penalty=req.repetition_penalty, seed=req.seed, stop=req.stop,
             stop_token_ids=req.stop_token_ids, ignore_eos=req.ignore_eos, min_tokens=req.min_tokens,
             include_stop_str_in_output=req.include_stop_str_in_output,
-            skip_special_tokens=req.skip_special_tokens,
+            skip_special_tokens=req.skip_special_tokens, budget_aware=req.budget_aware,
             logit_bias={int(t): b for t, b in req.logit_bias.items()} if req.logit_bias else None,
         )  # fmt: skip
         fields = {k: v for k, v in fields.items() if v is not None}
@@ -353,6 +353,14 @@ class ServedModel:
         except Exception as e:  # CompileTimeoutError and the compiler's own errors: 400s
             raise api_error(e, param) from None
         return compiled
+
+    def check_budget(self, grammar, params: SamplingParams, num_prompt_tokens: int) -> None:
+        """A 400 when ``max_tokens`` cannot hold any complete output of the constraint (budget_aware)."""
+        if grammar is None:
+            return
+        refusal = self.llm.engine.budget_refusal(grammar, params, num_prompt_tokens)
+        if refusal is not None:
+            raise ApiError(400, refusal, param="max_tokens", code="max_tokens_too_small")
 
     def generate(self, prompt_ids: list[int], params: SamplingParams, grammar, request_id: str):
         self.active.add(request_id)

@@ -8,7 +8,7 @@ import statistics
 import time
 
 import pytest
-from engine_testlib import PROMPTS, greedy
+from engine_testlib import PROMPTS, SlowGrammar, greedy
 
 from guided.constraints import Regex
 from guided.engine.sampling_params import SamplingParams
@@ -16,30 +16,6 @@ from guided.llm import LLM
 
 SLOW_S = 0.5
 PATTERN = "[a-z]{4,9}"
-
-
-class SlowMatcher:
-    """A real matcher whose masks take ``SLOW_S`` each (and are never reported as cached)."""
-
-    def __init__(self, inner):
-        self.inner = inner
-
-    def fill_bitmask(self, bitmask, row=0):
-        time.sleep(SLOW_S)
-        return self.inner.fill_bitmask(bitmask, row)
-
-    def __getattr__(self, name):
-        if name in ("has_cached_mask", "fill_bitmask_if_cached"):
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
-
-class SlowGrammar:
-    def __init__(self, compiled):
-        self.compiled = compiled
-
-    def matcher(self):
-        return SlowMatcher(self.compiled.matcher())
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +50,7 @@ def test_a_slow_mask_is_held_back_and_the_batch_steps_on(llm):
     normal = _normal(llm)
     alone, base_steps = _run(engine, normal)
     slow_params = SamplingParams(temperature=0.9, seed=7, max_tokens=8)
-    grammar = SlowGrammar(llm.compile_service.compile(Regex(PATTERN)))
+    grammar = SlowGrammar(llm.compile_service.compile(Regex(PATTERN)), SLOW_S)
     with_slow, steps = _run(engine, {**normal, "slow": ("A word:", slow_params, grammar)})
 
     for rid in normal:  # the normal requests: the same tokens, and steps as quick as without it

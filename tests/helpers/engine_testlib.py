@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import time
 
 import pytest
 
@@ -89,3 +90,31 @@ def run_all(engine: LLMEngine) -> dict[str, object]:
             if out.finished:
                 final[out.request_id] = out
     return final
+
+
+class SlowMatcher:
+    """A real matcher whose masks take ``delay`` seconds each (and are never reported as cached)."""
+
+    def __init__(self, inner, delay: float):
+        self.inner = inner
+        self.delay = delay
+
+    def fill_bitmask(self, bitmask, row=0):
+        time.sleep(self.delay)
+        return self.inner.fill_bitmask(bitmask, row)
+
+    def __getattr__(self, name):
+        if name in ("has_cached_mask", "fill_bitmask_if_cached"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+class SlowGrammar:
+    """A compiled grammar whose matchers are ``SlowMatcher``s."""
+
+    def __init__(self, compiled, delay: float):
+        self.compiled = compiled
+        self.delay = delay
+
+    def matcher(self):
+        return SlowMatcher(self.compiled.matcher(), self.delay)

@@ -184,6 +184,45 @@ def test_stream_done_marker(server):
     assert lines[-1] == "data: [DONE]" and all(line.startswith("data: ") for line in lines)
 
 
+# ---------------------------------------------------------------------- token budget
+LONG = {"type": "object", "properties": {"note": {"type": "string"}, "n": {"type": "integer"}},
+        "required": ["note", "n"], "additionalProperties": False}  # fmt: skip
+LONG_FORMAT = {"type": "json_schema", "json_schema": {"name": "long", "schema": LONG, "strict": True}}
+
+
+def test_a_budget_too_small_for_the_schema_is_a_400(client):
+    with pytest.raises(openai.BadRequestError) as err:
+        chat(client, max_tokens=4, response_format=LONG_FORMAT)
+    body = err.value.body
+    assert body["param"] == "max_tokens" and "max_tokens=4 is too small" in body["message"]
+    assert '{"note":"","n":0}' in body["message"]
+    with pytest.raises(openai.BadRequestError):  # the completions endpoint too
+        client.completions.create(model=MODEL, prompt="x", max_tokens=2, extra_body={"guided_json": LONG})
+
+
+def test_a_small_budget_ends_complete_and_says_so(client, server):
+    """A random model wanders in the free string; the budget steers it to a complete answer, and the
+    choice and the usage say so. ``budget_aware: false`` gives the cut output instead."""
+    for stream in (False, True):
+        if not stream:
+            r = chat(client, max_tokens=12, temperature=1.0, seed=3, response_format=LONG_FORMAT)
+            choice, usage, content = r.choices[0], r.usage, r.choices[0].message.content
+        else:
+            chunks = list(chat(client, max_tokens=12, temperature=1.0, seed=3, response_format=LONG_FORMAT,
+                               stream=True, stream_options={"include_usage": True}))  # fmt: skip
+            content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+            choice, usage = [c.choices[0] for c in chunks if c.choices][-1], chunks[-1].usage
+        assert choice.finish_reason == "stop", (stream, content)
+        jsonschema.validate(json.loads(content), LONG)
+        assert choice.model_extra.get("budget_forced") is True
+        assert usage.completion_tokens <= 12 and usage.model_extra.get("budget_forced_choices") == 1
+    r = chat(client, max_tokens=12, temperature=1.0, seed=3, response_format=LONG_FORMAT,
+             extra_body={"budget_aware": False})  # fmt: skip
+    assert r.choices[0].finish_reason == "length" and "budget_forced" not in r.choices[0].model_extra
+    r = chat(client, max_tokens=12, temperature=1.0, seed=3)  # unconstrained: nothing to steer
+    assert "budget_forced" not in r.choices[0].model_extra
+
+
 # ---------------------------------------------------------------------- tools
 def _calls(message):
     return [(c.function.name, c.function.arguments) for c in message.tool_calls or []]
