@@ -129,7 +129,10 @@ class Steering:
         """Fresh SamplingParams for one request steered toward ``target``."""
         ids = self.tokenizer.encode(target, add_special_tokens=False)
         # the first token's bias is there from the start: the prefill step samples it
-        p = SamplingParams(temperature=1.0, seed=1, max_tokens=max_tokens, logit_bias={ids[0]: self.bias})
+        # (the plain decoder here and below: figures comparable with earlier runs; what budget-aware
+        # decoding costs is benchmarks/budget.py's)
+        p = SamplingParams(temperature=1.0, seed=1, max_tokens=max_tokens, logit_bias={ids[0]: self.bias},
+                           budget_aware=False)  # fmt: skip
         self.targets[id(p)] = {"text": target, "ids": ids, "matched": 0, "seen": 0, "lost": False,
                                "guided": guided}  # fmt: skip
         return p
@@ -187,7 +190,7 @@ def run_batch(llm: LLM, prompts, guided_fraction: float, schemas: list, max_toke
     formats = [JsonSchema(schemas[(offset + i) % len(schemas)]) if is_guided(offset + i) else None
                for i in range(n)]  # fmt: skip
     free = SamplingParams(temperature=1.0, seed=1, max_tokens=max_tokens, ignore_eos=True)
-    guided = SamplingParams(temperature=1.0, seed=1, max_tokens=max_tokens)
+    guided = SamplingParams(temperature=1.0, seed=1, max_tokens=max_tokens, budget_aware=False)
     params = [guided if f is not None else free for f in formats]
     sync()
     start = time.perf_counter()
@@ -232,7 +235,7 @@ def fast_forward_gain(llm: LLM, schemas: list, concurrency: int, max_tokens: int
     """End-to-end wall time of the same schema-heavy batch (greedy), fast-forward on then off, on one
     engine (the setting is read per step; a second engine would need a second model's memory)."""
     prompts = random_prompts(len(schemas), 16, vocab, seed=7)
-    params = SamplingParams(temperature=0.0, max_tokens=max_tokens)
+    params = SamplingParams(temperature=0.0, max_tokens=max_tokens, budget_aware=False)
     result = {"requests": len(schemas), "concurrency": concurrency}
     for s in schemas:  # compile outside the timed region
         llm.compile_service.compile(JsonSchema(s))
@@ -240,7 +243,7 @@ def fast_forward_gain(llm: LLM, schemas: list, concurrency: int, max_tokens: int
     try:
         for name, on in (("ff_off", False), ("ff_on", True)):
             llm.engine.config.fast_forward = on
-            warm = SamplingParams(temperature=0.0, max_tokens=24)  # the same shapes, first-use costs out
+            warm = SamplingParams(temperature=0.0, max_tokens=24, budget_aware=False)  # first-use costs out
             llm.generate(prompts, warm, use_tqdm=False, response_format=[JsonSchema(s) for s in schemas])
             before = llm.engine.stats()
             sync()
