@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from guided.constraints import Choice, Constraint, Grammar, JsonSchema, Regex
-from guided.errors import CompileTimeoutError, ConfigError, LimitError
+from guided.errors import CompileTimeoutError, ConfigError, GuidedError, LimitError
 from guided.grammar.bounded_cache import BoundedCache
 from guided.grammar.compiler import GrammarCompiler
 from guided.grammar.disk_cache import GrammarDiskCache
@@ -190,9 +190,11 @@ class CompileService:
         started[0] = time.monotonic()
         self._check(constraint)
         try:
-            return self._compile(constraint)
+            compiled = self._compile(constraint)
         except RecursionError:  # a safety net: nesting the depth pre-checks did not catch
             raise LimitError("the constraint nests too deeply to compile (recursion limit)") from None
+        _warm_start(compiled)
+        return compiled
 
     def _check(self, constraint: Constraint) -> None:
         """Text and count limits, before any parsing work."""
@@ -227,3 +229,18 @@ class CompileService:
                 return compiler.compile_lark(constraint.text, import_paths=constraint.import_paths)
             return compiler.compile_grammar(constraint.text, syntax=constraint.syntax)
         raise ConfigError(f"unknown constraint {constraint!r}")
+
+
+def _warm_start(compiled) -> None:
+    """Compute the start's shortest completion, before and after the text it forces, here on the
+    worker: the engine's budget check reads both first, on its own thread (a cold search there can
+    take 0.3 s on intersection-heavy schemas, stalling the batch). Both are memoised per state."""
+    matcher = compiled.matcher() if hasattr(compiled, "matcher") else None
+    if matcher is None or not hasattr(matcher, "shortest_completion"):
+        return
+    try:
+        matcher.shortest_completion()
+        matcher.accept_tokens(matcher.forced_tokens())
+        matcher.shortest_completion()
+    except GuidedError:  # a limit: the engine meets it again where it reports it, on its request
+        pass

@@ -288,3 +288,20 @@ def test_after_too_many_refused_draws_the_row_ends_with_its_shortest_completion(
     [(ended, tokens)] = sampled.endings
     assert ended is seq and b"".join(vocab.tokens[t] for t in tokens[:-1]) == b"c"
     assert tokens[-1] in vocab.eos_ids
+
+
+def test_the_compile_computes_the_start_completion(llm, monkeypatch):
+    """The budget's first reads (the start's shortest completion, before and after the text it
+    forces) are computed by the compile, on its worker: the engine thread finds them memoised."""
+    import guided.grammar.tokens.compiled as compiled_module
+
+    schema = {"type": "object", "properties": {"kind": {"const": "warm-start"}, "n": {"type": "integer"}},
+              "required": ["kind", "n"], "additionalProperties": False}  # fmt: skip
+    compiled = llm.compile_service.compile(JsonSchema(schema))
+
+    def no_search(*args, **kwargs):
+        raise AssertionError("a shortest completion was searched after the compile")
+
+    monkeypatch.setattr(compiled_module, "shortest_bytes", no_search)
+    need, text = llm.engine.budget.start_need(compiled.matcher())
+    assert need is not None and text == b'{"kind":"warm-start","n":0}'
