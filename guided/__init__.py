@@ -24,6 +24,8 @@ _LAZY = {
     "Regex": "guided.constraints",
     "Choice": "guided.constraints",
     "Grammar": "guided.constraints",
+    "StructuralTag": "guided.constraints",
+    "Tag": "guided.constraints",
     "CompileService": "guided.compile_service",
     "json_schema_for": "guided.schema.pydantic_models",
     "parse_output": "guided.schema.pydantic_models",

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from guided.errors import ConfigError
 
-__all__ = ["Constraint", "JsonSchema", "Regex", "Choice", "Grammar", "to_constraint"]
+__all__ = ["Constraint", "JsonSchema", "Regex", "Choice", "Grammar", "Tag", "StructuralTag", "to_constraint"]
 
 
 class Constraint:
@@ -133,11 +133,93 @@ class Grammar(Constraint):
         return ("grammar", self.syntax, self.text, self.import_paths)
 
 
+@dataclass(frozen=True)
+class Tag:
+    """One constrained segment: ``begin``, then text in ``content``'s language, then ``end``.
+
+    ``content``: a ``JsonSchema``, ``Regex`` or ``Choice`` (or what ``to_constraint`` takes: a JSON
+    Schema dict, a pydantic model class); None is free text that holds no trigger.
+    """
+
+    begin: str
+    content: Any = None
+    end: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.begin, str) or not self.begin:
+            raise ConfigError("a tag's begin is a non-empty string")
+        if not isinstance(self.end, str):
+            raise ConfigError("a tag's end is a string")
+        content = to_constraint(self.content, strict=False) if not isinstance(self.content, Constraint) else self.content
+        if content is not None and not isinstance(content, (JsonSchema, Regex, Choice)):
+            raise ConfigError(f"a tag's content is a JSON Schema, a regex or a choice; got {type(content).__name__} "
+                              "(context-free grammars inside tags are not supported)")  # fmt: skip
+        object.__setattr__(self, "content", content)
+
+    @property
+    def key(self) -> tuple:
+        return (self.begin, None if self.content is None else self.content.key, self.end)
+
+
+@dataclass(frozen=True)
+class StructuralTag(Constraint):
+    """Free text where each trigger opens one of ``tags``: the language ``F (T F)*``, ``F`` free text
+    in which no trigger occurs, ``T`` a tag (each tag's ``begin`` starts with a trigger), matched on
+    bytes. ``at_least_one``: at least one tag; ``stop_after_first``: nothing after the first tag.
+    Compiled by ``guided.structural``; ``triggers`` default to the tags' beginnings."""
+
+    tags: tuple[Tag, ...]
+    triggers: tuple[str, ...]
+    at_least_one: bool = False
+    stop_after_first: bool = False
+
+    def __init__(self, tags, triggers=None, at_least_one: bool = False, stop_after_first: bool = False):
+        tags = tuple(t if isinstance(t, Tag) else Tag(**t) for t in tags)
+        if not tags:
+            raise ConfigError("a structural tag needs at least one tag")
+        if triggers is None:  # each tag's begin is its own trigger
+            triggers = sorted({t.begin for t in tags})
+        if isinstance(triggers, str) or not all(isinstance(x, str) and x for x in triggers) or not triggers:
+            raise ConfigError("triggers are a non-empty list of non-empty strings")
+        for t in tags:
+            if not any(t.begin.startswith(x) for x in triggers):
+                raise ConfigError(f"the tag beginning {t.begin!r} starts with none of the triggers {list(triggers)}")
+        object.__setattr__(self, "tags", tags)
+        object.__setattr__(self, "triggers", tuple(triggers))
+        object.__setattr__(self, "at_least_one", bool(at_least_one))
+        object.__setattr__(self, "stop_after_first", bool(stop_after_first))
+
+    @classmethod
+    def from_openai(cls, fmt: dict) -> StructuralTag:
+        """From ``{"type": "structural_tag", "structures": [{"begin", "schema", "end"}], "triggers"}``."""
+        structures = fmt.get("structures")
+        if not isinstance(structures, list) or not structures:
+            raise ConfigError("response_format.structures must be a non-empty list of {begin, schema, end}")
+        tags = []
+        for i, s in enumerate(structures):
+            if not isinstance(s, dict) or not isinstance(s.get("begin"), str) or "schema" not in s:
+                raise ConfigError(f"response_format.structures[{i}] must be an object with 'begin', 'schema', 'end'")
+            unknown = set(s) - {"begin", "schema", "end"}
+            if unknown:
+                raise ConfigError(f"response_format.structures[{i}] has unknown fields {sorted(unknown)}")
+            tags.append(Tag(s["begin"], JsonSchema(s["schema"]), s.get("end", "")))
+        triggers = fmt.get("triggers")
+        if not isinstance(triggers, list):
+            raise ConfigError("response_format.triggers must be a list of strings")
+        return cls(tags, triggers)
+
+    @property
+    def key(self) -> tuple:
+        return ("structural", tuple(t.key for t in self.tags), self.triggers, self.at_least_one,
+                self.stop_after_first)  # fmt: skip
+
+
 def to_constraint(value: Any, *, strict: bool = False) -> Constraint | None:
     """Normalise what a user passed as ``response_format`` into a Constraint (None = unconstrained).
 
     Accepts a Constraint, a pydantic model class, a JSON Schema dict (or boolean), or an OpenAI
-    ``response_format`` dict (``{"type": "text" | "json_object" | "json_schema", ...}``). A pydantic
+    ``response_format`` dict (``{"type": "text" | "json_object" | "json_schema", ...}``, or vLLM's
+    ``{"type": "structural_tag", "structures": [...], "triggers": [...]}``). A pydantic
     model is compiled strict (no properties beyond its fields) unless it sets ``extra="allow"``.
     """
     if value is None or isinstance(value, Constraint):
@@ -150,6 +232,8 @@ def to_constraint(value: Any, *, strict: bool = False) -> Constraint | None:
         # the model says extra="allow" (OpenAI's parse() sends strict schemas for models too).
         extra = getattr(value, "model_config", {}).get("extra")
         return JsonSchema(json_schema_for(value), strict=strict or extra != "allow", model=value)
+    if isinstance(value, dict) and value.get("type") == "structural_tag":
+        return StructuralTag.from_openai(value)
     if isinstance(value, dict) and value.get("type") in ("text", "json_object", "json_schema") and (
         "json_schema" in value or set(value) == {"type"}
     ):

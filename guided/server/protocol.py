@@ -44,13 +44,19 @@ class JsonSchemaFormat(_Strict):
 
 
 class ResponseFormat(_Strict):
-    type: Literal["text", "json_object", "json_schema"]
+    type: Literal["text", "json_object", "json_schema", "structural_tag"]
     json_schema: JsonSchemaFormat | None = None
+    structures: list[dict[str, Any]] | None = None  # structural_tag: [{begin, schema, end}]
+    triggers: list[str] | None = None  # structural_tag
 
     @model_validator(mode="after")
     def _needs_schema(self):
         if self.type == "json_schema" and self.json_schema is None:
             raise ValueError("response_format.json_schema is required when type is 'json_schema'")
+        if self.type == "structural_tag" and (self.structures is None or self.triggers is None):
+            raise ValueError("response_format.structures and .triggers are required when type is 'structural_tag'")
+        if self.type != "structural_tag" and (self.structures is not None or self.triggers is not None):
+            raise ValueError("response_format.structures and .triggers belong to type 'structural_tag'")
         return self
 
 

@@ -14,7 +14,7 @@ import logging
 import time
 from pathlib import Path
 
-from guided.constraints import Choice, Grammar, JsonSchema, Regex, to_constraint
+from guided.constraints import Choice, Grammar, JsonSchema, Regex, StructuralTag, to_constraint
 from guided.engine.async_engine import AsyncEngine
 from guided.engine.sampling_params import SamplingParams
 from guided.errors import ConfigError
@@ -223,6 +223,8 @@ class ServedModel:
         if param == "response_format":
             if value.type == "json_object":
                 return JsonSchema({"type": "object"})
+            if value.type == "structural_tag":
+                return StructuralTag.from_openai(value.model_dump(exclude_none=True))
             spec = value.json_schema
             if spec.schema_ is None:
                 raise ConfigError("response_format.json_schema.schema is required")

@@ -7,6 +7,7 @@ answer use schemas with bounded strings and enums, greedy decoding and modest ``
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import httpx
@@ -221,6 +222,31 @@ def test_a_small_budget_ends_complete_and_says_so(client, server):
     assert r.choices[0].finish_reason == "length" and "budget_forced" not in r.choices[0].model_extra
     r = chat(client, max_tokens=12, temperature=1.0, seed=3)  # unconstrained: nothing to steer
     assert "budget_forced" not in r.choices[0].model_extra
+
+
+def test_structural_tag_response_format(server, client):
+    """vLLM's structural_tag: free text where each trigger opens a tag whose JSON is the schema's
+    (a bias on the trigger's tokens brings the random model to it; the budget ends each output complete)."""
+    fmt = {"type": "structural_tag", "triggers": ["<function="],
+           "structures": [{"begin": "<function=get_weather>", "schema": CITY, "end": "</function>"}]}  # fmt: skip
+    ids = server[0].state.served.llm.tokenizer.encode("<function=", add_special_tokens=False)
+    tags = 0
+    for seed in range(6):
+        r = chat(client, max_tokens=80, temperature=1.0, seed=seed, response_format=fmt,
+                 logit_bias={str(t): 9 for t in ids})  # fmt: skip
+        text = r.choices[0].message.content
+        assert r.choices[0].finish_reason == "stop", text
+        for i in (m.start() for m in re.finditer("<function=", text)):
+            assert text.startswith("<function=get_weather>", i), text
+            value, end = json.JSONDecoder().raw_decode(text, i + len("<function=get_weather>"))
+            jsonschema.validate(value, CITY)
+            assert text[end:].lstrip().startswith("</function>"), text
+            tags += 1
+    assert tags >= 1
+    with pytest.raises(openai.BadRequestError):
+        chat(client, max_tokens=8, response_format={"type": "structural_tag", "structures": []})
+    with pytest.raises(openai.BadRequestError):  # a tag whose begin no trigger starts
+        chat(client, max_tokens=8, response_format={**fmt, "triggers": ["<tool>"]})
 
 
 # ---------------------------------------------------------------------- tools

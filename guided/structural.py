@@ -1,0 +1,88 @@
+"""Structural tags (``guided.constraints.StructuralTag``) compiled, and read back out of outputs.
+
+``StructuralTag(tags, triggers)`` is the language ``F (T F)*``: ``F`` is free text in which no
+trigger occurs, ``T`` one tag: its ``begin`` text, its content (a JSON Schema, a regex or a choice)
+and its ``end`` text. Each tag's ``begin`` starts with a trigger, so the moment a trigger is written
+the output is inside a tag, constrained until its ``end``; outside tags the model writes what it
+likes. ``at_least_one``: the output holds at least one tag; ``stop_after_first``: nothing follows the
+first tag. Triggers are matched on bytes, whatever the tokenization (the automaton reads bytes).
+
+This is XGrammar's and vLLM's ``structural_tag`` response format: ``{"type": "structural_tag",
+"structures": [{"begin", "schema", "end"}], "triggers": [...]}`` (``from_openai``), and the shape of
+tool calls inside free text (``<function=name>{...}</function>``) and of reasoning models' answers
+after their thinking section (``Tag("</think>", schema, "")`` with the trigger ``"</think>"``).
+"""
+
+from __future__ import annotations
+
+import json
+
+from guided.constraints import Choice, JsonSchema, Regex, StructuralTag, Tag
+from guided.errors import SchemaError
+from guided.grammar import parse_regex
+from guided.grammar.regex_ast import alt, any_string, complement, literal, repeat, seq
+from guided.limits import Limits
+from guided.schema.compiler import json_schema_to_node
+
+__all__ = ["compile_structural", "structural_node", "parse_tags"]
+
+
+def compile_structural(compiler, constraint: StructuralTag, limits: Limits | None = None):
+    """The compiled grammar of ``constraint`` (cached under its key, like any lowered constraint)."""
+    return compiler.compile_lowered(("ast", constraint.key), lambda: structural_node(constraint, limits or Limits()))
+
+
+def structural_node(constraint: StructuralTag, limits: Limits):
+    """The regex AST: ``F (T F)*`` (or its at-least-one / stop-after-first forms)."""
+    free = complement(seq(any_string(), alt(*(literal(t) for t in constraint.triggers)), any_string()))
+    tag = alt(*(seq(literal(t.begin), _content_node(t, limits), literal(t.end)) for t in constraint.tags))
+    if constraint.stop_after_first:
+        return seq(free, tag) if constraint.at_least_one else alt(free, seq(free, tag))
+    more = repeat(seq(tag, free), 0, None)
+    return seq(free, tag, free, more) if constraint.at_least_one else seq(free, more)
+
+
+def _content_node(tag: Tag, limits: Limits):
+    content = tag.content
+    if content is None:
+        return complement(seq(any_string(), literal(tag.end), any_string())) if tag.end else any_string()
+    if isinstance(content, Regex):
+        return parse_regex(content.pattern)
+    if isinstance(content, Choice):
+        return alt(*(literal(o) for o in content.options))
+    try:
+        return json_schema_to_node(content.schema, strict=content.strict, whitespace=content.whitespace,
+                                   limits=limits)  # fmt: skip
+    except SchemaError as e:
+        raise SchemaError(f"tag {tag.begin!r}: {e}", e.path) from None
+
+
+def parse_tags(text: str, tags: tuple[Tag, ...], triggers: tuple[str, ...]) -> list[tuple[Tag, str]]:
+    """The tags in ``text`` (an output of the constraint): ``[(tag, content text)]`` in order. A tag
+    starts at each trigger outside tags; its content ends at the first ``end`` after its begin where
+    the content is complete (JSON: where it parses)."""
+    out, i = [], 0
+    while True:
+        hits = [(j, x) for x in triggers if (j := text.find(x, i)) >= 0]
+        if not hits:
+            return out
+        j = min(hits)[0]
+        tag = next((t for t in tags if text.startswith(t.begin, j)), None)
+        if tag is None:
+            raise ValueError(f"a trigger at {j} opens no tag: {text[j : j + 40]!r}")
+        start = j + len(tag.begin)
+        k = _content_end(text, start, tag)
+        out.append((tag, text[start:k]))
+        i = k + len(tag.end)
+
+
+def _content_end(text: str, start: int, tag: Tag) -> int:
+    if isinstance(tag.content, JsonSchema):
+        while start < len(text) and text[start] in " \t\n\r":
+            start += 1
+        _, k = json.JSONDecoder().raw_decode(text, start)
+        while k < len(text) and text[k] in " \t\n\r" and not text.startswith(tag.end, k):
+            k += 1
+        return k
+    k = text.find(tag.end, start) if tag.end else len(text)
+    return len(text) if k < 0 else k
