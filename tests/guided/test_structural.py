@@ -105,3 +105,17 @@ def test_vllm_structural_tag_format():
         from guided.constraints import Grammar
 
         Tag("<a", Grammar('root ::= "x"'), ">")
+
+
+def test_think_freely_then_answer(llm):
+    """A reasoning model's shape: free text up to the end-of-reasoning marker, then the answer
+    under the schema, nothing after it; the reasoning is never read as the answer."""
+    constraint = StructuralTag([Tag("</think>", JsonSchema(WEATHER, whitespace="compact"), "")], ["</think>"],
+                               at_least_one=True, stop_after_first=True)  # fmt: skip
+    outs = llm.generate(["<think>"] * 6, [SamplingParams(temperature=1.0, seed=s, max_tokens=30 + 10 * s)
+                                          for s in range(6)], use_tqdm=False, response_format=constraint)  # fmt: skip
+    for out in outs:
+        assert out.finish_reason == "stop", out
+        reasoning, marker, answer = out.text.partition("</think>")
+        assert marker and "</think>" not in answer and len(reasoning) > 0
+        jsonschema.validate(json.loads(answer), WEATHER)
