@@ -441,6 +441,8 @@ class LLMEngine:
         if seq.logprobs is not None and (logprobs is not None or forced):
             # a forced token had no alternative under the constraint: probability 1
             seq.logprobs.append({token_id: 0.0} if forced else _top(logprobs, token_id, seq.params.logprobs))
+        if seq.params.max_reasoning_tokens is not None and not seq.reasoning_done:
+            self._reasoning_budget(seq)
         completion = self.completions[seq.seq_id]
         delta = completion.detokenize() if self.stream or seq.params.stop else ""
         reason = self._stop_reason(seq, completion, token_id, delta)
@@ -451,6 +453,36 @@ class LLMEngine:
                 completion.detokenize()
                 completion.text += completion.detokenizer.flush()
             self.scheduler.finish(seq, reason)
+
+    def _reasoning_budget(self, seq: Sequence) -> None:
+        """Note the end-of-reasoning marker when the output ends with it; past ``max_reasoning_tokens``
+        without it, append it (forced), where the constraint takes it (else a step later)."""
+        marker = seq.params.reasoning_end_ids
+        out = seq.output_token_ids
+        if out[-len(marker) :] == marker:
+            seq.reasoning_done = True
+            return
+        if seq.num_output_tokens < seq.params.max_reasoning_tokens or seq.is_finished:
+            return
+        room = self._room(seq)
+        m = seq.constraint
+        if m is not None:
+            probe = m.copy()
+            if probe.accept_tokens(marker) != len(marker):
+                return  # e.g. inside a character's bytes: the next token ends it
+            need = self.budget.need(probe) if seq.budget else 0
+            if need is None or len(marker) + need > room:
+                return  # the token budget ends the output instead
+        elif len(marker) > room:
+            return
+        seq.reasoning_done = True
+        seq.append_tokens(marker)
+        seq.forced.extend([True] * len(marker))
+        if m is not None:
+            m.accept_tokens(marker)
+        self.num_output_tokens += len(marker)
+        if seq.logprobs is not None:
+            seq.logprobs.extend({t: 0.0} for t in marker)
 
     def _fail(self, seq: Sequence, message: str) -> None:
         """End one sequence with finish_reason "error"; its request reports ``message``."""

@@ -60,6 +60,11 @@ class SamplingParams:
         small for the shortest complete output is refused up front, and near the end only tokens
         after which a completion still fits are sampled (``CompletionOutput.budget_forced`` says
         when that steered the end). False: the output may be cut by ``max_tokens``.
+    max_reasoning_tokens : int, optional
+        A reasoning model's budget for its reasoning: once this many tokens were generated without
+        the end-of-reasoning marker (``reasoning_end_ids``), the marker is appended (forced).
+    reasoning_end_ids : list of int, optional
+        The token ids of the end-of-reasoning marker (``</think>``), for ``max_reasoning_tokens``.
     """
 
     temperature: float = 1.0
@@ -81,6 +86,8 @@ class SamplingParams:
     skip_special_tokens: bool = True
     logit_bias: dict[int, float] | None = None
     budget_aware: bool = True
+    max_reasoning_tokens: int | None = None
+    reasoning_end_ids: list[int] | None = None
 
     def __post_init__(self) -> None:
         self._check_sampling()
@@ -129,6 +136,11 @@ class SamplingParams:
         _integer("n", self.n, 1)
         _integer("max_tokens", self.max_tokens, 1)
         _integer("min_tokens", self.min_tokens, 0)
+        if self.max_reasoning_tokens is not None:
+            _integer("max_reasoning_tokens", self.max_reasoning_tokens, 0)
+            if not self.reasoning_end_ids:
+                raise ConfigError("max_reasoning_tokens needs the end-of-reasoning marker's token ids "
+                                  "(reasoning_end_ids; the server's reasoning parser sets them)", "max_reasoning_tokens")  # fmt: skip
         if self.min_tokens > self.max_tokens:
             raise ConfigError(f"min_tokens ({self.min_tokens}) must not exceed max_tokens ({self.max_tokens})",
                               "min_tokens")  # fmt: skip

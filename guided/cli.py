@@ -102,6 +102,13 @@ def _add_serve(sub) -> None:
         default="auto",
         help="how the model writes tool calls (default: detected from its chat template)",
     )
+    p.add_argument(
+        "--reasoning-parser",
+        choices=["auto", "qwen3", "deepseek_r1", "none"],
+        default="auto",
+        help="a reasoning model's <think>...</think> section: constraints apply after it and replies carry "
+        "reasoning_content (default: when the chat template has the markers)",
+    )
     p.add_argument("--log-level", default="info", help="uvicorn log level (default: info)")
 
 
@@ -177,11 +184,13 @@ def _serve(args) -> int:
         args.limit, compile_timeout_s=float(args.compile_timeout), queue_len=max(args.max_queue_len, 1)
     )
     app = create_app(llm, model_name=args.served_model_name, api_key=args.api_key,
-                     max_queue_len=args.max_queue_len, tool_format=fmt, limits=limits)  # fmt: skip
+                     max_queue_len=args.max_queue_len, tool_format=fmt, limits=limits,
+                     reasoning_parser=args.reasoning_parser)  # fmt: skip
     served = app.state.served
     auth = "API key required" if args.api_key else "no API key"
     print(f"guided: serving {served.name!r} on http://{args.host}:{args.port}/v1 "
-          f"(tool-call format {served.tool_format.name}; {auth})", file=sys.stderr)  # fmt: skip
+          f"(tool-call format {served.tool_format.name}; reasoning {'/'.join(served.reasoning or ('none',))}; "
+          f"{auth})", file=sys.stderr)  # fmt: skip
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level)
     GracefulServer(config, served, args.shutdown_timeout).run()
     report = served.shutdown_report or {"finished": [], "aborted": []}

@@ -17,7 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from guided.constraints import Choice, Constraint, Grammar, JsonSchema, Regex, StructuralTag
+from guided.constraints import Choice, Constraint, Grammar, JsonSchema, Reasoning, Regex, StructuralTag
 from guided.errors import CompileTimeoutError, ConfigError, GuidedError, LimitError
 from guided.grammar.bounded_cache import BoundedCache
 from guided.grammar.compiler import GrammarCompiler
@@ -27,7 +27,7 @@ from guided.grammar.vocab import Vocabulary
 from guided.limits import Limits, check_text
 from guided.schema.compiler import compile_json_schema
 from guided.schema.unique_runtime import prepare as prepare_checks
-from guided.structural import compile_structural
+from guided.structural import compile_reasoning, compile_structural
 
 __all__ = ["CompileService", "PendingGrammar", "grammar_cache_dir"]
 
@@ -227,6 +227,8 @@ class CompileService:
             )  # fmt: skip
         if isinstance(constraint, StructuralTag):
             return compile_structural(compiler, constraint, self.limits)
+        if isinstance(constraint, Reasoning):
+            return compile_reasoning(compiler, constraint, self.limits)
         if isinstance(constraint, Grammar):
             if constraint.import_paths:
                 return compiler.compile_lark(constraint.text, import_paths=constraint.import_paths)

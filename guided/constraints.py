@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from guided.errors import ConfigError
 
-__all__ = ["Constraint", "JsonSchema", "Regex", "Choice", "Grammar", "Tag", "StructuralTag", "to_constraint"]
+__all__ = ["Constraint", "JsonSchema", "Regex", "Choice", "Grammar", "Tag", "StructuralTag", "Reasoning", "to_constraint"]
 
 
 class Constraint:
@@ -212,6 +212,30 @@ class StructuralTag(Constraint):
     def key(self) -> tuple:
         return ("structural", tuple(t.key for t in self.tags), self.triggers, self.at_least_one,
                 self.stop_after_first)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Reasoning(Constraint):
+    """A reasoning model's reply: free reasoning text up to the end-of-reasoning marker ``end``,
+    then optional whitespace and ``answer`` (a JSON Schema, Regex, Choice, tool calls; None: free
+    text). The reasoning may hold ``start`` (the template or the model opens it) but never ``end``."""
+
+    answer: Any = None
+    start: str = "<think>"
+    end: str = "</think>"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.end, str) or not self.end or not isinstance(self.start, str):
+            raise ConfigError("a reasoning marker is a non-empty string")
+        if self.answer is not None and not isinstance(self.answer, Constraint):
+            object.__setattr__(self, "answer", to_constraint(self.answer))
+        if isinstance(self.answer, (Grammar, Reasoning, StructuralTag)):
+            raise ConfigError(f"with a reasoning model, a {type(self.answer).__name__} answer is not supported "
+                              "(JSON Schema, regex, choice and tool calls are)")  # fmt: skip
+
+    @property
+    def key(self) -> tuple:
+        return ("reasoning", self.start, self.end, None if self.answer is None else self.answer.key)
 
 
 def to_constraint(value: Any, *, strict: bool = False) -> Constraint | None:

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import json
 
-from guided.constraints import Choice, JsonSchema, Regex, StructuralTag, Tag
-from guided.errors import SchemaError
+from guided.constraints import Choice, JsonSchema, Reasoning, Regex, StructuralTag, Tag
+from guided.errors import ConfigError, SchemaError
 from guided.grammar import parse_regex
-from guided.grammar.regex_ast import alt, any_string, complement, literal, repeat, seq
+from guided.grammar.regex_ast import alt, any_string, chars, complement, literal, repeat, seq
 from guided.limits import Limits
 from guided.schema.compiler import json_schema_to_node
 
-__all__ = ["compile_structural", "structural_node", "parse_tags"]
+__all__ = ["compile_structural", "structural_node", "compile_reasoning", "reasoning_node", "parse_tags"]
 
 
 def compile_structural(compiler, constraint: StructuralTag, limits: Limits | None = None):
@@ -40,6 +40,28 @@ def structural_node(constraint: StructuralTag, limits: Limits):
         return seq(free, tag) if constraint.at_least_one else alt(free, seq(free, tag))
     more = repeat(seq(tag, free), 0, None)
     return seq(free, tag, free, more) if constraint.at_least_one else seq(free, more)
+
+
+def compile_reasoning(compiler, constraint: Reasoning, limits: Limits | None = None):
+    """The compiled grammar of a reasoning reply (cached under its key)."""
+    return compiler.compile_lowered(("ast", constraint.key), lambda: reasoning_node(constraint, limits or Limits()))
+
+
+def reasoning_node(constraint: Reasoning, limits: Limits):
+    """Free text without the end marker, the marker, whitespace, then the answer's language."""
+    answer = constraint.answer
+    if answer is None:
+        tail = any_string()
+    elif hasattr(answer, "node"):  # tool calls: their language, when no run-time name check is needed
+        if answer.call_places() is not None:
+            raise ConfigError("with a reasoning model, tool arguments whose objects may repeat a member name "
+                              "(open to undeclared names) are not supported yet")  # fmt: skip
+        tail = answer.node(limits)
+    else:
+        tail = _content_node(Tag(constraint.end, answer, ""), limits)
+    reasoning = complement(seq(any_string(), literal(constraint.end), any_string()))
+    space = chars([(ord(c), ord(c)) for c in " \t\r\n"])
+    return seq(reasoning, literal(constraint.end), repeat(space, 0, None), tail)
 
 
 def _content_node(tag: Tag, limits: Limits):

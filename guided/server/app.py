@@ -53,7 +53,8 @@ ROUTES = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/models", "/h
 
 
 def create_app(llm=None, *, model_name: str | None = None, api_key: str | None = None,
-               max_queue_len: int | None = None, tool_format: str | None = None, limits: Limits | None = None):  # fmt: skip
+               max_queue_len: int | None = None, tool_format: str | None = None, limits: Limits | None = None,
+               reasoning_parser: str | None = "auto"):  # fmt: skip
     """The FastAPI app serving ``llm``.
 
     Parameters
@@ -71,6 +72,8 @@ def create_app(llm=None, *, model_name: str | None = None, api_key: str | None =
         "hermes" or "llama3-json" (default: detected from the chat template).
     limits : Limits, optional
         Request and constraint limits (default: ``Limits()`` with the LLM's compile timeout).
+    reasoning_parser : str, optional
+        "qwen3", "deepseek_r1", "auto" (detected from the chat template) or None (see ``ServedModel``).
     """
     if api_key is not None and not api_key:
         raise ConfigError("the API key must not be empty")
@@ -79,7 +82,7 @@ def create_app(llm=None, *, model_name: str | None = None, api_key: str | None =
         llm = LLM()
     if not isinstance(llm, ServedModel):
         queue = max_queue_len if max_queue_len is not None else (limits or Limits()).queue_len
-        llm = ServedModel(llm, model_name, queue, tool_format, limits)
+        llm = ServedModel(llm, model_name, queue, tool_format, limits, reasoning_parser)
     served = llm
 
     @contextlib.asynccontextmanager
@@ -150,11 +153,12 @@ def create_app(llm=None, *, model_name: str | None = None, api_key: str | None =
         constraint, param = served.constraint(body)
         if plan.active:  # the tool-call language (it includes free text under "auto")
             constraint, param = plan.constraint, "tools"
+        constraint = served.chat_constraint(body, constraint)  # after the reasoning, for a reasoning model
         prompt = served.chat_prompt(body)
         served.prompt_ids(prompt)
         max_tokens = body.max_completion_tokens or body.max_tokens or served.default_max_tokens(len(prompt))
         logprobs = (body.top_logprobs or 0) if body.logprobs else None
-        params = served.sampling_params(body, max_tokens, logprobs)
+        params = served.reasoning_params(body, served.sampling_params(body, max_tokens, logprobs))
         slot = served.admit()
         try:
             grammar = await served.compile(constraint, param)
@@ -163,7 +167,8 @@ def create_app(llm=None, *, model_name: str | None = None, api_key: str | None =
             slot.release()
             raise
         rid = f"chatcmpl-{secrets.token_hex(12)}"
-        states = [ChatChoiceState(i, plan.format if plan.active else None) for i in range(body.n)]
+        reasoning = served.reasoning if served.thinks(body) else None
+        states = [ChatChoiceState(i, plan.format if plan.active else None, reasoning) for i in range(body.n)]
         gen = _guarded(served, slot, served.generate(prompt, params, grammar, rid), rid)
         if body.stream:
             include_usage = bool(body.stream_options and body.stream_options.include_usage)

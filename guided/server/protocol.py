@@ -204,6 +204,9 @@ class ChatCompletionRequest(_Common):
     audio: None = None
     prediction: None = None
     web_search_options: None = None
+    # extensions (vLLM's): the chat template's switches (e.g. enable_thinking), a reasoning budget
+    chat_template_kwargs: dict[str, Any] | None = None
+    max_reasoning_tokens: int | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
     def _check(self):

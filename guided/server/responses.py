@@ -85,23 +85,43 @@ def completion_logprobs(model, token_ids: list[int], rows: list[dict[int, float]
 class ChatChoiceState:
     """One chat choice: what was streamed so far, and its tool-call parser when tools are active."""
 
-    def __init__(self, index: int, tool_format: ToolFormat | None):
+    def __init__(self, index: int, tool_format: ToolFormat | None, reasoning: tuple[str, str] | None = None):
         self.index = index
         self.parser = ToolCallParser(tool_format) if tool_format is not None else None
+        self.reasoning = reasoning  # (start, end) markers of a reasoning model's reply, or None
         self.num_logprobs = 0
         self.started = False
+        self.sent_reasoning = self.sent_content = 0  # characters streamed (reasoning models)
+
+    def split(self, text: str, final: bool) -> tuple[str, str | None]:
+        """(reasoning, answer text or None while the reasoning goes on) of a reasoning model's text;
+        while streaming, a tail that may be the start of the end marker is held back."""
+        start, end = self.reasoning
+        i = text.find(end)
+        if i < 0:
+            if not final:
+                if start.startswith(text.lstrip()):
+                    return "", None  # the opening marker may still be being written
+                text = _without_marker_prefix(text, end)
+            return _strip_start(text, start), None
+        return _strip_start(text[:i], start), text[i + len(end) :].lstrip()
 
     def message(self, completion) -> tuple[dict, list[ParsedCall]]:
         """The final ``message`` of a non-streaming answer and its tool calls."""
+        text, extra = completion.text, {}
+        if self.reasoning is not None:
+            reasoning, answer = self.split(text, True)
+            extra = {"reasoning_content": reasoning}
+            text = answer or ""
         if self.parser is None:
-            return {"role": "assistant", "content": completion.text, "refusal": None}, []
-        self.parser.finish(completion.text)
+            return {"role": "assistant", "content": text, "refusal": None, **extra}, []
+        self.parser.finish(text)
         calls = [c for c in self.parser.calls if c.complete]
-        message = {"role": "assistant", "content": self.parser.content or None, "refusal": None}
+        message = {"role": "assistant", "content": self.parser.content or None, "refusal": None, **extra}
         if calls:
             message["tool_calls"] = [{"id": c.id, "type": "function",
                                       "function": {"name": c.name, "arguments": c.arguments}} for c in calls]  # fmt: skip
-        elif self.parser.content == "" and completion.text:
+        elif self.parser.content == "" and text:
             message["content"] = None  # an unfinished call: nothing valid to show
         return message, calls
 
@@ -111,11 +131,25 @@ class ChatChoiceState:
         if not self.started:
             delta["role"] = "assistant"
             self.started = True
-        if self.parser is None:
+        text = completion.text
+        if self.reasoning is not None:
+            reasoning, answer = self.split(text, completion.finished)
+            if len(reasoning) > self.sent_reasoning:
+                delta["reasoning_content"] = reasoning[self.sent_reasoning :]
+                self.sent_reasoning = len(reasoning)
+            if answer is None:
+                return delta
+            text = answer
+            if self.parser is None:
+                if len(text) > self.sent_content:
+                    delta["content"] = text[self.sent_content :]
+                    self.sent_content = len(text)
+                return delta
+        elif self.parser is None:
             if completion.delta_text:
                 delta["content"] = completion.delta_text
             return delta
-        content, call_deltas = self.parser.update(completion.text, final=completion.finished)
+        content, call_deltas = self.parser.update(text, final=completion.finished)
         if content:
             delta["content"] = content
         if call_deltas:
@@ -124,6 +158,20 @@ class ChatChoiceState:
 
     def calls(self) -> list[ParsedCall]:
         return [c for c in self.parser.calls if c.complete] if self.parser is not None else []
+
+
+def _strip_start(text: str, start: str) -> str:
+    """The reasoning without its opening marker and the whitespace around it."""
+    text = text.lstrip()
+    return (text[len(start) :] if start and text.startswith(start) else text).strip()
+
+
+def _without_marker_prefix(text: str, marker: str) -> str:
+    """``text`` less a tail that begins ``marker`` (it may be the marker, still being written)."""
+    for k in range(min(len(marker) - 1, len(text)), 0, -1):
+        if marker.startswith(text[-k:]):
+            return text[:-k]
+    return text
 
 
 def _call_delta(index: int, call_id: str | None, name: str | None, arguments: str) -> dict:

@@ -14,7 +14,7 @@ import logging
 import time
 from pathlib import Path
 
-from guided.constraints import Choice, Grammar, JsonSchema, Regex, StructuralTag, to_constraint
+from guided.constraints import Choice, Grammar, JsonSchema, Reasoning, Regex, StructuralTag, to_constraint
 from guided.engine.async_engine import AsyncEngine
 from guided.engine.sampling_params import SamplingParams
 from guided.errors import ConfigError
@@ -89,10 +89,14 @@ class ServedModel:
     limits : Limits, optional
         Request and constraint limits (default: the compile service's, i.e. ``Limits()`` with the
         LLM's compile timeout).
+    reasoning_parser : str, optional
+        "qwen3" or "deepseek_r1" (``<think>...</think>``), "auto" (those markers when the chat template
+        has them) or None: with one, chat constraints apply after the end of reasoning and replies
+        carry ``reasoning_content``.
     """
 
     def __init__(self, llm, name: str | None = None, max_queue_len: int = 256, tool_format: str | None = None,
-                 limits: Limits | None = None):  # fmt: skip
+                 limits: Limits | None = None, reasoning_parser: str | None = "auto"):  # fmt: skip
         if max_queue_len < 0:
             raise ConfigError(f"max_queue_len must be >= 0, got {max_queue_len}")
         self.llm = llm
@@ -104,6 +108,9 @@ class ServedModel:
         template = getattr(llm.tokenizer, "chat_template", None)
         self.template_has_tools = bool(template) and "tools" in template
         self.tool_format = FORMATS[tool_format or detect_format(template)]
+        self.reasoning = reasoning_markers(reasoning_parser, template)  # (start, end) or None
+        self._reasoning_end_ids = (llm.tokenizer.encode(self.reasoning[1], add_special_tokens=False)
+                                   if self.reasoning else None)  # fmt: skip
         self.max_in_flight = llm.engine.config.max_num_seqs + max_queue_len
         self.max_model_len = llm.engine.max_seq_len
         self.in_flight = 0
@@ -264,6 +271,31 @@ class ServedModel:
             raise api_error(e, "tools") from None
         return ToolPlan(constraint, self.tool_format)
 
+    def thinks(self, req: ChatCompletionRequest) -> bool:
+        """Whether this chat request's reply starts with reasoning (a reasoning model, thinking on)."""
+        return self.reasoning is not None and (req.chat_template_kwargs or {}).get("enable_thinking", True) is not False
+
+    def chat_constraint(self, req: ChatCompletionRequest, constraint):
+        """The constraint of a chat reply: after the reasoning when the model thinks."""
+        if constraint is None or not self.thinks(req):
+            return constraint
+        start, end = self.reasoning
+        try:
+            return Reasoning(constraint, start, end)
+        except ConfigError as e:
+            raise api_error(e, "response_format") from None
+
+    def reasoning_params(self, req: ChatCompletionRequest, params: SamplingParams) -> SamplingParams:
+        """``max_reasoning_tokens`` into ``params`` (a 400 without a reasoning model)."""
+        if req.max_reasoning_tokens is None:
+            return params
+        if not self.thinks(req):
+            raise ApiError(400, "max_reasoning_tokens needs a reasoning model with thinking on (guided serve "
+                           "--reasoning-parser)", param="max_reasoning_tokens")  # fmt: skip
+        params.max_reasoning_tokens = req.max_reasoning_tokens
+        params.reasoning_end_ids = list(self._reasoning_end_ids)
+        return params
+
     def chat_prompt(self, req: ChatCompletionRequest) -> list[int]:
         """Token ids of the conversation under the model's chat template, ready for the reply."""
         tok = self.llm.tokenizer
@@ -274,7 +306,10 @@ class ServedModel:
         except ValueError as e:
             raise ApiError(400, str(e), param="messages") from None
         tools = [t.model_dump(exclude_none=True) for t in req.tools or []]
-        kwargs = {}
+        kwargs = dict(req.chat_template_kwargs or {})
+        for reserved in ("messages", "tools", "add_generation_prompt", "tokenize"):
+            if reserved in kwargs:
+                raise ApiError(400, f"chat_template_kwargs may not set {reserved!r}", param="chat_template_kwargs")
         if tools and self.template_has_tools:
             kwargs["tools"] = tools
         else:
@@ -392,3 +427,17 @@ def _arguments(arguments: str):
         return json.loads(arguments)
     except json.JSONDecodeError:
         return arguments
+
+
+REASONING_PARSERS = {"qwen3": ("<think>", "</think>"), "deepseek_r1": ("<think>", "</think>")}
+
+
+def reasoning_markers(parser: str | None, template: str | None) -> tuple[str, str] | None:
+    """The (start, end) markers of a reasoning parser; "auto": ``<think>`` ones when the template has them."""
+    if parser is None or parser == "none":
+        return None
+    if parser == "auto":
+        return REASONING_PARSERS["qwen3"] if template and "</think>" in template else None
+    if parser not in REASONING_PARSERS:
+        raise ConfigError(f"reasoning parser must be one of {sorted(REASONING_PARSERS)}, 'auto' or 'none'; got {parser!r}")
+    return REASONING_PARSERS[parser]

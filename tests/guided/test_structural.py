@@ -119,3 +119,21 @@ def test_think_freely_then_answer(llm):
         reasoning, marker, answer = out.text.partition("</think>")
         assert marker and "</think>" not in answer and len(reasoning) > 0
         jsonschema.validate(json.loads(answer), WEATHER)
+
+
+def test_reasoning_constraint_in_the_python_api(llm):
+    from guided.constraints import Reasoning
+
+    constraint = Reasoning(WEATHER)
+    assert constraint.answer == JsonSchema(WEATHER)
+    with pytest.raises(ConfigError, match="not supported"):
+        from guided.constraints import Grammar
+
+        Reasoning(Grammar('root ::= "x"'))
+    outs = llm.generate(["<think>"] * 4, [SamplingParams(temperature=1.0, seed=s, max_tokens=24 + 8 * s)
+                                          for s in range(4)], use_tqdm=False, response_format=constraint)  # fmt: skip
+    for out in outs:
+        assert out.finish_reason == "stop", out
+        reasoning, marker, answer = out.text.partition("</think>")
+        assert marker and "</think>" not in answer
+        jsonschema.validate(json.loads(answer), WEATHER)
