@@ -4,8 +4,9 @@ Grammar matching works on bytes, so every token must map to the exact bytes it s
 - byte-level BPE (GPT-2, Llama 3, Qwen): token strings are bytes spelled with GPT-2's
   ``bytes_to_unicode`` alphabet;
 - SentencePiece (Llama 2, Mistral): ``▁`` is a space and, with byte fallback, ``<0xNN>`` is one byte.
-Special and added tokens never match grammar text; they are flagged and only EOS ids are ever allowed
-(where the language accepts). ``size`` may exceed the tokenizer's ids to match a padded lm_head; ids
+Special tokens never match grammar text; they are flagged and only EOS ids are ever allowed (where
+the language accepts). Added tokens that are not special (Qwen's ``<think>``, ``</think>``,
+``<tool_call>``) stand for their text, as the tokenizer decodes them. ``size`` may exceed the tokenizer's ids to match a padded lm_head; ids
 past the tokenizer are never allowed.
 """
 
@@ -114,13 +115,18 @@ class Vocabulary:
         n = max(n, max(vocab.values(), default=-1) + 1)
         tokens: list[bytes] = [b""] * n
         special = np.ones(n, dtype=np.bool_)  # holes stay flagged
-        added = {int(i): tok.content for i, tok in backend.get_added_tokens_decoder().items()}
+        added_tokens = backend.get_added_tokens_decoder()
+        added = {int(i): tok.content for i, tok in added_tokens.items()}
         decode = _byte_level_decoder() if scheme == "byte_level" else _metaspace_decoder(spec)
         for text, i in vocab.items():
             if i in added:
                 continue
             tokens[i] = decode(text)
             special[i] = False
+        for i, tok in added_tokens.items():  # added text tokens (Qwen's <think>, <tool_call>): their text
+            if not getattr(tok, "special", True) and tok.content:
+                tokens[int(i)] = tok.content.encode("utf-8")
+                special[int(i)] = False
         unk = _unk_id(spec, vocab)
         if unk is not None:
             special[unk] = True

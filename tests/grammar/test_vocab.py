@@ -153,3 +153,23 @@ def test_byte_level_alphabet_is_a_bijection():
 def test_rejects_slow_tokenizer():
     with pytest.raises(TokenizerError, match="fast tokenizer"):
         Vocabulary.from_tokenizer(object())
+
+
+def test_added_text_tokens_stand_for_their_text(tokenizer_builtin):
+    """Added tokens that are not special (Qwen's <think>, </think>, <tool_call>) are text: a grammar
+    that writes "</think>" allows the one token, as the model emits it; special ones stay flagged."""
+    from tokenizers import AddedToken, Tokenizer
+
+    from guided.grammar.compiler import GrammarCompiler
+
+    backend = Tokenizer.from_str(tokenizer_builtin.backend_tokenizer.to_str())
+    backend.add_tokens([AddedToken("</think>", special=False, normalized=False)])
+    backend.add_special_tokens([AddedToken("<|tool|>", special=True, normalized=False)])
+    think, tool = backend.token_to_id("</think>"), backend.token_to_id("<|tool|>")
+    vocab = Vocabulary.from_tokenizer(backend, eos_ids=[tokenizer_builtin.eos_token_id])
+    assert vocab.tokens[think] == b"</think>" and not vocab.special[think]
+    assert vocab.tokens[tool] == b"" and vocab.special[tool]
+    assert backend.decode([think], skip_special_tokens=False) == "</think>"
+    m = GrammarCompiler(vocab).compile_regex("</think>[a-z]+").matcher()
+    assert m.is_allowed(think) and not m.is_allowed(tool)
+    assert m.accept_token(think) and m.accept_text("ok") and m.is_accepting()
