@@ -1,6 +1,7 @@
 """Guided-decoding overhead: output throughput with 0%, 50% and 100% JSON-Schema-guided requests, and the
 end-to-end gain of fast-forward (forced tokens prefilled as a chunk) on schema-heavy outputs; then the
-same on realistic outputs: requests steered toward valid MaskBench instances (``Steering``).
+same on realistic outputs: requests steered toward valid MaskBench instances (``Steering``); and a
+reasoning model's shape: free reasoning, ``</think>``, then the schema's JSON (``Reasoning``).
 
 CUDA (bf16 random-weight models shaped like Llama-3.2-1B and Llama-3.1-8B, Llama 3 tokenizer, built on
 the machine): 1, 64 and 256 concurrent requests. Targets: 100% guided >= 95% of unguided output
@@ -37,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from throughput import CPU_SPEC, GPU_SPECS, RESULTS, random_prompts, sync  # noqa: E402
 
 from guided.builtin.tiny_model import tiny_model_dir  # noqa: E402
-from guided.constraints import JsonSchema  # noqa: E402
+from guided.constraints import JsonSchema, Reasoning  # noqa: E402
 from guided.engine.sampling_params import SamplingParams  # noqa: E402
 from guided.llm import LLM  # noqa: E402
 
@@ -224,6 +225,46 @@ def throughput(llm: LLM, schemas: list, concurrency: int, rounds: int, fraction:
             **engine_delta(before, llm.engine.stats())}  # fmt: skip
 
 
+def reasoning_then_json(llm: LLM, schemas: list, concurrency: int, rounds: int, max_tokens: int, prompt_len: int,
+                        vocab: int) -> dict:  # fmt: skip
+    """Every request a reasoning model's reply: free reasoning, ``</think>`` (forced after
+    ``max_tokens // 2`` tokens: a random model never ends it), then the schema's JSON in the rest
+    (budget-aware, as served by default). Constraints compiled before timing."""
+    end_ids = llm.tokenizer.encode("</think>", add_special_tokens=False)
+    params = SamplingParams(temperature=1.0, seed=1, max_tokens=max_tokens, max_reasoning_tokens=max_tokens // 2,
+                            reasoning_end_ids=end_ids)  # fmt: skip
+    before = llm.engine.stats()
+    total = {"tokens": 0, "requests": 0, "seconds": 0.0, "finish": {}, "valid_answers": 0}
+    for r in range(rounds):
+        prompts = random_prompts(concurrency, prompt_len, vocab, seed=1000 * concurrency + r)
+        picked = [schemas[(r * concurrency + i) % len(schemas)] for i in range(concurrency)]
+        formats = [Reasoning(JsonSchema(s)) for s in picked]
+        for f in formats:
+            llm.compile_service.compile(f)
+        sync()
+        start = time.perf_counter()
+        outs = llm.generate(prompts, params, use_tqdm=False, response_format=formats)
+        sync()
+        total["seconds"] += time.perf_counter() - start
+        total["tokens"] += sum(len(o.token_ids) for o in outs)
+        total["requests"] += concurrency
+        for o, schema in zip(outs, picked, strict=True):
+            total["finish"][o.finish_reason] = total["finish"].get(o.finish_reason, 0) + 1
+            total["valid_answers"] += o.finish_reason == "stop" and _valid(schema, o.text.partition("</think>")[2])
+    return {"concurrency": concurrency, **total, "tok_s": total["tokens"] / total["seconds"],
+            "req_s": total["requests"] / total["seconds"], **engine_delta(before, llm.engine.stats())}  # fmt: skip
+
+
+def _valid(schema, text: str) -> bool:
+    import jsonschema
+
+    try:
+        jsonschema.validate(json.loads(text), schema)
+    except (ValueError, jsonschema.ValidationError, jsonschema.SchemaError):
+        return False
+    return True
+
+
 def engine_delta(before: dict, after: dict) -> dict:
     """The share of output tokens that were forced, and the mask statistics, between two ``stats()``."""
     produced = after["num_output_tokens"] - before["num_output_tokens"]
@@ -351,11 +392,20 @@ def run_model(name: str, model_dir: str, args, device: str, dtype: str) -> dict:
             print(f"{name:14s} C={c:<4d} guided={int(100 * f):3d}%  {row['tok_s']:9.1f} tok/s  "
                   f"{row['req_s']:7.2f} req/s  forced {100 * row['forced_fraction']:5.1f}%  {row['finish']}",
                   flush=True)  # fmt: skip
+    reasoning = []
+    for c in concurrencies:
+        rounds = max(1, args.rounds if c == 1 else args.rounds // 2)
+        row = reasoning_then_json(llm, schemas, c, rounds, args.max_tokens, args.prompt_len, vocab)
+        reasoning.append(row)
+        print(f"{name:14s} C={c:<4d} reasoning then JSON  {row['tok_s']:9.1f} tok/s  {row['req_s']:7.2f} req/s  "
+              f"valid answers {row['valid_answers']}/{row['requests']}  {row['finish']}", flush=True)  # fmt: skip
     ratios = {}
     for c in concurrencies:
         by = {r["guided_fraction"]: r for r in rows if r["concurrency"] == c}
+        think = next(r for r in reasoning if r["concurrency"] == c)
         ratios[str(c)] = {"guided50_over_free": by[0.5]["tok_s"] / by[0.0]["tok_s"],
-                          "guided100_over_free": by[1.0]["tok_s"] / by[0.0]["tok_s"]}  # fmt: skip
+                          "guided100_over_free": by[1.0]["tok_s"] / by[0.0]["tok_s"],
+                          "reasoning_then_json_over_free": think["tok_s"] / by[0.0]["tok_s"]}  # fmt: skip
     heavy = schema_heavy(args.ff_requests)
     ff = fast_forward_gain(llm, heavy, args.ff_requests, args.ff_max_tokens, vocab)
     steer = steered_table(llm, pairs, concurrencies, args.ff_max_tokens, args.prompt_len, vocab,
@@ -364,7 +414,7 @@ def run_model(name: str, model_dir: str, args, device: str, dtype: str) -> dict:
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
-    return {"model": name, "schema_pool": pool, "throughput": rows, "ratios": ratios,
+    return {"model": name, "schema_pool": pool, "throughput": rows, "reasoning_then_json": reasoning, "ratios": ratios,
             "ratio_target": "guided100_over_free >= 0.95 at every concurrency", "fast_forward": ff,
             "steered": steer}  # fmt: skip
 
@@ -377,6 +427,8 @@ def print_table(result: dict) -> None:
         cells = [f"{by[f]['tok_s']:9.1f} ({by[f]['req_s']:6.2f})" for f in (0.0, 0.5, 1.0)]
         print(f"{c:>11} | {cells[0]:>18} | {cells[1]:>18} | {cells[2]:>18} | {r['guided100_over_free']:7.3f} | "
               f"{100 * by[1.0]['forced_fraction']:9.1f}%")  # fmt: skip
+    for c, r in result["ratios"].items():
+        print(f"reasoning then JSON, concurrency {c}: {r['reasoning_then_json_over_free']:.3f} of unguided tok/s")
     for c, r in result["steered"]["ratios"].items():
         print(f"steered (realistic) outputs, concurrency {c}: guided/unguided {r['guided_over_free']:.3f}, "
               f"fast-forward {r['fast_forward_gain']:.2f}x")  # fmt: skip
