@@ -19,7 +19,9 @@ memoised per state like masks), plus EOS. The engine keeps ``need <= room`` from
 
 A state whose shortest completion the bounded search cannot find counts as not fitting (the
 guarantee is kept); a start state without one leaves that sequence unsteered (it may end by length
-as without steering). Rows of the rest of the batch are never resampled.
+as without steering), and so does, while it lasts, a state without one that a row entered because
+no ending could be found either (inside an array of unique items). Rows of the rest of the batch are
+never resampled.
 """
 
 from __future__ import annotations
@@ -113,7 +115,7 @@ class BudgetSteering:
     def _steer(self, sampled, seqs, logits, bitmask, rows, sample, room) -> None:
         where = {seq.seq_id: i for i, seq in enumerate(seqs)}
         at = {seq.seq_id: j for j, seq in enumerate(sampled.seqs)}
-        pending = [seq for seq in sampled.seqs if seq.budget and rows[where[seq.seq_id]] >= 0]
+        pending = [seq for seq in sampled.seqs if seq.budget and rows[where[seq.seq_id]] >= 0 and self._known(seq)]
         first = {seq.seq_id: (sampled.token_ids[at[seq.seq_id]], sampled.logprobs[at[seq.seq_id]]) for seq in pending}
         words = bitmask.numpy().view(np.uint32)
         for attempt in range(self.max_tries + 1):
@@ -156,6 +158,15 @@ class BudgetSteering:
         _drop(sampled, {seq.seq_id for seq, _ in endings})
         sampled.endings += endings
         self.rows_ended += len(endings)
+
+    def _known(self, seq: Sequence) -> bool:
+        """Whether the need of ``seq``'s state is known: where it is not (a row that entered such a
+        state when no ending could be found, e.g. inside an array of unique items), no draw can be
+        steered, and each would be refused: the row samples as without steering until it is known."""
+        try:
+            return self.need(seq.constraint) is not None
+        except Exception:  # noqa: BLE001 - as in steer: the engine reports a matcher that raises
+            return False
 
     def _ending(self, seq: Sequence) -> list[int] | None:
         try:

@@ -305,3 +305,24 @@ def test_the_compile_computes_the_start_completion(llm, monkeypatch):
     monkeypatch.setattr(compiled_module, "shortest_bytes", no_search)
     need, text = llm.engine.budget.start_need(compiled.matcher())
     assert need is not None and text == b'{"kind":"warm-start","n":0}'
+
+
+def test_a_row_in_a_state_of_unknown_need_is_left_alone():
+    """Where no shortest completion is known (the search gave up), every draw would be refused and
+    no ending found: the row keeps its draw, checked and resampled not at all."""
+
+    class Unknown:
+        def is_terminated(self):
+            return False
+
+        def shortest_completion(self):
+            return None
+
+    steering = BudgetSteering([0], fast_forward=True)
+    seq = Sequence([1], SamplingParams(max_tokens=4), "r", 0)
+    seq.constraint, seq.budget = Unknown(), True
+    sampled = SampledTokens(seqs=[seq], token_ids=[7], logprobs=[None])
+    steering.steer(sampled, [seq], torch.zeros(1, 64), torch.full((1, 2), -1, dtype=torch.int32), [0], None,
+                   lambda s: 1)  # fmt: skip
+    assert sampled.token_ids == [7] and not sampled.endings and steering.tokens_checked == 0
+    assert not seq.budget_forced
