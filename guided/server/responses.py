@@ -8,7 +8,7 @@ streamed tool-call deltas reassemble into exactly the calls of the non-streaming
 from __future__ import annotations
 
 from guided.server.api_errors import ApiError
-from guided.server.tool_calling import ParsedCall, ToolCallParser, ToolFormat
+from guided.server.tool_calling import ParsedCall, ToolCallParser, ToolFormat, marker_prefix
 
 __all__ = ["ChatChoiceState", "usage", "finish_reason", "choice_extensions", "chat_logprobs", "completion_logprobs"]
 
@@ -102,7 +102,7 @@ class ChatChoiceState:
             if not final:
                 if start.startswith(text.lstrip()):
                     return "", None  # the opening marker may still be being written
-                text = _without_marker_prefix(text, end)
+                text = text[: len(text) - marker_prefix(text, end)]
             return _strip_start(text, start), None
         return _strip_start(text[:i], start), text[i + len(end) :].lstrip()
 
@@ -164,14 +164,6 @@ def _strip_start(text: str, start: str) -> str:
     """The reasoning without its opening marker and the whitespace around it."""
     text = text.lstrip()
     return (text[len(start) :] if start and text.startswith(start) else text).strip()
-
-
-def _without_marker_prefix(text: str, marker: str) -> str:
-    """``text`` less a tail that begins ``marker`` (it may be the marker, still being written)."""
-    for k in range(min(len(marker) - 1, len(text)), 0, -1):
-        if marker.startswith(text[-k:]):
-            return text[:-k]
-    return text
 
 
 def _call_delta(index: int, call_id: str | None, name: str | None, arguments: str) -> dict:

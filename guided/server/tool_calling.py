@@ -18,7 +18,7 @@ A model writes tool calls in the format its chat template taught it. Two are sup
 ``ToolCalls`` is a Constraint whose language is exactly the calls allowed by ``tool_choice``: each
 call names one of the tools and its arguments are an instance of that tool's ``parameters`` schema
 (compact JSON), so every parsed ``arguments`` string parses and validates. Under ``tool_choice="auto"``
-the model may instead answer in free text that never contains the call opener. ``ToolCallParser``
+the model may answer in free text that never contains the call opener, and calls may follow it. ``ToolCallParser``
 reads calls out of text incrementally, so streamed deltas and the final answer are the same calls.
 """
 
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from guided.constraints import Constraint
 from guided.errors import ConfigError, LimitError, SchemaError
-from guided.grammar.regex_ast import alt, any_string, complement, literal, repeat, seq
+from guided.grammar.regex_ast import alt, any_string, complement, literal, optional, repeat, seq
 from guided.limits import Limits
 from guided.schema.compiler import json_schema_to_node
 from guided.schema.drafts import for_draft
@@ -154,10 +154,11 @@ class ToolCalls(Constraint):
         calls = seq(one, repeat(seq(literal(fmt.separator), one), 0, None)) if self.parallel else one
         if self.mode == "required":
             return calls
-        # free text that never opens a call (so a call, once started, is always constrained)
+        # free text that never opens a call (so a call, once started, is always constrained), then
+        # the calls or nothing: calls may follow text
         opener = fmt.opener.split("\n")[0] if self.format == "hermes" else fmt.opener
         free = complement(seq(any_string(), literal(opener), any_string()))
-        return alt(free, calls)
+        return seq(free, optional(calls))
 
     @staticmethod
     def _call_node(fmt: ToolFormat, name: str, schema: str, strict: bool, limits=None):
@@ -170,6 +171,15 @@ class ToolCalls(Constraint):
         except LimitError as e:
             raise LimitError(f"tool {name!r}: parameters: {e}") from None
         return seq(literal(fmt.head(name)), args, literal(fmt.closer))
+
+
+def marker_prefix(text: str, marker: str) -> int:
+    """The length of the longest end of ``text`` that begins ``marker`` (shorter than it): text held
+    back while streaming, as it may still become the marker."""
+    for k in range(min(len(marker) - 1, len(text)), 0, -1):
+        if marker.startswith(text[-k:]):
+            return k
+    return 0
 
 
 def new_call_id() -> str:
@@ -191,9 +201,9 @@ class ParsedCall:
 class ToolCallParser:
     """Reads tool calls out of a growing text in one format.
 
-    Feed the whole text so far to ``update``; it returns the content delta (text outside calls) and,
-    per call, what is new: ``(index, id and name when the call first appears, argument fragment)``.
-    Free text is held back while it may still be the start of a call.
+    Feed the whole text so far to ``update``; it returns the content delta (the text before the calls)
+    and, per call, what is new: ``(index, id and name when the call first appears, argument fragment)``.
+    A tail of the text that may still be the start of a call is held back.
     """
 
     format: ToolFormat
@@ -204,20 +214,18 @@ class ToolCallParser:
 
     def update(self, text: str, final: bool = False) -> tuple[str, list[tuple[int, str | None, str | None, str]]]:
         """Consume ``text`` (everything so far); return (content delta, call deltas)."""
-        if not self._in_calls:
-            delta = self._update_content(text, final)
-            if not self._in_calls:
-                return delta, []
-        return "", self._update_calls(text)
+        delta = self._update_content(text, final) if not self._in_calls else ""
+        return delta, (self._update_calls(text) if self._in_calls else [])
 
     def _update_content(self, text: str, final: bool) -> str:
         opener = self.format.opener
-        if text.startswith(opener) or (not final and opener.startswith(text)):
-            if text.startswith(opener):
-                self._in_calls = True
-            return ""  # a call starts here, or may still
-        delta = text[len(self.content) :]
-        self.content = text
+        end = text.find(opener)
+        if end >= 0:  # the calls start here; the text before them is content
+            self._in_calls, self._pos = True, end
+        else:  # a tail that may still become the opener is held back
+            end = len(text) if final else len(text) - marker_prefix(text, opener)
+        delta = text[len(self.content) : end]
+        self.content = text[:end]
         return delta
 
     def _update_calls(self, text: str) -> list[tuple[int, str | None, str | None, str]]:

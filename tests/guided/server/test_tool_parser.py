@@ -170,3 +170,58 @@ def test_requests_for_the_same_tools_share_one_checked_grammar(compiler, monkeyp
     first = tools.compile(compiler)
     monkeypatch.setattr(ToolCalls, "node", lambda self, limits=None: pytest.fail("lowered again"))
     assert tools.compile(compiler) is first and isinstance(first, UniqueChecked)
+
+
+@pytest.mark.parametrize("fmt_name", sorted(FORMATS))
+@pytest.mark.parametrize("step", [1, 4, 1000])
+def test_calls_after_text(fmt_name, step):
+    """Under tool_choice auto, calls may follow text: streamed, the text comes as content (a tail that
+    may open a call held back) and the calls as deltas; the same as the final reading."""
+    lead = "Let me look that up <tool and then\n"
+    text = lead + _text(fmt_name, CALLS[:2])
+    parser = ToolCallParser(FORMATS[fmt_name])
+    content, args = "", {}
+    for end in range(step, len(text) + step, step):
+        delta, deltas = parser.update(text[:end], final=end >= len(text))
+        content += delta
+        assert lead.startswith(content)
+        for index, _, _, fragment in deltas:
+            args[index] = args.get(index, "") + fragment
+    final = ToolCallParser(FORMATS[fmt_name])
+    delta, calls = final.finish(text)
+    assert content == delta == final.content == lead
+    assert [(c.name, json.loads(c.arguments)) for c in calls] == CALLS[:2]
+    assert [args[i] for i in sorted(args)] == [c.arguments for c in calls]
+
+
+@pytest.mark.parametrize("fmt", ["hermes", "llama3-json"])
+def test_the_auto_language_takes_calls_after_text(compiler, fmt):
+    compiled = ToolCalls.from_functions(OPEN_TOOLS, format=fmt, mode="auto").compile(compiler)
+    f = FORMATS[fmt]
+    call = f"{f.head('add')}" + '{"a":1}' + f.closer
+    for text in ["Sure.\n" + call, call, "Sure.", ""]:
+        m = compiled.matcher()
+        assert _taken(m, text) == len(text.encode()) and m.is_accepting(), text
+    # the opener in free text starts a call: what follows must be one
+    bad = "Sure " + f.opener + "nope"
+    assert _taken(compiled.matcher(), bad) < len(bad.encode())
+
+
+def test_chat_message_of_text_then_calls():
+    """The server's chat message and stream deltas for a reply that writes text, then a call."""
+    from types import SimpleNamespace
+
+    from guided.server.responses import ChatChoiceState
+
+    text = "Checking.\n" + _text("hermes", CALLS[:1])
+    final = SimpleNamespace(text=text, finished=True, delta_text="")
+    message, calls = ChatChoiceState(0, FORMATS["hermes"]).message(final)
+    assert message["content"] == "Checking.\n" and len(calls) == 1
+    assert json.loads(message["tool_calls"][0]["function"]["arguments"]) == CALLS[0][1]
+    state, content, args = ChatChoiceState(0, FORMATS["hermes"]), "", ""
+    for end in range(1, len(text) + 1):
+        delta = state.delta(SimpleNamespace(text=text[:end], finished=end == len(text), delta_text=""))
+        content += delta.get("content") or ""
+        args += "".join(c["function"]["arguments"] for c in delta.get("tool_calls") or [])
+    assert content == message["content"] and args == message["tool_calls"][0]["function"]["arguments"]
+
