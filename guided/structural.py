@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 
 from guided.constraints import Choice, JsonSchema, Reasoning, Regex, StructuralTag, Tag
-from guided.errors import ConfigError, SchemaError
+from guided.errors import SchemaError
 from guided.grammar import parse_regex
 from guided.grammar.regex_ast import alt, any_string, chars, complement, literal, repeat, seq
 from guided.limits import Limits
@@ -43,23 +43,26 @@ def structural_node(constraint: StructuralTag, limits: Limits):
 
 
 def compile_reasoning(compiler, constraint: Reasoning, limits: Limits | None = None):
-    """The compiled grammar of a reasoning reply (cached under its key)."""
-    return compiler.compile_lowered(("ast", constraint.key), lambda: reasoning_node(constraint, limits or Limits()))
+    """The compiled grammar of a reasoning reply (cached under its key); tool calls keep their
+    run-time name check (``checked``) over the calls after the reasoning."""
+    compiled = compiler.compile_lowered(("ast", constraint.key), lambda: reasoning_node(constraint, limits or Limits()))
+    checked = getattr(constraint.answer, "checked", None)
+    return compiled if checked is None else checked(compiled, constraint.key)
 
 
 def reasoning_node(constraint: Reasoning, limits: Limits):
-    """Free text without the end marker, the marker, whitespace, then the answer's language."""
+    """Free text without the end marker, the marker, whitespace, then the answer's language. Before
+    tool calls, the reasoning never holds the call opener either (the name check reads calls from it)."""
     answer = constraint.answer
+    excluded = [literal(constraint.end)]
     if answer is None:
         tail = any_string()
-    elif hasattr(answer, "node"):  # tool calls: their language, when no run-time name check is needed
-        if answer.call_places() is not None:
-            raise ConfigError("with a reasoning model, tool arguments whose objects may repeat a member name "
-                              "(open to undeclared names) are not supported yet")  # fmt: skip
+    elif hasattr(answer, "node"):  # tool calls
         tail = answer.node(limits)
+        excluded.append(literal(answer.free_text_excludes))
     else:
         tail = _content_node(Tag(constraint.end, answer, ""), limits)
-    reasoning = complement(seq(any_string(), literal(constraint.end), any_string()))
+    reasoning = complement(seq(any_string(), alt(*excluded), any_string()))
     space = chars([(ord(c), ord(c)) for c in " \t\r\n"])
     return seq(reasoning, literal(constraint.end), repeat(space, 0, None), tail)
 

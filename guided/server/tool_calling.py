@@ -119,7 +119,18 @@ class ToolCalls(Constraint):
         ``arguments`` string parses to the value it spells."""
         # a cached grammar skips the lowering of every tool's schema; the check is made once per grammar
         compiled = compiler.compile_lowered(("ast", self.key), lambda: self.node(limits))
-        return UniqueChecked.shared(compiled, self.key, lambda: self._checked(compiled))
+        return self.checked(compiled, self.key)
+
+    def checked(self, compiled, key: tuple):
+        """``compiled`` (a language whose calls are this constraint's, e.g. after a reasoning section)
+        with the run-time name check where some tool needs it, one per grammar (``key``)."""
+        return UniqueChecked.shared(compiled, key, lambda: self._checked(compiled))
+
+    @property
+    def free_text_excludes(self) -> str:
+        """What text outside calls never holds: the start of the call opener (it starts a call)."""
+        fmt = FORMATS[self.format]
+        return fmt.opener.split("\n")[0] if self.format == "hermes" else fmt.opener
 
     def _checked(self, compiled) -> UniqueChecked | None:
         """The grammar with the name check over each call's JSON object, or None when no tool's
@@ -156,8 +167,7 @@ class ToolCalls(Constraint):
             return calls
         # free text that never opens a call (so a call, once started, is always constrained), then
         # the calls or nothing: calls may follow text
-        opener = fmt.opener.split("\n")[0] if self.format == "hermes" else fmt.opener
-        free = complement(seq(any_string(), literal(opener), any_string()))
+        free = complement(seq(any_string(), literal(self.free_text_excludes), any_string()))
         return seq(free, optional(calls))
 
     @staticmethod

@@ -225,3 +225,23 @@ def test_chat_message_of_text_then_calls():
         args += "".join(c["function"]["arguments"] for c in delta.get("tool_calls") or [])
     assert content == message["content"] and args == message["tool_calls"][0]["function"]["arguments"]
 
+
+
+@pytest.mark.parametrize("fmt", ["hermes", "llama3-json"])
+def test_calls_after_reasoning_keep_the_name_check(compiler, fmt):
+    """A reasoning model's tool calls: the reasoning, then calls whose argument objects never repeat
+    a name; the reasoning never holds the call opener (the check reads calls from it)."""
+    from guided.constraints import Reasoning
+    from guided.structural import compile_reasoning
+
+    tools = ToolCalls.from_functions(OPEN_TOOLS, format=fmt, mode="required")
+    compiled = compile_reasoning(compiler, Reasoning(tools))
+    assert isinstance(compiled, UniqueChecked)
+    f = FORMATS[fmt]
+    good = "I should call it.</think>\n" + f"{f.head('pair')}" + '{"a":1,"b":2}' + f.closer
+    m = compiled.matcher()
+    assert _taken(m, good) == len(good.encode()) and m.is_accepting()
+    repeated = "ok</think>" + f"{f.head('pair')}" + '{"a":1,"a":2}'
+    assert _taken(compiled.matcher(), repeated) == repeated.rindex('":') - 1
+    opener_in_reasoning = "think " + tools.free_text_excludes + " more</think>"
+    assert _taken(compiled.matcher(), opener_in_reasoning) < len(opener_in_reasoning.encode())
