@@ -113,8 +113,9 @@ class ChatChoiceState:
             reasoning, answer = self.split(text, True)
             extra = {"reasoning_content": reasoning}
             text = answer or ""
-        if self.parser is None:
-            return {"role": "assistant", "content": text, "refusal": None, **extra}, []
+        if self.parser is None:  # (a reasoning reply with no answer: content None, as vLLM's)
+            content = (text or None) if self.reasoning is not None else text
+            return {"role": "assistant", "content": content, "refusal": None, **extra}, []
         self.parser.finish(text)
         calls = [c for c in self.parser.calls if c.complete]
         message = {"role": "assistant", "content": self.parser.content or None, "refusal": None, **extra}

@@ -118,3 +118,10 @@ def test_tool_calls_after_the_reasoning(server):
     [call] = choice.message.tool_calls
     assert call.function.name == "get_weather"
     jsonschema.validate(json.loads(call.function.arguments), CITY)
+
+
+def test_reasoning_that_never_ends_has_no_content(server):
+    r = chat(server[1], max_tokens=6, temperature=1.0, seed=8)  # unconstrained: a random model never ends it
+    message = r.choices[0].message
+    assert r.choices[0].finish_reason == "length" and message.content is None
+    assert message.model_extra["reasoning_content"]
