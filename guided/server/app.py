@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import gc
 import json
+import logging
 import secrets
 import time
 from collections.abc import AsyncIterator
@@ -47,6 +48,8 @@ from guided.server.responses import (
 from guided.server.served_model import ServedModel
 
 __all__ = ["create_app", "ServedModel"]
+
+logger = logging.getLogger(__name__)
 
 DISCONNECT_POLL_S = 0.25
 ROUTES = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics"})
@@ -112,16 +115,12 @@ def create_app(llm=None, *, model_name: str | None = None, api_key: str | None =
         body = {"error": {"message": str(exc.detail), "type": kind, "param": None, "code": None}}
         return JSONResponse(body, status_code=exc.status_code, headers=getattr(exc, "headers", None))
 
-    @app.exception_handler(Exception)
-    async def _internal_error(request, exc: Exception):
-        err = api_error(exc)
-        return JSONResponse(err.body(), status_code=err.status)
-
     @app.exception_handler(RecursionError)
     async def _too_deep(request, exc: RecursionError):
         body = ApiError(400, "the request body nests too deeply to parse", code="limit_exceeded").body()
         return JSONResponse(body, status_code=400)
 
+    app.add_middleware(_Unexpected)  # innermost: unexpected errors answered here, not re-raised
     app.add_middleware(BodyLimit, limit=served.limits.body_bytes)
     if api_key is not None:
         app.add_middleware(ApiKeyCheck, api_key=api_key)
@@ -212,6 +211,37 @@ def create_app(llm=None, *, model_name: str | None = None, api_key: str | None =
         return _completion_response(served, finals, rid, body)
 
     return app
+
+
+class _Unexpected:
+    """An error no handler answers becomes an OpenAI error object (500 unless it is bad input), logged
+    with an error id that the message repeats; it is not re-raised to the server, so the client's
+    keep-alive connection stays usable. Errors after a response began travel in its stream instead."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started = False
+
+        async def tracking_send(message):
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception as exc:
+            if started:
+                raise
+            error_id = secrets.token_hex(6)
+            logger.exception("%s %s failed (error id %s)", scope.get("method"), scope.get("path"), error_id)
+            err = api_error(exc)
+            body = err.body()
+            body["error"]["message"] += f" (error id {error_id})"
+            await JSONResponse(body, status_code=err.status)(scope, receive, send)
 
 
 class _StatusCounter:
@@ -323,7 +353,7 @@ async def _merge(gens: list[AsyncIterator]) -> AsyncIterator[tuple[int, object]]
 async def _sse(chunks: AsyncIterator[dict]) -> AsyncIterator[str]:
     try:
         async for chunk in chunks:
-            yield f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
+            yield f"data: {json.dumps(chunk, ensure_ascii=False, allow_nan=False)}\n\n"  # strict JSON, as the bodies
     except asyncio.CancelledError:
         raise
     except Exception as e:  # after the response started, errors travel in the stream

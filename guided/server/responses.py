@@ -46,7 +46,9 @@ def finish_reason(completion, calls: list[ParsedCall] | None = None) -> str | No
 
 
 def _top(model, row: dict[int, float], k: int) -> list[dict]:
-    best = sorted(row.items(), key=lambda kv: -kv[1])[:k]
+    """The ``k`` most likely alternatives; tokens the constraint masked (logprob -inf) are left out,
+    so under a constraint the list may be shorter than ``k`` (never a non-finite number in JSON)."""
+    best = sorted(((t, lp) for t, lp in row.items() if lp > float("-inf")), key=lambda kv: -kv[1])[:k]
     out = []
     for token_id, lp in best:
         text, data = model.token_text(token_id)

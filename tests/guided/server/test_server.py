@@ -185,6 +185,69 @@ def test_stream_done_marker(server):
     assert lines[-1] == "data: [DONE]" and all(line.startswith("data: ") for line in lines)
 
 
+def _strict_json(text: str):
+    """json.loads that refuses NaN and Infinity (Python's accepts them; JSON and browsers do not)."""
+
+    def refuse(name):
+        raise ValueError(f"non-finite number {name} in JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_logprobs_under_a_constraint_stay_finite(server):
+    """top_logprobs beyond the tokens a constraint allows: the masked ones are left out, in the
+    answer and in the stream, and every number is finite JSON."""
+    body = {"model": MODEL, "messages": USER, "max_tokens": 4, "logprobs": True, "top_logprobs": 20,
+            "choice": ["yes", "no"]}  # fmt: skip
+    r = httpx.post(f"{server[1]}/v1/chat/completions", json=body, timeout=60)
+    assert r.status_code == 200, r.text
+    content = _strict_json(r.text)["choices"][0]["logprobs"]["content"]
+    assert content and all(len(t["top_logprobs"]) < 20 for t in content)
+    with httpx.stream("POST", f"{server[1]}/v1/chat/completions", json={**body, "stream": True}, timeout=60) as r:
+        lines = [line[6:] for line in r.iter_lines() if line.startswith("data: {")]
+    assert lines and all(_strict_json(line) for line in lines)
+
+
+def test_an_unexpected_error_is_a_500_and_the_connection_stays(server, monkeypatch):
+    """One keep-alive connection: a request that hits a bug gets a 500 error object, and the next
+    request on the same connection is answered."""
+    import socket
+
+    served = server[0].state.served
+    original = served.chat_prompt
+
+    def buggy(req):
+        if req.messages[0].text() == "boom":
+            raise RuntimeError("a bug")
+        return original(req)
+
+    monkeypatch.setattr(served, "chat_prompt", buggy)
+    host, port = server[1].removeprefix("http://").split(":")
+
+    def request(sock, content: str) -> tuple[int, dict]:
+        payload = json.dumps({"model": MODEL, "max_tokens": 2, "messages": [{"role": "user", "content": content}]})
+        sock.sendall((f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                      f"Content-Length: {len(payload)}\r\n\r\n{payload}").encode())  # fmt: skip
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = sock.recv(65536)
+            assert chunk, "the server closed the connection"
+            data += chunk
+        head, rest = data.split(b"\r\n\r\n", 1)
+        length = int(re.search(rb"content-length: (\d+)", head, re.I).group(1))
+        while len(rest) < length:
+            chunk = sock.recv(65536)
+            assert chunk, "the server closed the connection"
+            rest += chunk
+        return int(head.split()[1]), json.loads(rest[:length])
+
+    with socket.create_connection((host, int(port)), timeout=60) as sock:
+        status, body = request(sock, "boom")
+        assert status == 500 and body["error"]["type"] == "server_error" and "error id" in body["error"]["message"]
+        status, body = request(sock, "hello")
+        assert status == 200 and body["choices"][0]["finish_reason"] in ("stop", "length")
+
+
 # ---------------------------------------------------------------------- token budget
 LONG = {"type": "object", "properties": {"note": {"type": "string"}, "n": {"type": "integer"}},
         "required": ["note", "n"], "additionalProperties": False}  # fmt: skip
