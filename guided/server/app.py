@@ -138,11 +138,18 @@ def create_app(llm=None, *, model_name: str | None = None, api_key: str | None =
         text = served.metrics.render(served.llm.engine.stats(), served.compile_service, served.in_flight)
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
+    def model_card() -> dict:
+        return {"id": served.name, "object": "model", "created": served.created, "owned_by": "guided",
+                "max_model_len": served.max_model_len}  # fmt: skip
+
     @app.get("/v1/models")
     async def models():
-        card = {"id": served.name, "object": "model", "created": served.created, "owned_by": "guided",
-                "max_model_len": served.max_model_len}  # fmt: skip
-        return {"object": "list", "data": [card]}
+        return {"object": "list", "data": [model_card()]}
+
+    @app.get("/v1/models/{model_id:path}")
+    async def model(model_id: str):  # client.models.retrieve; ids may hold "/" (org/name)
+        served.check_model(model_id)
+        return model_card()
 
     @app.post("/v1/chat/completions")
     async def chat_completions(body: ChatCompletionRequest, request: Request):

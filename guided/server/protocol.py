@@ -60,6 +60,31 @@ class ResponseFormat(_Strict):
         return self
 
 
+class StructuredOutputs(_Strict):
+    """vLLM's (>= 0.12) ``structured_outputs``: one of json, regex, choice, grammar, structural_tag,
+    json_object; ``disable_any_whitespace`` writes JSON compactly."""
+
+    json_: dict[str, Any] | bool | str | None = Field(default=None, alias="json")
+    regex: str | None = None
+    choice: list[str] | None = None
+    grammar: str | None = None
+    structural_tag: dict[str, Any] | str | None = None
+    json_object: bool | None = None
+    disable_any_whitespace: bool = False
+    whitespace_pattern: None = None  # named so that setting it is a clear error
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _one(self):
+        given = [k for k in ("json_", "regex", "choice", "grammar", "structural_tag") if getattr(self, k) is not None]
+        given += ["json_object"] if self.json_object else []
+        if len(given) != 1:
+            raise ValueError("structured_outputs takes exactly one of json, regex, choice, grammar, structural_tag, "
+                             f"json_object; got {[g.rstrip('_') for g in given] or 'none'}")  # fmt: skip
+        return self
+
+
 class FunctionDef(_Strict):
     name: str
     description: str | None = None
@@ -177,6 +202,7 @@ class _Common(_Strict):
     guided_grammar: str | None = None
     grammar: str | None = None
     guided_whitespace_pattern: None = None  # named so that setting it is a clear error
+    structured_outputs: StructuredOutputs | None = None  # vLLM >= 0.12's spelling of the above
     budget_aware: bool | None = None  # guided's: a constrained output ends complete within max_tokens
 
     @model_validator(mode="after")

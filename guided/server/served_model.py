@@ -211,6 +211,7 @@ class ServedModel:
             "guided_regex": req.guided_regex, "regex": req.regex,
             "guided_choice": req.guided_choice, "choice": req.choice,
             "guided_grammar": req.guided_grammar, "grammar": req.grammar,
+            "structured_outputs": req.structured_outputs,
         }  # fmt: skip
         given = {k: v for k, v in given.items() if v is not None}
         if len(given) > 1:
@@ -238,6 +239,8 @@ class ServedModel:
             return JsonSchema(spec.schema_, strict=bool(spec.strict))
         if param == "guided_json":
             return to_constraint(json.loads(value) if isinstance(value, str) else value)
+        if param == "structured_outputs":
+            return _structured_outputs(value)
         if param in ("guided_regex", "regex"):
             return Regex(value)
         if param in ("guided_choice", "choice"):
@@ -427,6 +430,24 @@ def _arguments(arguments: str):
         return json.loads(arguments)
     except json.JSONDecodeError:
         return arguments
+
+
+def _structured_outputs(value):
+    """The constraint of vLLM's ``structured_outputs`` object (exactly one kind, checked by the model)."""
+    whitespace = "compact" if value.disable_any_whitespace else "flexible"
+    if value.json_ is not None:
+        schema = json.loads(value.json_) if isinstance(value.json_, str) else value.json_
+        return JsonSchema(schema, whitespace=whitespace)
+    if value.json_object:
+        return JsonSchema({"type": "object"}, whitespace=whitespace)
+    if value.regex is not None:
+        return Regex(value.regex)
+    if value.choice is not None:
+        return Choice(value.choice)
+    if value.grammar is not None:
+        return Grammar(value.grammar)
+    tag = json.loads(value.structural_tag) if isinstance(value.structural_tag, str) else value.structural_tag
+    return StructuralTag.from_openai({"type": "structural_tag", **tag})
 
 
 REASONING_PARSERS = {"qwen3": ("<think>", "</think>"), "deepseek_r1": ("<think>", "</think>")}

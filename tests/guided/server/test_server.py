@@ -63,6 +63,12 @@ def chat(client, **kwargs):
 
 
 # ---------------------------------------------------------------------- basics
+def test_models_retrieve(client):
+    assert client.models.retrieve(MODEL).id == MODEL
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("org/other-model")
+
+
 def test_models_health_metrics(server, client):
     assert [m.id for m in client.models.list()] == [MODEL]
     base = server[1]
@@ -153,6 +159,36 @@ def test_extensions(client, body, check):
     r = chat(client, max_tokens=20, extra_body=body)
     assert r.choices[0].finish_reason == "stop"
     assert check(r.choices[0].message.content), r.choices[0].message.content
+
+
+@pytest.mark.parametrize(
+    "outputs, check",
+    [
+        ({"regex": "[a-c]{3}-[0-9]{2}"}, lambda t: len(t) == 6 and t[3] == "-"),
+        ({"choice": ["up", "down"]}, lambda t: t in ("up", "down")),
+        ({"grammar": 'root ::= "(" [xy] ")"'}, lambda t: t in ("(x)", "(y)")),
+        ({"json": {"type": "array", "items": {"type": "integer"}, "maxItems": 3}, "disable_any_whitespace": True},
+         lambda t: " " not in t and isinstance(json.loads(t), list)),
+        ({"json": '{"type": "integer", "minimum": 3, "maximum": 9}'}, lambda t: 3 <= int(t) <= 9),
+        ({"json_object": True}, lambda t: isinstance(json.loads(t), dict)),
+        ({"structural_tag": json.dumps({"structures": [{"begin": "<a>", "schema": {"type": "integer"}, "end": "</a>"}],
+                                         "triggers": ["<a>"]})}, lambda t: "<a" not in t or "</a>" in t),
+    ],
+    ids=["regex", "choice", "grammar", "json_compact", "json_text", "json_object", "structural_tag"],
+)  # fmt: skip
+def test_structured_outputs(client, outputs, check):
+    """vLLM >= 0.12's structured_outputs object."""
+    r = chat(client, max_tokens=40, extra_body={"structured_outputs": outputs})
+    assert r.choices[0].finish_reason == "stop" and check(r.choices[0].message.content), r.choices[0].message.content
+
+
+@pytest.mark.parametrize("outputs", [{}, {"regex": "a", "choice": ["b"]}, {"whitespace_pattern": " "},
+                                     {"json": {"type": "object"}, "json_object": True}])  # fmt: skip
+def test_structured_outputs_errors(client, outputs):
+    with pytest.raises(openai.BadRequestError):
+        chat(client, max_tokens=4, extra_body={"structured_outputs": outputs})
+    with pytest.raises(openai.BadRequestError, match="at most one"):
+        chat(client, max_tokens=4, extra_body={"structured_outputs": {"regex": "a"}, "regex": "b"})
 
 
 def test_completions(client):
