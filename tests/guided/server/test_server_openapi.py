@@ -18,7 +18,7 @@ schemathesis = pytest.importorskip("schemathesis", reason="the property-based AP
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 
 EXAMPLES = 500 if os.environ.get("GUIDED_LONG_TESTS") == "1" else 50
-OPERATIONS = ["POST /v1/chat/completions", "POST /v1/completions", "GET /v1/models", "GET /health", "GET /metrics"]
+OPERATIONS = ["POST /v1/chat/completions", "POST /v1/completions", "GET /v1/models", "GET /v1/models/{model_id}", "GET /health", "GET /metrics"]
 
 
 @pytest.fixture(scope="module")
