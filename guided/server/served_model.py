@@ -264,12 +264,16 @@ class ServedModel:
         if unknown:
             raise ApiError(400, f"tool_choice names unknown tool(s) {unknown}; tools are {list(functions)}",
                            param="tool_choice")  # fmt: skip
-        if mode == "auto" and req.response_format is not None and req.response_format.type != "text":
-            raise ApiError(400, "response_format with tool_choice 'auto' is not supported; use tool_choice "
-                           "'none' or 'required'", param="response_format")  # fmt: skip
+        answer = None
+        fmt = req.response_format
+        if mode == "auto" and fmt is not None and fmt.type != "text":
+            if fmt.type != "json_schema" or fmt.json_schema.schema_ is None:
+                raise ApiError(400, f"response_format {fmt.type!r} with tool_choice 'auto' is not supported; use a "
+                               "json_schema (the reply is then tool calls or an answer in it)", param="response_format")  # fmt: skip
+            answer = (json.dumps(fmt.json_schema.schema_), bool(fmt.json_schema.strict))
         try:
             constraint = ToolCalls.from_functions([functions[n] for n in names], format=self.tool_format.name,
-                                                  mode=mode, parallel=parallel)  # fmt: skip
+                                                  mode=mode, parallel=parallel, answer=answer)  # fmt: skip
         except Exception as e:
             raise api_error(e, "tools") from None
         return ToolPlan(constraint, self.tool_format)

@@ -89,6 +89,7 @@ class ToolCalls(Constraint):
     format: str = "hermes"
     mode: str = "required"
     parallel: bool = True
+    answer: tuple[str, bool] | None = None  # under "auto": (schema as JSON text, strict) of the other reply
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
@@ -97,6 +98,11 @@ class ToolCalls(Constraint):
             raise ConfigError(f"tool-call mode must be 'auto' or 'required', got {self.mode!r}")
         if not self.tools:
             raise ConfigError("tool calls need at least one tool")
+        if self.answer is not None and self.mode != "auto":
+            raise ConfigError("an answer schema beside tool calls needs tool_choice 'auto'")
+        if self.answer is not None and self.format != "hermes":
+            raise ConfigError(f"an answer schema beside tool calls is not supported in the {self.format} format "
+                              "(its calls are JSON objects too, so a reply could be read either way)")  # fmt: skip
 
     @classmethod
     def from_functions(cls, functions: list[dict], **kwargs) -> ToolCalls:
@@ -109,7 +115,7 @@ class ToolCalls(Constraint):
 
     @property
     def key(self) -> tuple:
-        return ("tool_calls", self.format, self.mode, self.parallel, self.tools)
+        return ("tool_calls", self.format, self.mode, self.parallel, self.tools, self.answer)
 
     def compile(self, compiler, limits=None):
         """The compiled grammar of this constraint (the CompileService's generic hook); ``limits``
@@ -165,10 +171,25 @@ class ToolCalls(Constraint):
         calls = seq(one, repeat(seq(literal(fmt.separator), one), 0, None)) if self.parallel else one
         if self.mode == "required":
             return calls
+        if self.answer is not None:  # the calls, or an answer in the schema: the model chooses
+            return alt(calls, self._answer_node(limits))
         # free text that never opens a call (so a call, once started, is always constrained), then
         # the calls or nothing: calls may follow text
         free = complement(seq(any_string(), literal(self.free_text_excludes), any_string()))
         return seq(free, optional(calls))
+
+    def _answer_node(self, limits=None):
+        """The answer's language: its schema (closed where strict), when no object of it may repeat a
+        name (the run-time name check reads tool calls only)."""
+        text, strict = self.answer
+        schema = json.loads(text)
+        try:
+            if repeats_names(root_place(for_draft(schema), {}), "declared", strict):
+                raise ConfigError("response_format beside tools under tool_choice 'auto' needs an answer schema whose "
+                                  "objects cannot repeat a name: set strict, or additionalProperties: false")  # fmt: skip
+            return json_schema_to_node(schema, strict=strict, limits=limits or Limits())
+        except SchemaError as e:
+            raise SchemaError(f"response_format: {e}", e.path) from None
 
     @staticmethod
     def _call_node(fmt: ToolFormat, name: str, schema: str, strict: bool, limits=None):

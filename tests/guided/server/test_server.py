@@ -422,6 +422,28 @@ def test_tool_choice_auto_and_none(client):
     assert r.choices[0].message.tool_calls is None and r.choices[0].finish_reason != "tool_calls"
 
 
+def test_parse_with_tools_under_auto(client):
+    """client.chat.completions.parse with a pydantic response_format and tools (tool_choice auto):
+    each reply is tool calls whose arguments validate, or an answer that parses into the model."""
+    tools = [openai.pydantic_function_tool(Weather, name="get_weather")]
+    kinds = set()
+    for seed in range(6):
+        r = client.chat.completions.parse(model=MODEL, messages=USER, tools=tools, response_format=Weather,
+                                          max_tokens=80, temperature=1.0, seed=seed)  # fmt: skip
+        message = r.choices[0].message
+        if message.tool_calls:
+            assert r.choices[0].finish_reason == "tool_calls"
+            for call in message.tool_calls:
+                assert isinstance(call.function.parsed_arguments, Weather)
+            kinds.add("calls")
+        else:
+            assert r.choices[0].finish_reason == "stop" and isinstance(message.parsed, Weather)
+            kinds.add("answer")
+    assert kinds == {"calls", "answer"}, kinds
+    with pytest.raises(openai.BadRequestError, match="json_schema"):
+        chat(client, max_tokens=8, tools=TOOLS, tool_choice="auto", response_format={"type": "json_object"})
+
+
 @pytest.mark.parametrize("parallel", [False, True])
 def test_streamed_tool_calls_match(client, parallel):
     kwargs = dict(max_tokens=120, tools=TOOLS, tool_choice="required", temperature=1.0, seed=11,

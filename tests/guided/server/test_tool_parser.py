@@ -245,3 +245,24 @@ def test_calls_after_reasoning_keep_the_name_check(compiler, fmt):
     assert _taken(compiled.matcher(), repeated) == repeated.rindex('":') - 1
     opener_in_reasoning = "think " + tools.free_text_excludes + " more</think>"
     assert _taken(compiled.matcher(), opener_in_reasoning) < len(opener_in_reasoning.encode())
+
+
+def test_tools_or_an_answer_under_auto(compiler):
+    """Under tool_choice auto with a response_format: the reply is tool calls or an answer in the
+    schema (closed where strict), nothing else; a schema that could repeat a name is refused."""
+    answer = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    tc = ToolCalls.from_functions(OPEN_TOOLS[2:], mode="auto", answer=(json.dumps(answer), True))
+    compiled = tc.compile(compiler)
+    f = FORMATS["hermes"]
+    for text in ['{"city": "Paris"}', f"{f.head('add')}" + '{"a":1}' + f.closer]:
+        m = compiled.matcher()
+        assert _taken(m, text) == len(text.encode()) and m.is_accepting(), text
+    for text in ["Sure, Paris.", '{"city": "Paris", "x": 1}', '{"town": "Paris"}']:
+        m = compiled.matcher()
+        assert not (_taken(m, text) == len(text.encode()) and m.is_accepting()), text
+    with pytest.raises(ConfigError, match="cannot repeat a name"):
+        ToolCalls.from_functions(OPEN_TOOLS[2:], mode="auto", answer=(json.dumps(answer), False)).compile(compiler)
+    with pytest.raises(ConfigError, match="needs tool_choice 'auto'"):
+        ToolCalls.from_functions(OPEN_TOOLS[2:], mode="required", answer=(json.dumps(answer), True))
+    with pytest.raises(ConfigError, match="not supported in the llama3-json format"):
+        ToolCalls.from_functions(OPEN_TOOLS[2:], mode="auto", format="llama3-json", answer=(json.dumps(answer), True))
