@@ -9,6 +9,8 @@ from pathlib import Path
 
 from guided.errors import ConfigError, ModelLoadError
 
+from .hub import looks_like_hub_id, resolve_hub_model
+
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
@@ -19,7 +21,10 @@ class Config:
     Parameters
     ----------
     model : str
-        Local Hugging Face model directory (config.json + safetensors). Never a hub id.
+        Local Hugging Face model directory (config.json + safetensors), or a hub name (``org/name``),
+        resolved through the Hugging Face cache or downloaded (``engine.hub``).
+    revision : str, optional
+        The hub revision (branch, tag or commit) of a hub name.
     tokenizer : str, optional
         Local tokenizer directory; defaults to ``model``.
     dtype : str
@@ -68,6 +73,7 @@ class Config:
 
     model: str
     tokenizer: str | None = None
+    revision: str | None = None
     dtype: str = "auto"
     device: str = "auto"
     block_size: int = 16
@@ -87,6 +93,7 @@ class Config:
     mask_threads: int = 4
     mask_wait_s: float = 0.005
     hf_config: dict = field(default_factory=dict, repr=False)
+    hub_id: str | None = None  # the hub name the model was resolved from, if any
 
     def __post_init__(self) -> None:
         self._check_model()
@@ -95,8 +102,11 @@ class Config:
 
     def _check_model(self) -> None:
         path = Path(os.fspath(self.model)).expanduser()
+        if not path.is_dir() and looks_like_hub_id(str(self.model)):
+            self.hub_id = str(self.model)
+            path = Path(resolve_hub_model(self.hub_id, self.revision))
         if not path.is_dir():
-            hint = " (guided never downloads from a model hub; pass a local directory)"
+            hint = " (nor a hub name org/name)" if "/" not in str(self.model).strip("/") else ""
             raise ModelLoadError(f"model directory {str(self.model)!r} does not exist{hint}")
         config_file = path / "config.json"
         if not config_file.is_file():

@@ -17,7 +17,7 @@ def safetensors_files(model_dir: str | Path) -> list[Path]:
     path = Path(model_dir)
     if not path.is_dir():
         raise ModelLoadError(
-            f"model directory {str(model_dir)!r} does not exist (guided never downloads from a model hub)"
+            f"model directory {str(model_dir)!r} does not exist"
         )
     index = path / "model.safetensors.index.json"
     if index.is_file():

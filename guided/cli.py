@@ -25,7 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     demo = sub.add_parser("demo", help="run the main job on the embedded default model (or --model DIR)")
-    demo.add_argument("--model", help="local HF model directory (default: the embedded random-weight model)")
+    demo.add_argument("--model", help="local HF model directory or hub name org/name (default: the embedded "
+                      "random-weight model)")  # fmt: skip
     vocab = sub.add_parser("vocab", help="load a tokenizer and print its vocabulary statistics")
     vocab.add_argument("tokenizer", help="'builtin', a tokenizer directory, tokenizer.json, or a .model file")
     _add_serve(sub)
@@ -44,7 +45,8 @@ BENCHMARKS = {
 
 
 def _engine_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", help="local HF model directory (default: the embedded random-weight model)")
+    p.add_argument("--model", help="local HF model directory or hub name org/name (default: the embedded "
+                   "random-weight model)")  # fmt: skip
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default: auto)")
     p.add_argument("--dtype", default="auto", help="auto, float32, bfloat16 or float16 (default: auto)")
     p.add_argument("--max-num-seqs", type=int, default=256, help="most sequences in one step (default: 256)")

@@ -41,7 +41,7 @@ def run_demo(model: str | None = None, max_tokens: int = 256) -> int:
         model = default_model_dir()
         print(f"guided demo: using the embedded default model ({model.name}). Its weights are random, so its")
         print("text is meaningless; under a constraint it is still always valid. Pass --model DIR for real weights.")
-    elif not (Path(model).expanduser() / "config.json").exists():
+    elif Path(model).expanduser().is_dir() and not (Path(model).expanduser() / "config.json").exists():
         raise ModelLoadError(f"{model} is not a local HF model directory (no config.json)")
     llm = LLM(model)
     print(f"model loaded in {time.perf_counter() - t0:.1f} s; lm_head width {llm.engine.vocab_size}")

@@ -100,7 +100,8 @@ class ServedModel:
         if max_queue_len < 0:
             raise ConfigError(f"max_queue_len must be >= 0, got {max_queue_len}")
         self.llm = llm
-        self.name = name or Path(llm.engine.config.model).name
+        config = llm.engine.config
+        self.name = name or config.hub_id or Path(config.model).name
         self.compile_service = llm.compile_service  # built now, not inside the first request
         self.limits = limits or self.compile_service.limits
         self.compile_service.set_limits(self.limits)

@@ -208,9 +208,14 @@ def test_config_errors(kwargs, match):
         Config(model=model_dir("llama"), **kwargs)
 
 
-def test_model_load_errors(tmp_path):
-    with pytest.raises(ModelLoadError, match="never downloads"):
+def test_model_load_errors(tmp_path, monkeypatch):
+    # a hub name resolves through the Hugging Face cache (#24); offline and absent, a clear error
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub-cache"))
+    with pytest.raises(ModelLoadError, match="not in the Hugging Face cache"):
         Config(model="meta-llama/Llama-3.2-1B")
+    with pytest.raises(ModelLoadError, match="does not exist"):
+        Config(model=str(tmp_path / "no" / "such" / "dir"))
     with pytest.raises(ModelLoadError, match="config.json"):
         Config(model=str(tmp_path))
     (tmp_path / "config.json").write_text('{"model_type": "llama", "max_position_embeddings": 64}')
