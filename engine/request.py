@@ -25,6 +25,7 @@ class CompletionOutput:
     forced: list[bool] = field(default_factory=list)  # per output token: forced (grammar or budget), not sampled
     budget_forced: bool = False  # the token budget steered the end (a draw refused, or the end appended)
     parsed: object = None  # the output parsed under its constraint (set by guided's API)
+    reasoning_content: str | None = None  # a reasoning model's reasoning (set by guided's LLM.chat)
 
     @property
     def finished(self) -> bool:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from guided.builtin.tiny_model import default_model_dir
 from guided.compile_service import CompileService
-from guided.constraints import Constraint, JsonSchema, to_constraint
+from guided.constraints import Constraint, JsonSchema, Reasoning, to_constraint
 from guided.engine.config import Config
 from guided.engine.llm_engine import LLMEngine
 from guided.engine.request import CompletionOutput, RequestOutput
@@ -21,6 +21,7 @@ from guided.engine.sampling_params import SamplingParams
 from guided.errors import ConfigError, SchemaError
 from guided.grammar.vocab import Vocabulary
 from guided.schema.pydantic_models import parse_output
+from guided.structural import reasoning_markers, split_reasoning
 
 __all__ = ["LLM", "SamplingParams", "RequestOutput", "CompletionOutput"]
 
@@ -128,28 +129,37 @@ class LLM:
             raise
         outputs = [done[i] for i in ids]
         for out, constraint in zip(outputs, constraints, strict=True):
-            if isinstance(constraint, JsonSchema):
-                for completion in out.outputs:
-                    completion.parsed = _parse(constraint, completion)
+            for completion in out.outputs:
+                _read(constraint, completion)
         return outputs
 
     def chat(self, messages: list[dict] | Sequence[list[dict]], params=None, use_tqdm: bool = True,
-             response_format=None) -> list[RequestOutput]:  # fmt: skip
+             response_format=None, chat_template_kwargs: dict | None = None,
+             reasoning_parser: str | None = "auto") -> list[RequestOutput]:  # fmt: skip
         """Generate replies to chat conversations, rendered with the model's own chat template.
 
         ``messages`` is one conversation (a list of ``{"role", "content"}`` dicts) or a list of them.
+        ``chat_template_kwargs`` go to the template (e.g. ``{"enable_thinking": False}``). With a
+        reasoning model (``reasoning_parser``: "auto" finds ``<think>``/``</think>`` in the template,
+        as the server does), ``response_format`` applies after the reasoning, and each output's
+        ``reasoning_content`` holds the reasoning (``parsed`` reads the answer after it).
         """
         conversations = [messages] if messages and isinstance(messages[0], dict) else list(messages)
-        prompts = [self.render_chat(c) for c in conversations]
+        prompts = [self.render_chat(c, chat_template_kwargs) for c in conversations]
+        markers = reasoning_markers(reasoning_parser, getattr(self.tokenizer, "chat_template", None))
+        if markers is not None and (chat_template_kwargs or {}).get("enable_thinking", True) is not False:
+            response_format = [None if c is None else Reasoning(c, *markers)
+                               for c in _per_prompt_constraints(response_format, len(prompts))]  # fmt: skip
         return self.generate(prompts, params, use_tqdm, response_format)
 
-    def render_chat(self, messages: list[dict]) -> list[int]:
+    def render_chat(self, messages: list[dict], chat_template_kwargs: dict | None = None) -> list[int]:
         """Token ids of ``messages`` under the model's chat template, ending with the assistant's turn."""
         tok = self.tokenizer
         if not getattr(tok, "chat_template", None):
             raise ConfigError("this model's tokenizer has no chat template (tokenizer_config.json "
                               "'chat_template'); use generate() with a plain prompt")  # fmt: skip
-        text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False,
+                                       **(chat_template_kwargs or {}))  # fmt: skip
         # the template writes the BOS token itself when the model wants one
         return tok.encode(text, add_special_tokens=False)
 
@@ -188,12 +198,22 @@ def _per_prompt_constraints(response_format, n: int) -> list[Constraint | None]:
     return [to_constraint(response_format)] * n
 
 
-def _parse(constraint: JsonSchema, completion: CompletionOutput):
+def _read(constraint, completion: CompletionOutput) -> None:
+    """Fill ``parsed`` (a JSON constraint) and ``reasoning_content`` (a reasoning reply) of an output."""
+    text = completion.text
+    if isinstance(constraint, Reasoning):
+        completion.reasoning_content, text = split_reasoning(text, constraint.start, constraint.end)
+        constraint = constraint.answer
+    if isinstance(constraint, JsonSchema) and text is not None:
+        completion.parsed = _parse(constraint, completion, text)
+
+
+def _parse(constraint: JsonSchema, completion: CompletionOutput, text: str):
     """The validated instance of a finished JSON output; None when it was cut short (length, abort)."""
     if completion.finish_reason != "stop":
         return None
     try:
-        return parse_output(constraint.model if constraint.model is not None else constraint.schema, completion.text)
+        return parse_output(constraint.model if constraint.model is not None else constraint.schema, text)
     except SchemaError:
         return None  # lenient compiles may relax a keyword; the raw text is still there
 

@@ -18,13 +18,14 @@ from __future__ import annotations
 import json
 
 from guided.constraints import Choice, JsonSchema, Reasoning, Regex, StructuralTag, Tag
-from guided.errors import SchemaError
+from guided.errors import ConfigError, SchemaError
 from guided.grammar import parse_regex
 from guided.grammar.regex_ast import alt, any_string, chars, complement, literal, repeat, seq
 from guided.limits import Limits
 from guided.schema.compiler import json_schema_to_node
 
-__all__ = ["compile_structural", "structural_node", "compile_reasoning", "reasoning_node", "parse_tags"]
+__all__ = ["compile_structural", "structural_node", "compile_reasoning", "reasoning_node", "parse_tags",
+           "reasoning_markers", "split_reasoning", "REASONING_PARSERS"]
 
 
 def compile_structural(compiler, constraint: StructuralTag, limits: Limits | None = None):
@@ -111,3 +112,26 @@ def _content_end(text: str, start: int, tag: Tag) -> int:
         return k
     k = text.find(tag.end, start) if tag.end else len(text)
     return len(text) if k < 0 else k
+
+
+REASONING_PARSERS = {"qwen3": ("<think>", "</think>"), "deepseek_r1": ("<think>", "</think>")}
+
+
+def reasoning_markers(parser: str | None, template: str | None) -> tuple[str, str] | None:
+    """The (start, end) markers of a reasoning parser; "auto": ``<think>`` ones when the template has them."""
+    if parser is None or parser == "none":
+        return None
+    if parser == "auto":
+        return REASONING_PARSERS["qwen3"] if template and "</think>" in template else None
+    if parser not in REASONING_PARSERS:
+        raise ConfigError(f"reasoning parser must be one of {sorted(REASONING_PARSERS)}, 'auto' or 'none'; got {parser!r}")
+    return REASONING_PARSERS[parser]
+
+
+def split_reasoning(text: str, start: str, end: str) -> tuple[str, str | None]:
+    """(reasoning, answer) of a reasoning model's reply: the text before ``end`` without ``start``
+    and the whitespace around it, and the text after it (None: the reasoning never ended)."""
+    reasoning, marker, answer = text.partition(end)
+    reasoning = reasoning.lstrip()
+    reasoning = (reasoning[len(start) :] if start and reasoning.startswith(start) else reasoning).strip()
+    return reasoning, (answer.lstrip() if marker else None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from guided.server.api_errors import ApiError
 from guided.server.tool_calling import ParsedCall, ToolCallParser, ToolFormat, marker_prefix
+from guided.structural import split_reasoning
 
 __all__ = ["ChatChoiceState", "usage", "finish_reason", "choice_extensions", "chat_logprobs", "completion_logprobs"]
 
@@ -99,14 +100,11 @@ class ChatChoiceState:
         """(reasoning, answer text or None while the reasoning goes on) of a reasoning model's text;
         while streaming, a tail that may be the start of the end marker is held back."""
         start, end = self.reasoning
-        i = text.find(end)
-        if i < 0:
-            if not final:
-                if start.startswith(text.lstrip()):
-                    return "", None  # the opening marker may still be being written
-                text = text[: len(text) - marker_prefix(text, end)]
-            return _strip_start(text, start), None
-        return _strip_start(text[:i], start), text[i + len(end) :].lstrip()
+        if not final and end not in text:
+            if start.startswith(text.lstrip()):
+                return "", None  # the opening marker may still be being written
+            text = text[: len(text) - marker_prefix(text, end)]
+        return split_reasoning(text, start, end)
 
     def message(self, completion) -> tuple[dict, list[ParsedCall]]:
         """The final ``message`` of a non-streaming answer and its tool calls."""
@@ -161,12 +159,6 @@ class ChatChoiceState:
 
     def calls(self) -> list[ParsedCall]:
         return [c for c in self.parser.calls if c.complete] if self.parser is not None else []
-
-
-def _strip_start(text: str, start: str) -> str:
-    """The reasoning without its opening marker and the whitespace around it."""
-    text = text.lstrip()
-    return (text[len(start) :] if start and text.startswith(start) else text).strip()
 
 
 def _call_delta(index: int, call_id: str | None, name: str | None, arguments: str) -> dict:

@@ -23,6 +23,7 @@ from guided.server.api_errors import ApiError, api_error
 from guided.server.metrics import ServerMetrics
 from guided.server.protocol import ChatCompletionRequest, ChatMessage, CompletionRequest
 from guided.server.tool_calling import FORMATS, ToolCalls, ToolFormat, detect_format
+from guided.structural import reasoning_markers
 
 __all__ = ["ServedModel", "ToolPlan"]
 
@@ -453,17 +454,3 @@ def _structured_outputs(value):
         return Grammar(value.grammar)
     tag = json.loads(value.structural_tag) if isinstance(value.structural_tag, str) else value.structural_tag
     return StructuralTag.from_openai({"type": "structural_tag", **tag})
-
-
-REASONING_PARSERS = {"qwen3": ("<think>", "</think>"), "deepseek_r1": ("<think>", "</think>")}
-
-
-def reasoning_markers(parser: str | None, template: str | None) -> tuple[str, str] | None:
-    """The (start, end) markers of a reasoning parser; "auto": ``<think>`` ones when the template has them."""
-    if parser is None or parser == "none":
-        return None
-    if parser == "auto":
-        return REASONING_PARSERS["qwen3"] if template and "</think>" in template else None
-    if parser not in REASONING_PARSERS:
-        raise ConfigError(f"reasoning parser must be one of {sorted(REASONING_PARSERS)}, 'auto' or 'none'; got {parser!r}")
-    return REASONING_PARSERS[parser]

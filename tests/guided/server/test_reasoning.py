@@ -34,14 +34,20 @@ USER = [{"role": "user", "content": "Weather in Paris?"}]
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    from guided.llm import LLM
-    from guided.server.app import create_app, start_in_thread
-
+def model(tmp_path_factory):
+    """The tiny Qwen3 with the Qwen3-style template."""
     model = tmp_path_factory.mktemp("qwen3-thinking")
     shutil.copytree(tiny_model_dir("builtin", SPEC), model, dirs_exist_ok=True)
     config = json.loads((model / "tokenizer_config.json").read_text())
     (model / "tokenizer_config.json").write_text(json.dumps({**config, "chat_template": QWEN3_TEMPLATE}))
+    return model
+
+
+@pytest.fixture(scope="module")
+def server(model):
+    from guided.llm import LLM
+    from guided.server.app import create_app, start_in_thread
+
     app = create_app(LLM(str(model), device="cpu", max_model_len=1024), model_name="qwen3-tiny")  # reasoning: auto
     srv, thread, port = start_in_thread(app, "127.0.0.1", 0, timeout=60)
     yield app, openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0, timeout=120)
@@ -125,3 +131,23 @@ def test_reasoning_that_never_ends_has_no_content(server):
     message = r.choices[0].message
     assert r.choices[0].finish_reason == "length" and message.content is None
     assert message.model_extra["reasoning_content"]
+
+
+def test_the_python_api_reasons_then_answers(model):
+    """LLM.chat with a reasoning model: the constraint applies after the reasoning, the reasoning
+    comes back in reasoning_content and parsed reads the answer; thinking off answers at once."""
+    from guided import LLM, SamplingParams
+
+    llm = LLM(str(model), device="cpu", max_model_len=1024)
+    outs = llm.chat([USER] * 3, [SamplingParams(temperature=1.0, seed=s, max_tokens=40 + 10 * s) for s in range(3)],
+                    use_tqdm=False, response_format=CITY)  # fmt: skip
+    for out in outs:
+        c = out.outputs[0]
+        assert c.finish_reason == "stop" and c.reasoning_content and "</think>" not in c.reasoning_content
+        jsonschema.validate(c.parsed, CITY)
+        assert json.loads(c.text.partition("</think>")[2]) == c.parsed
+    [off] = llm.chat(USER, SamplingParams(temperature=1.0, seed=9, max_tokens=40), use_tqdm=False,
+                     response_format=CITY, chat_template_kwargs={"enable_thinking": False})  # fmt: skip
+    assert off.outputs[0].reasoning_content is None and json.loads(off.text) == off.parsed
+    jsonschema.validate(off.parsed, CITY)
+
