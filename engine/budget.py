@@ -62,14 +62,15 @@ class BudgetSteering:
         completion = matcher.shortest_completion()
         return None if completion is None else len(completion.tokens) + 1
 
-    def start_need(self, matcher) -> tuple[int | None, bytes]:
+    @classmethod
+    def start_need(cls, matcher, fast_forward: bool = True) -> tuple[int | None, bytes]:
         """``(tokens, text)`` for a fresh matcher: at most how many tokens a complete output takes (the
         forced start as fast-forward appends it, then ``need``; None: unknown) and the shortest output
         (for messages). The matcher is left as it was."""
         shortest = matcher.shortest_completion()
-        n = matcher.accept_tokens(matcher.forced_tokens()) if self.fast_forward else 0
+        n = matcher.accept_tokens(matcher.forced_tokens()) if fast_forward else 0
         try:
-            need = self.need(matcher)
+            need = cls.need(matcher)
             return (None if need is None else n + need), (b"" if shortest is None else shortest.text)
         finally:
             matcher.rollback(n)
@@ -151,11 +152,12 @@ class BudgetSteering:
                 at = {seq.seq_id: j for j, seq in enumerate(sampled.seqs)}
             pending = [s for s in refused if s.seq_id not in failed]
         endings = [(seq, ending) for seq in refused if (ending := self._ending(seq)) is not None]
+        ended = {seq.seq_id for seq, _ in endings}
         for seq in refused:  # no ending found (never, by the invariant, unless a search gave up):
-            if seq.seq_id in at and all(seq is not s for s, _ in endings):  # its first draw, unsteered
+            if seq.seq_id not in ended:  # its first draw, unsteered
                 j = at[seq.seq_id]
                 sampled.token_ids[j], sampled.logprobs[j] = first[seq.seq_id]
-        _drop(sampled, {seq.seq_id for seq, _ in endings})
+        _drop(sampled, ended)
         sampled.endings += endings
         self.rows_ended += len(endings)
 

@@ -175,7 +175,7 @@ class LLMEngine:
         matcher = compiled.matcher()
         if not hasattr(matcher, "shortest_completion"):
             return False, None
-        need, text = self.budget.start_need(matcher)
+        need, text = self.budget.start_need(matcher, self.config.fast_forward)
         if need is None:  # the bounded search gave up: generated as without steering
             logger.info("no shortest completion found for the constraint; its output is not steered")
             return False, None
@@ -370,6 +370,9 @@ class LLMEngine:
         """Append the sampled token, then what the grammar forces; an error ends this sequence alone."""
         try:
             self._append(seq, token_id, logprobs)
+            if not seq.is_finished and self._reasoning_over(seq):  # the reasoning budget: its end, forced
+                for marker_id in seq.params.reasoning_end_ids:
+                    self._append(seq, marker_id, None, forced=True)
             if seq.constraint is not None and self.config.fast_forward and not seq.is_finished:
                 self._fast_forward(seq)
         except Exception as e:
@@ -441,8 +444,9 @@ class LLMEngine:
         if seq.logprobs is not None and (logprobs is not None or forced):
             # a forced token had no alternative under the constraint: probability 1
             seq.logprobs.append({token_id: 0.0} if forced else _top(logprobs, token_id, seq.params.logprobs))
-        if seq.params.max_reasoning_tokens is not None and not seq.reasoning_done:
-            self._reasoning_budget(seq)
+        marker = seq.params.reasoning_end_ids
+        if marker and not seq.reasoning_done and seq.output_token_ids[-len(marker) :] == marker:
+            seq.reasoning_done = True
         completion = self.completions[seq.seq_id]
         delta = completion.detokenize() if self.stream or seq.params.stop else ""
         reason = self._stop_reason(seq, completion, token_id, delta)
@@ -454,35 +458,21 @@ class LLMEngine:
                 completion.text += completion.detokenizer.flush()
             self.scheduler.finish(seq, reason)
 
-    def _reasoning_budget(self, seq: Sequence) -> None:
-        """Note the end-of-reasoning marker when the output ends with it; past ``max_reasoning_tokens``
-        without it, append it (forced), where the constraint takes it (else a step later)."""
-        marker = seq.params.reasoning_end_ids
-        out = seq.output_token_ids
-        if out[-len(marker) :] == marker:
-            seq.reasoning_done = True
-            return
-        if seq.num_output_tokens < seq.params.max_reasoning_tokens or seq.is_finished:
-            return
-        room = self._room(seq)
-        m = seq.constraint
-        if m is not None:
-            probe = m.copy()
-            if probe.accept_tokens(marker) != len(marker):
-                return  # e.g. inside a character's bytes: the next token ends it
-            need = self.budget.need(probe) if seq.budget else 0
-            if need is None or len(marker) + need > room:
-                return  # the token budget ends the output instead
-        elif len(marker) > room:
-            return
-        seq.reasoning_done = True
-        seq.append_tokens(marker)
-        seq.forced.extend([True] * len(marker))
-        if m is not None:
-            m.accept_tokens(marker)
-        self.num_output_tokens += len(marker)
-        if seq.logprobs is not None:
-            seq.logprobs.extend({t: 0.0} for t in marker)
+    def _reasoning_over(self, seq: Sequence) -> bool:
+        """Whether ``seq`` spent ``max_reasoning_tokens`` without the end-of-reasoning marker and the
+        marker may be appended now: its constraint takes it (not inside a character's bytes, say: a
+        step later then) and, when steered, the token budget still fits after it."""
+        p = seq.params
+        if p.max_reasoning_tokens is None or seq.reasoning_done or seq.num_output_tokens < p.max_reasoning_tokens:
+            return False
+        marker, room, m = p.reasoning_end_ids, self._room(seq), seq.constraint
+        if m is None:
+            return len(marker) <= room
+        probe = m.copy()
+        if probe.accept_tokens(marker) != len(marker):
+            return False
+        need = self.budget.need(probe) if seq.budget else 0
+        return need is not None and len(marker) + need <= room
 
     def _fail(self, seq: Sequence, message: str) -> None:
         """End one sequence with finish_reason "error"; its request reports ``message``."""

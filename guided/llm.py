@@ -21,7 +21,7 @@ from guided.engine.sampling_params import SamplingParams
 from guided.errors import ConfigError, SchemaError
 from guided.grammar.vocab import Vocabulary
 from guided.schema.pydantic_models import parse_output
-from guided.structural import reasoning_markers, split_reasoning
+from guided.structural import reasoning_markers, split_reasoning, thinking_markers
 
 __all__ = ["LLM", "SamplingParams", "RequestOutput", "CompletionOutput"]
 
@@ -146,8 +146,9 @@ class LLM:
         """
         conversations = [messages] if messages and isinstance(messages[0], dict) else list(messages)
         prompts = [self.render_chat(c, chat_template_kwargs) for c in conversations]
-        markers = reasoning_markers(reasoning_parser, getattr(self.tokenizer, "chat_template", None))
-        if markers is not None and (chat_template_kwargs or {}).get("enable_thinking", True) is not False:
+        template = getattr(self.tokenizer, "chat_template", None)
+        markers = thinking_markers(reasoning_markers(reasoning_parser, template), chat_template_kwargs)
+        if markers is not None:
             response_format = [None if c is None else Reasoning(c, *markers)
                                for c in _per_prompt_constraints(response_format, len(prompts))]  # fmt: skip
         return self.generate(prompts, params, use_tqdm, response_format)

@@ -23,9 +23,11 @@ from guided.grammar import parse_regex
 from guided.grammar.regex_ast import alt, any_string, chars, complement, literal, repeat, seq
 from guided.limits import Limits
 from guided.schema.compiler import json_schema_to_node
+from guided.schema.drafts import for_draft
+from guided.schema.key_order import repeats_names, root_place
 
 __all__ = ["compile_structural", "structural_node", "compile_reasoning", "reasoning_node", "parse_tags",
-           "reasoning_markers", "split_reasoning", "REASONING_PARSERS"]
+           "reasoning_markers", "thinking_markers", "split_reasoning", "REASONING_PARSERS"]
 
 
 def compile_structural(compiler, constraint: StructuralTag, limits: Limits | None = None):
@@ -62,7 +64,7 @@ def reasoning_node(constraint: Reasoning, limits: Limits):
         tail = answer.node(limits)
         excluded.append(literal(answer.free_text_excludes))
     else:
-        tail = _content_node(Tag(constraint.end, answer, ""), limits)
+        tail = _content_node(Tag(constraint.end, answer, ""), limits)  # (named by its marker in errors)
     reasoning = complement(seq(any_string(), alt(*excluded), any_string()))
     space = chars([(ord(c), ord(c)) for c in " \t\r\n"])
     return seq(reasoning, literal(constraint.end), repeat(space, 0, None), tail)
@@ -76,11 +78,20 @@ def _content_node(tag: Tag, limits: Limits):
         return parse_regex(content.pattern)
     if isinstance(content, Choice):
         return alt(*(literal(o) for o in content.options))
+    return json_content_node(content.schema, content.strict, limits, f"tag {tag.begin!r}", content.whitespace)
+
+
+def json_content_node(schema, strict: bool, limits: Limits, where: str, whitespace: str = "flexible"):
+    """A JSON Schema's language as a part of a larger text (a tag, an answer after reasoning or beside
+    tool calls), where no run-time name check reads it: a schema whose objects may repeat a member
+    name (open to undeclared names, not strict) is refused with the way out, never let through."""
     try:
-        return json_schema_to_node(content.schema, strict=content.strict, whitespace=content.whitespace,
-                                   limits=limits)  # fmt: skip
+        if repeats_names(root_place(for_draft(schema) if isinstance(schema, dict) else schema), "declared", strict):
+            raise ConfigError(f"{where}: a JSON Schema inside a larger output needs objects that cannot repeat a name "
+                              "(no run-time check reads it there): set strict, or additionalProperties: false")  # fmt: skip
+        return json_schema_to_node(schema, strict=strict, whitespace=whitespace, limits=limits)
     except SchemaError as e:
-        raise SchemaError(f"tag {tag.begin!r}: {e}", e.path) from None
+        raise SchemaError(f"{where}: {e}", e.path) from None
 
 
 def parse_tags(text: str, tags: tuple[Tag, ...], triggers: tuple[str, ...]) -> list[tuple[Tag, str]]:
@@ -126,6 +137,12 @@ def reasoning_markers(parser: str | None, template: str | None) -> tuple[str, st
     if parser not in REASONING_PARSERS:
         raise ConfigError(f"reasoning parser must be one of {sorted(REASONING_PARSERS)}, 'auto' or 'none'; got {parser!r}")
     return REASONING_PARSERS[parser]
+
+
+def thinking_markers(markers: tuple[str, str] | None, chat_template_kwargs: dict | None) -> tuple[str, str] | None:
+    """The markers when a chat reply starts with reasoning: a reasoning model whose template's
+    ``enable_thinking`` switch (where it has one) is not off."""
+    return markers if markers is not None and (chat_template_kwargs or {}).get("enable_thinking", True) is not False else None
 
 
 def split_reasoning(text: str, start: str, end: str) -> tuple[str, str | None]:

@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from guided.constraints import Choice, Grammar, JsonSchema, Reasoning, Regex, StructuralTag, to_constraint
@@ -23,7 +24,7 @@ from guided.server.api_errors import ApiError, api_error
 from guided.server.metrics import ServerMetrics
 from guided.server.protocol import ChatCompletionRequest, ChatMessage, CompletionRequest
 from guided.server.tool_calling import FORMATS, ToolCalls, ToolFormat, detect_format
-from guided.structural import reasoning_markers
+from guided.structural import reasoning_markers, thinking_markers
 
 __all__ = ["ServedModel", "ToolPlan"]
 
@@ -282,7 +283,7 @@ class ServedModel:
 
     def thinks(self, req: ChatCompletionRequest) -> bool:
         """Whether this chat request's reply starts with reasoning (a reasoning model, thinking on)."""
-        return self.reasoning is not None and (req.chat_template_kwargs or {}).get("enable_thinking", True) is not False
+        return thinking_markers(self.reasoning, req.chat_template_kwargs) is not None
 
     def chat_constraint(self, req: ChatCompletionRequest, constraint):
         """The constraint of a chat reply: after the reasoning when the model thinks."""
@@ -301,9 +302,8 @@ class ServedModel:
         if not self.thinks(req):
             raise ApiError(400, "max_reasoning_tokens needs a reasoning model with thinking on (guided serve "
                            "--reasoning-parser)", param="max_reasoning_tokens")  # fmt: skip
-        params.max_reasoning_tokens = req.max_reasoning_tokens
-        params.reasoning_end_ids = list(self._reasoning_end_ids)
-        return params
+        return replace(params, max_reasoning_tokens=req.max_reasoning_tokens,
+                       reasoning_end_ids=list(self._reasoning_end_ids))  # fmt: skip (checked again)
 
     def chat_prompt(self, req: ChatCompletionRequest) -> list[int]:
         """Token ids of the conversation under the model's chat template, ready for the reply."""

@@ -36,6 +36,7 @@ from guided.schema.compiler import json_schema_to_node
 from guided.schema.drafts import for_draft
 from guided.schema.key_order import repeats_names, root_place
 from guided.schema.unique_runtime import UniqueChecked
+from guided.structural import json_content_node
 
 __all__ = ["ToolFormat", "FORMATS", "detect_format", "ToolCalls", "ToolCallParser", "ParsedCall", "new_call_id"]
 
@@ -179,17 +180,9 @@ class ToolCalls(Constraint):
         return seq(free, optional(calls))
 
     def _answer_node(self, limits=None):
-        """The answer's language: its schema (closed where strict), when no object of it may repeat a
-        name (the run-time name check reads tool calls only)."""
+        """The answer's language: its schema (closed where strict; see ``json_content_node``)."""
         text, strict = self.answer
-        schema = json.loads(text)
-        try:
-            if repeats_names(root_place(for_draft(schema), {}), "declared", strict):
-                raise ConfigError("response_format beside tools under tool_choice 'auto' needs an answer schema whose "
-                                  "objects cannot repeat a name: set strict, or additionalProperties: false")  # fmt: skip
-            return json_schema_to_node(schema, strict=strict, limits=limits or Limits())
-        except SchemaError as e:
-            raise SchemaError(f"response_format: {e}", e.path) from None
+        return json_content_node(json.loads(text), strict, limits or Limits(), "response_format beside tools")
 
     @staticmethod
     def _call_node(fmt: ToolFormat, name: str, schema: str, strict: bool, limits=None):

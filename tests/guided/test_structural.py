@@ -16,7 +16,7 @@ import pytest
 
 from guided import LLM, SamplingParams
 from guided.builtin.tiny_model import TinyModelSpec, tiny_model_dir
-from guided.constraints import Choice, JsonSchema, Regex, StructuralTag, Tag, to_constraint
+from guided.constraints import Choice, JsonSchema, Reasoning, Regex, StructuralTag, Tag, to_constraint
 from guided.errors import ConfigError
 from guided.structural import parse_tags
 
@@ -137,3 +137,14 @@ def test_reasoning_constraint_in_the_python_api(llm):
         reasoning, marker, answer = out.text.partition("</think>")
         assert marker and "</think>" not in answer
         jsonschema.validate(json.loads(answer), WEATHER)
+
+
+@pytest.mark.parametrize("make", [lambda s: StructuralTag([Tag("<a>", s, "</a>")], ["<a>"]), Reasoning])
+def test_open_objects_inside_a_larger_output_are_refused(llm, make):
+    """No run-time name check reads a schema inside a tag or after reasoning: an object open to more
+    names (which could repeat one) is a clear error, a closed or strict one compiles."""
+    open_schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    with pytest.raises(ConfigError, match="cannot repeat a name"):
+        llm.compile_service.compile(make(JsonSchema(open_schema)))
+    llm.compile_service.compile(make(JsonSchema(open_schema, strict=True)))
+
