@@ -40,6 +40,7 @@ from throughput import CPU_SPEC, GPU_SPECS, RESULTS, random_prompts, sync  # noq
 from guided.builtin.tiny_model import tiny_model_dir  # noqa: E402
 from guided.constraints import JsonSchema, Reasoning  # noqa: E402
 from guided.engine.sampling_params import SamplingParams  # noqa: E402
+from guided.errors import GuidedError  # noqa: E402
 from guided.llm import LLM  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -235,13 +236,21 @@ def reasoning_then_json(llm: LLM, schemas: list, concurrency: int, rounds: int, 
     params = SamplingParams(temperature=1.0, seed=1, max_tokens=max_tokens, max_reasoning_tokens=max_tokens // 2,
                             reasoning_end_ids=end_ids)  # fmt: skip
     before = llm.engine.stats()
-    total = {"tokens": 0, "requests": 0, "seconds": 0.0, "finish": {}, "valid_answers": 0}
+    total = {"tokens": 0, "requests": 0, "seconds": 0.0, "finish": {}, "valid_answers": 0, "refused": 0}
     for r in range(rounds):
         prompts = random_prompts(concurrency, prompt_len, vocab, seed=1000 * concurrency + r)
         picked = [schemas[(r * concurrency + i) % len(schemas)] for i in range(concurrency)]
-        formats = [Reasoning(JsonSchema(s)) for s in picked]
-        for f in formats:
-            llm.compile_service.compile(f)
+        # strict answers (as clients send them): after a reasoning section no run-time name check reads
+        # the JSON, so a schema whose objects could still repeat a name is refused; those are skipped
+        formats = [Reasoning(JsonSchema(s, strict=True)) for s in picked]
+        for f in list(formats):
+            try:
+                llm.compile_service.compile(f)
+            except GuidedError:
+                total["refused"] += 1
+                picked.pop(formats.index(f))
+                formats.remove(f)
+        prompts = prompts[: len(formats)]
         # an untimed pass first: these grammars are new to the engine (the JSON rows' share masks
         # with earlier rows); the row measures decoding with masks computed, not first visits
         llm.generate(prompts, params, use_tqdm=False, response_format=formats)
@@ -251,7 +260,7 @@ def reasoning_then_json(llm: LLM, schemas: list, concurrency: int, rounds: int, 
         sync()
         total["seconds"] += time.perf_counter() - start
         total["tokens"] += sum(len(o.token_ids) for o in outs)
-        total["requests"] += concurrency
+        total["requests"] += len(formats)
         for o, schema in zip(outs, picked, strict=True):
             total["finish"][o.finish_reason] = total["finish"].get(o.finish_reason, 0) + 1
             total["valid_answers"] += o.finish_reason == "stop" and _valid(schema, o.text.partition("</think>")[2])
@@ -402,7 +411,7 @@ def run_model(name: str, model_dir: str, args, device: str, dtype: str) -> dict:
         row = reasoning_then_json(llm, schemas, c, rounds, args.max_tokens, args.prompt_len, vocab)
         reasoning.append(row)
         print(f"{name:14s} C={c:<4d} reasoning then JSON  {row['tok_s']:9.1f} tok/s  {row['req_s']:7.2f} req/s  "
-              f"valid answers {row['valid_answers']}/{row['requests']}  {row['finish']}", flush=True)  # fmt: skip
+              f"valid answers {row['valid_answers']}/{row['requests']} (refused {row['refused']})  {row['finish']}", flush=True)  # fmt: skip
     ratios = {}
     for c in concurrencies:
         by = {r["guided_fraction"]: r for r in rows if r["concurrency"] == c}
