@@ -11,7 +11,9 @@ with the fewest tokens of the vocabulary (an upper bound on the tokens a complet
 another completion as short or longer in bytes may take fewer tokens); every token spells bytes the
 grammar takes, so a matcher accepts them in order and ends accepting.
 
-The search is bounded (``max_states`` expanded): past it the answer is None (unknown), never a guess.
+Among equally short completions the search prefers the smaller bytes (their first ``TIE_BYTES``),
+then the automaton's state order. The search is bounded (``max_states`` expanded): past it the
+answer is None (unknown), never a guess.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from guided.grammar.tokens.vocab_index import vocab_index
 __all__ = ["shortest_bytes", "spell", "byte_of_class", "Completion"]
 
 MAX_STATES = 20_000
+TIE_BYTES = 32  # how many leading bytes break ties between equally short completions
 
 
 class Completion:
@@ -49,11 +52,13 @@ def shortest_bytes(dfa, state: int, lower_bound=None, max_states: int = MAX_STAT
     h = lower_bound or (lambda s: 0)
     best = {state: 0}
     parent: dict[int, tuple[int, int]] = {}
-    heap = [(h(state), 0, state)]
+    # Ties (same bound, same length) go to the smaller bytes so far (their first TIE_BYTES), so the
+    # answer does not depend on how the automaton happens to number its states.
+    heap = [(h(state), 0, b"", state)]
     expanded = 0
     byte_of: dict[int, int] = {}  # class -> the byte the witness spells it with
     while heap:
-        _, g, s = heapq.heappop(heap)
+        _, g, path, s = heapq.heappop(heap)
         if g > best.get(s, g):
             continue  # a shorter way to s was found after this entry was pushed
         if dfa.accepting[s]:
@@ -74,7 +79,8 @@ def shortest_bytes(dfa, state: int, lower_bound=None, max_states: int = MAX_STAT
                 if c not in byte_of:
                     byte_of[c] = byte_of_class(dfa, c)
                 parent[t] = (s, byte_of[c])
-                heapq.heappush(heap, (g + 1 + h(t), g + 1, t))
+                key = path + bytes((byte_of[c],)) if g < TIE_BYTES else path
+                heapq.heappush(heap, (g + 1 + h(t), g + 1, key, t))
     return None  # no accepting state reachable (live automata always reach one)
 
 

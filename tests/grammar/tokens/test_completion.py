@@ -167,3 +167,13 @@ def test_checked_completions_are_verified_before_any_container_opens(compiler):
     got = m.shortest_completion()
     if got is not None:
         _check_tokens(compiler, m, got)
+
+
+def test_equally_short_completions_break_ties_by_their_bytes(compiler):
+    # Three completions of two bytes each, listed in every order: the answer is the smallest bytes,
+    # whatever order the automaton numbers its states in (before: the first state id won).
+    for words in itertools.permutations(["bx", "ay", "cz"]):
+        compiled = compiler.compile_regex("q(" + "|".join(words) + ")")
+        m = compiled.matcher()
+        assert m.accept_text("q")
+        assert m.shortest_completion().text == b"ay", words
