@@ -9,7 +9,8 @@ token of every test instance: mask + accept), timing the phases (lowering, gramm
 mask, later masks, accepts) and, under ``cProfile``, splitting the time by where it is spent:
 
 * ``lowering``: ``guided.schema`` (schema -> regex AST / grammar IR)
-* ``expressions``: ``automata.expr_pool`` (interning, derivatives, clamping) and ``regex_ast``
+* ``expressions``: ``automata.expr_pool`` and its compiled core ``expr_core`` (interning,
+  derivatives, rows, searches; numba calls count here as a whole) and ``regex_ast``
 * ``emptiness``: ``automata.emptiness`` and ``automata.derivative_classes``
 * ``dfa rows``: ``automata.lazy_dfa`` (a row of a regular state)
 * ``earley``: ``automata.earley`` (parser configurations, lexer steps)
@@ -39,7 +40,7 @@ SHARED = Path(os.environ.get("GUIDED_SHARED", REPO.parent / "shared"))
 PLACES = (
     ("lowering", ("/guided/schema/",)),
     ("emptiness", ("/automata/emptiness.py", "/automata/derivative_classes.py")),
-    ("expressions", ("/automata/expr_pool.py", "/grammar/regex_ast.py", "/grammar/cfg_ir.py")),
+    ("expressions", ("/automata/expr_pool.py", "/automata/expr_core.py", "/grammar/regex_ast.py", "/grammar/cfg_ir.py")),
     ("dfa rows", ("/automata/lazy_dfa.py", "/automata/state_table.py")),
     ("earley", ("/automata/earley.py",)),
     ("trie walk", ("/grammar/tokens/",)),

@@ -18,6 +18,7 @@ from collections.abc import Callable
 import numpy as np
 
 from guided.errors import GrammarError
+from guided.grammar.automata.lazy_dfa import warm_up_core
 from guided.grammar.bounded_cache import BoundedCache
 from guided.grammar.cfg_ir import CfgGrammar
 from guided.grammar.disk_cache import GrammarDiskCache
@@ -163,6 +164,7 @@ def warm_up(vocabulary: Vocabulary) -> None:
         if vocabulary.fingerprint in _WARM:
             return
         vocab_index(vocabulary).cfg_tables()
+        warm_up_core()
         row = np.zeros(vocabulary.bitmask_words, dtype=np.int32)
         nested = parse_lark('start: "(" start? ")"', "start")
         for compiled in (CompiledGrammar(vocabulary, parse_regex("[a-z]{1,3}"), mask_timeout_s=None),

@@ -20,7 +20,8 @@ from functools import lru_cache
 import numpy as np
 
 from guided.errors import GrammarError, LimitError
-from guided.grammar.automata.emptiness import Emptiness, min_length
+from guided.grammar.automata import expr_core as core
+from guided.grammar.automata.emptiness import Emptiness
 from guided.grammar.automata.utf8 import utf8_sequences
 from guided.grammar.automata.work_bound import WorkBound
 from guided.grammar.regex_ast import Alt, And, ByteSet, Chars, Node, Not, Repeat, Seq, any_string
@@ -28,6 +29,7 @@ from guided.grammar.regex_ast import Alt, And, ByteSet, Chars, Node, Not, Repeat
 __all__ = ["ExprPool", "EMPTY_ID", "EPS_ID", "intern_common"]
 
 EMPTY_ID, EPS_ID = 0, 1
+_MAX_HEADS = 24  # derivative_classes.MAX_HEADS
 K_EMPTY, K_EPS, K_BYTES, K_CAT, K_OR, K_AND, K_NOT, K_REP = range(8)
 INF = -1
 ALL_BYTES = (1 << 256) - 1
@@ -54,32 +56,47 @@ def intern_common(nodes) -> None:
 
 
 class ExprPool:
-    """Interned expressions; ``deriv(e, byte)`` and ``nullable[e]`` define the lazy DFA."""
+    """Interned expressions; ``deriv(e, byte)`` and ``nullable[e]`` define the lazy DFA.
+
+    The nodes, their interning table and the derivative memo live in compiled code
+    (``expr_core``, one int64 arena); the columns below read it: ``kind[e]``, ``args[e]`` (BYTES:
+    its 256-bit set; CAT: (head, tail); OR/AND: sorted children; NOT: the item; REP: (item, min,
+    max or -1)), ``nullable``, ``has_bool`` (contains AND/NOT: emptiness is not syntactic),
+    ``first`` (256-bit set of the bytes whose derivative may be non-empty), ``counter`` (largest
+    finite repeat bound inside: clamping is a no-op below it) and ``min_len`` (a lower bound on the
+    length of e's strings, guiding emptiness searches).
+    """
 
     def __init__(self, max_exprs: int = 2_000_000):
         self.max_exprs = max_exprs
-        self.kind: list[int] = []
-        self.args: list = []
-        self.nullable: list[bool] = []
-        self.has_bool: list[bool] = []  # contains AND/NOT: emptiness is not syntactic
-        self.first: list[int] = []  # 256-bit mask: bytes whose derivative may be non-empty
-        self.counter: list[int] = []  # largest finite repeat bound inside (clamping is a no-op below it)
-        self.min_len: list[int] = []  # a lower bound on the length of e's strings (guides emptiness searches)
+        self.arena = core.new_arena(max_exprs=max_exprs)
         self.char_class: dict[int, tuple] = {}  # ids that match exactly one character -> class key
-        self._or_index: dict[int, dict] = {}  # big unions: byte -> children that can start with it
-        self._ids: dict = {}
         self._interned: dict[Node, int] = {}  # AST node (structural equality) -> its expression
         self._wide: dict[tuple, int] = {}  # codepoint ranges >= 0x80 -> their UTF-8 expression
-        self._deriv: dict[tuple[int, int], int] = {}
+        self.reps: list[int] | None = None  # one byte per global byte class, set by the DFA
+        self._setup()
+
+    def _setup(self) -> None:
+        """What is not pickled: the columns, the lock, the bound, the emptiness memo."""
+        self._lock = threading.Lock()
+        self.kind = _Column(self, core.O_KIND)
+        self.nullable = _Column(self, core.O_NULL, bool)
+        self.has_bool = _Column(self, core.O_BOOL, bool)
+        self.counter = _Column(self, core.O_COUNTER)
+        self.min_len = _Column(self, core.O_MINLEN)
+        self.args = _Args(self)
+        self.first = _First(self)
         self.emptiness = Emptiness(self)
         self.bound = WorkBound()  # deadline of the lazy work in progress (masks, accepts)
-        self._work = 0
-        self.reps: list[int] | None = None  # one byte per global byte class, set by the DFA
-        self._make(K_EMPTY, None, False, False)
-        self._make(K_EPS, None, True, False)
+        self._checked = int(self.arena[core.H_WORK])  # derivatives counted at the last bound check
 
     def __len__(self) -> int:
-        return len(self.kind)
+        return int(self.arena[core.H_N])
+
+    @property
+    def _work(self) -> int:
+        """Derivatives computed so far (memo misses)."""
+        return int(self.arena[core.H_WORK])
 
     @classmethod
     def with_common(cls) -> ExprPool:
@@ -87,81 +104,55 @@ class ExprPool:
         common = _common
         return cls() if common is None else common.fork()
 
+    _TRANSIENT = ("_lock", "kind", "nullable", "has_bool", "counter", "min_len", "args", "first", "emptiness",
+                  "bound", "_checked", "_clamp_memo", "_cls_cache")  # fmt: skip
+
     def __getstate__(self):
-        """Everything but the AST memo (rebuilt as nodes are interned again) and the thread-local bound:
-        an on-disk grammar cache loads a pool without building any AST node."""
-        state = dict(self.__dict__)
+        """The arena and the Python-side tables, without the AST memo (rebuilt as nodes are interned
+        again) and what ``_setup`` makes: an on-disk grammar cache loads a pool without building
+        any AST node. The emptiness memo is lazy work: a loaded pool decides it again."""
+        state = {k: v for k, v in self.__dict__.items() if k not in self._TRANSIENT}
         state["_interned"] = {}
-        del state["bound"]
         return state
 
     def __setstate__(self, state) -> None:
         self.__dict__.update(state)
-        self.bound = WorkBound()
+        self._setup()
 
     def fork(self) -> ExprPool:
-        """A new pool holding this pool's expressions under the same ids, with its interning memos
-        but none of the caches of lazy work (derivatives, emptiness, classes)."""
-        new = ExprPool(self.max_exprs)
-        for name in ("kind", "args", "nullable", "has_bool", "first", "counter", "min_len"):
-            setattr(new, name, list(getattr(self, name)))
+        """A new pool holding this pool's expressions under the same ids, with its interning memos."""
+        new = ExprPool.__new__(ExprPool)
+        new.max_exprs = self.max_exprs
+        new.arena = self.arena.copy()
         new.char_class = dict(self.char_class)
-        new._ids = dict(self._ids)
         new._interned = dict(self._interned)
         new._wide = dict(self._wide)
+        new.reps = None
+        new._setup()
         return new
 
-    def _make(self, kind: int, args, nullable: bool, has_bool: bool) -> int:
-        key = (kind, args)
-        i = self._ids.get(key)
-        if i is None:
-            i = len(self.kind)
-            if i >= self.max_exprs:
-                raise LimitError(f"regex automaton exceeded {self.max_exprs} expressions")
-            self._ids[key] = i
-            self.kind.append(kind)
-            self.args.append(args)
-            self.nullable.append(nullable)
-            self.has_bool.append(has_bool)
-            self.first.append(self._first(kind, args))
-            self.counter.append(self._counter(kind, args))
-            self.min_len.append(min_length(self.min_len, kind, args, nullable))
-        return i
+    def _run(self, fn, *args) -> int:
+        """fn(arena, *args) for a constructor or a derivative: grows the arena and calls again while
+        a region is full (interning makes the retry give the same ids)."""
+        with self._lock:
+            while True:
+                r = fn(self.arena, *args)
+                if r >= 0:
+                    return r
+                self._grow_or_raise(r)
 
-    def _counter(self, kind: int, args) -> int:
-        if kind in (K_CAT, K_OR, K_AND):
-            return max(self.counter[x] for x in args)
-        if kind == K_NOT:
-            return self.counter[args]
-        if kind == K_REP:
-            return max(self.counter[args[0]], args[1], args[2])
-        return 0
-
-    def _first(self, kind: int, args) -> int:
-        if kind == K_BYTES:
-            return args
-        if kind == K_CAT:
-            a, b = args
-            return self.first[a] | self.first[b] if self.nullable[a] else self.first[a]
-        if kind == K_OR:
-            m = 0
-            for x in args:
-                m |= self.first[x]
-            return m
-        if kind == K_AND:
-            m = ALL_BYTES
-            for x in args:
-                m &= self.first[x]
-            return m
-        if kind == K_NOT:
-            return ALL_BYTES
-        if kind == K_REP:
-            return self.first[args[0]]
-        return 0
+    def _grow_or_raise(self, status: int) -> None:
+        """After a compiled call answered ``status`` (< 0): grow the arena (FULL) or raise the limit."""
+        if status == core.FULL:
+            self.arena = core.grow(self.arena)
+        elif status == core.LIMIT:
+            raise LimitError(f"regex automaton exceeded {self.max_exprs} expressions")
+        else:
+            raise LimitError(f"regex nesting too deep: a derivative exceeded {core.MAX_DEPTH} pending parts")
 
     # ------------------------------------------------------------------ smart constructors
     def bytes_(self, mask: int) -> int:
-        return self._make(K_BYTES, mask, False, False) if mask else EMPTY_ID
+        return self._run(core.make_bytes, *_words(mask)) if mask else EMPTY_ID
 
     def cat(self, a: int, b: int) -> int:
         if a == EMPTY_ID or b == EMPTY_ID:
@@ -170,30 +161,7 @@ class ExprPool:
             return b
         if b == EPS_ID:
             return a
-        if self.kind[a] != K_CAT:
-            return self._cat2(a, b)
-        # Right-nest: (x y) b = x (y b). a is itself right-nested, so this walks a's chain of heads and
-        # rebuilds it in front of b, iteratively (a long concatenation must not cost stack depth).
-        heads = []
-        while self.kind[a] == K_CAT:
-            x, a = self.args[a]
-            heads.append(x)
-        r = self._cat2(a, b)
-        for x in reversed(heads):
-            r = self._cat2(x, r)
-        return r
-
-    def _cat2(self, a: int, b: int) -> int:
-        """cat(a, b) for a that is not a concatenation."""
-        if a == EMPTY_ID or b == EMPTY_ID:
-            return EMPTY_ID
-        if a == EPS_ID:
-            return b
-        if b == EPS_ID:
-            return a
-        return self._make(
-            K_CAT, (a, b), self.nullable[a] and self.nullable[b], self.has_bool[a] or self.has_bool[b]
-        )
+        return self._run(core.make_cat, a, b)
 
     def cat_all(self, items) -> int:
         out = EPS_ID
@@ -202,61 +170,14 @@ class ExprPool:
         return out
 
     def or_(self, items) -> int:
-        flat: set[int] = set()
-        mask = 0
-        for e in items:
-            k = self.kind[e]
-            if k == K_OR:
-                for x in self.args[e]:
-                    if self.kind[x] == K_BYTES:
-                        mask |= self.args[x]
-                    else:
-                        flat.add(x)
-            elif k == K_BYTES:
-                mask |= self.args[e]
-            elif k != K_EMPTY:
-                flat.add(e)
-        if mask:
-            flat.add(self.bytes_(mask))
-        if not flat:
-            return EMPTY_ID
-        if len(flat) == 1:
-            return flat.pop()
-        t = tuple(sorted(flat))
-        return self._make(K_OR, t, any(self.nullable[x] for x in t), any(self.has_bool[x] for x in t))
+        xs = np.fromiter(items, dtype=np.int64)
+        if len(xs) == 1:
+            return int(xs[0])
+        return self._run(core.make_or, xs, len(xs))
 
     def and_(self, items) -> int:
-        flat: set[int] = set()
-        for e in items:
-            if self.kind[e] == K_AND:
-                flat.update(self.args[e])
-            elif e == EMPTY_ID:
-                return EMPTY_ID
-            elif not (self.kind[e] == K_NOT and self.args[e] == EMPTY_ID):  # drop "everything"
-                flat.add(e)
-        if not flat:
-            return self.not_(EMPTY_ID)
-        if EPS_ID in flat:
-            return EPS_ID if all(self.nullable[x] for x in flat) else EMPTY_ID
-        if any(self.kind[x] == K_NOT and self._covers(self.args[x], flat) for x in flat):
-            return EMPTY_ID  # x and not (x or ...)
-        masks = [self.args[x] for x in flat if self.kind[x] == K_BYTES]
-        if masks:
-            m = masks[0]
-            for x in masks[1:]:
-                m &= x
-            flat = {x for x in flat if self.kind[x] != K_BYTES}
-            if not m:
-                return EMPTY_ID
-            flat.add(self.bytes_(m))
-        if len(flat) == 1:
-            return flat.pop()
-        t = tuple(sorted(flat))
-        return self._make(K_AND, t, all(self.nullable[x] for x in t), True)
-
-    def _covers(self, c: int, flat: set[int]) -> bool:
-        """Whether c contains a member of flat syntactically (c is one, or a union with one)."""
-        return c in flat or (self.kind[c] == K_OR and any(y in flat for y in self.args[c]))
+        xs = np.fromiter(items, dtype=np.int64)
+        return self._run(core.make_and, xs, len(xs))
 
     def or_factored(self, items, depth: int = 0) -> int:
         """The union, left-factored: ``ab|ac`` -> ``a(b|c)``. Same language; a derivative of a big
@@ -265,102 +186,44 @@ class ExprPool:
             return self.or_(items)
         groups: dict[int, list[int]] = {}
         parts = []
-        for e in dict.fromkeys(items):  # distinct, in order
-            if self.kind[e] == K_CAT:
-                head, tail = self.args[e]
+        xs = np.fromiter(dict.fromkeys(items), dtype=np.int64)  # distinct, in order
+        heads, tails = np.empty_like(xs), np.empty_like(xs)
+        core.cat_split(self.arena, xs, heads, tails)
+        for e, head, tail in zip(xs.tolist(), heads.tolist(), tails.tolist(), strict=True):
+            if head >= 0:
                 groups.setdefault(head, []).append(tail)
             else:
                 parts.append(e)
-        for h, tails in groups.items():
-            parts.append(self.cat(h, tails[0] if len(tails) == 1 else self.or_factored(tails, depth + 1)))
+        for h, rests in groups.items():
+            parts.append(self.cat(h, rests[0] if len(rests) == 1 else self.or_factored(rests, depth + 1)))
         return self.or_(parts)
 
     def not_(self, a: int) -> int:
-        if self.kind[a] == K_NOT:
-            return self.args[a]
-        return self._make(K_NOT, a, not self.nullable[a], True)
+        return self._run(core.make_not, a)
 
     def rep(self, a: int, lo: int, hi: int) -> int:
-        if hi == 0 or a == EPS_ID:
-            return EPS_ID
-        if a == EMPTY_ID:
-            return EPS_ID if lo == 0 else EMPTY_ID
-        if self.nullable[a]:
-            lo = 0
-        if lo == 1 and hi == 1:
-            return a
-        if self.kind[a] == K_REP and lo == 0 and hi == INF:
-            x, lo2, hi2 = self.args[a]
-            if lo2 <= 1 and hi2 == INF:  # (x{0|1,})* = x*
-                return self.rep(x, 0, INF)
-        return self._make(K_REP, (a, lo, hi), lo == 0 or self.nullable[a], self.has_bool[a])
+        return self._run(core.make_rep, a, lo, hi)
 
     # ------------------------------------------------------------------ derivatives
     def deriv(self, e: int, b: int) -> int:
         """The derivative of e by byte b (memoized)."""
-        if not (self.first[e] >> b) & 1:
-            return EMPTY_ID
-        key = (e, b)
-        r = self._deriv.get(key)
-        if r is None:
-            self._work += 1
-            if not self._work & 1023:
-                self.bound.check()
-            try:
-                r = self._deriv_uncached(e, b)
-            except RecursionError:
-                raise LimitError(
-                    "regex nesting too deep: computing a derivative exceeded Python's recursion limit"
-                ) from None
-            self._deriv[key] = r
+        r = self._run(core.deriv, e, b)
+        if int(self.arena[core.H_WORK]) - self._checked >= 1024:
+            self._checked = int(self.arena[core.H_WORK])
+            self.bound.check()
         return r
 
-    def _deriv_uncached(self, e: int, b: int) -> int:
-        k, a = self.kind[e], self.args[e]
-        if k == K_BYTES:
-            return EPS_ID if (a >> b) & 1 else EMPTY_ID
-        if k == K_CAT:
-            # d(x y) = d(x) y | d(y) when x is nullable: follow the chain of nullable heads iteratively
-            # (one union of every step; or_ flattens, so this is the same id as the nested unions).
-            parts = []
-            while True:
-                x, y = a
-                parts.append(self.cat(self.deriv(x, b), y))
-                if not self.nullable[x]:
-                    break
-                if self.kind[y] != K_CAT or not (self.first[y] >> b) & 1:
-                    parts.append(self.deriv(y, b))
-                    break
-                a = self.args[y]
-            return parts[0] if len(parts) == 1 else self.or_(parts)
-        if k == K_OR:
-            if len(a) > 8:
-                a = self._or_children(e).get(b, ())
-            return self.or_([self.deriv(x, b) for x in a])
-        if k == K_AND:
-            return self.and_([self.deriv(x, b) for x in a])
-        if k == K_NOT:
-            return self.not_(self.deriv(a, b))
-        if k == K_REP:
-            x, lo, hi = a
-            rest = self.rep(x, max(lo - 1, 0), INF if hi == INF else hi - 1)
-            return self.cat(self.deriv(x, b), rest)
-        return EMPTY_ID
-
-    def _or_children(self, e: int) -> dict[int, tuple[int, ...]]:
-        index = self._or_index.get(e)
-        if index is None:
-            lists: dict[int, list[int]] = {}
-            for x in self.args[e]:
-                m = self.first[x]
-                while m:
-                    low = m & -m
-                    lists.setdefault(low.bit_length() - 1, []).append(x)
-                    m ^= low
-            # tuples of ints, not lists: the collector stops tracking them (and then the dict), so
-            # a server's cached grammars do not add these to every full collection's walk
-            index = self._or_index[e] = {b: tuple(xs) for b, xs in lists.items()}
-        return index
+    def deriv_classes(self, e: int, reps: np.ndarray, class_of: np.ndarray) -> tuple[list[int], np.ndarray]:
+        """A DFA row of e over global byte classes, in one call: (the distinct derivatives, 0 first;
+        per class, the index of its derivative among them). ``reps``: one byte per class (four
+        words); ``class_of``: byte -> class."""
+        groups = np.empty((256, 4), dtype=np.int64)
+        uniq = np.empty(257, dtype=np.int64)
+        index = np.empty(int(class_of.max()) + 1, dtype=np.int64)
+        k = self._run(core.deriv_classes, e, reps, class_of, _MAX_HEADS, groups, uniq, index)
+        self.bound.check()
+        self._checked = int(self.arena[core.H_WORK])
+        return uniq[:k].tolist(), index
 
     # ------------------------------------------------------------------ counter clamping
     def clamp(self, e: int, limit: int) -> int:
@@ -432,24 +295,9 @@ class ExprPool:
 
     def byte_masks(self, *roots: int) -> set[int]:
         """All byte sets occurring in the expressions (one walk: shared sub-expressions once)."""
-        out: set[int] = set()
-        seen: set[int] = set()
-        stack = list(roots)
-        while stack:
-            x = stack.pop()
-            if x in seen:
-                continue
-            seen.add(x)
-            k, a = self.kind[x], self.args[x]
-            if k == K_BYTES:
-                out.add(a)
-            elif k in (K_CAT, K_OR, K_AND):
-                stack.extend(a)
-            elif k == K_NOT:
-                stack.append(a)
-            elif k == K_REP:
-                stack.append(a[0])
-        return out
+        ids = core.reachable_bytes(self.arena, np.asarray(roots, dtype=np.int64))
+        first = self.first
+        return {first[int(x)] for x in ids}
 
     # ------------------------------------------------------------------ from the AST
     def intern(self, node: Node) -> int:
@@ -527,6 +375,66 @@ class ExprPool:
         if r != EMPTY_ID:
             self.char_class.setdefault(r, ("chars", tuple(ranges)))
         return r
+
+
+class _Column:
+    """One scalar column of a pool's nodes: ``column[e]``."""
+
+    __slots__ = ("pool", "slot", "cast")
+
+    def __init__(self, pool: ExprPool, slot: int, cast=int):
+        self.pool, self.slot, self.cast = pool, slot, cast
+
+    def __getitem__(self, e: int):
+        a = self.pool.arena
+        return self.cast(a[a[self.slot] + e])
+
+    def __len__(self) -> int:
+        return len(self.pool)
+
+
+class _First(_Column):
+    """``first[e]``: the 256-bit set of bytes e's derivative may be non-empty for (a BYTES node's set)."""
+
+    def __init__(self, pool: ExprPool):
+        super().__init__(pool, core.O_FIRST)
+
+    def __getitem__(self, e: int) -> int:
+        a = self.pool.arena
+        o = a[core.O_FIRST] + 4 * e
+        return int.from_bytes(a[o : o + 4].tobytes(), "little")
+
+
+class _Args(_Column):
+    """``args[e]``: BYTES its set, CAT (head, tail), OR/AND the sorted children, NOT the item, REP (item,
+    min, max or -1), EMPTY/EPS None."""
+
+    def __init__(self, pool: ExprPool):
+        super().__init__(pool, core.O_A0)
+
+    def __getitem__(self, e: int):
+        pool = self.pool
+        a = pool.arena
+        k = a[a[core.O_KIND] + e]
+        a0 = int(a[a[core.O_A0] + e])
+        if k == K_CAT:
+            return a0, int(a[a[core.O_A1] + e])
+        if k == K_OR or k == K_AND:
+            o = a[core.O_KIDS] + a0
+            return tuple(a[o : o + a[a[core.O_A1] + e]].tolist())
+        if k == K_BYTES:
+            return pool.first[e]
+        if k == K_NOT:
+            return a0
+        if k == K_REP:
+            return a0, int(a[a[core.O_A1] + e]), int(a[a[core.O_A2] + e])
+        return None
+
+
+def _words(mask: int) -> tuple[int, int, int, int]:
+    """A 256-bit set as four int64 words (low first), as the arena stores it."""
+    w = np.frombuffer(mask.to_bytes(32, "little"), dtype=np.int64)
+    return int(w[0]), int(w[1]), int(w[2]), int(w[3])
 
 
 def _split_ascii(ranges) -> tuple[int, tuple]:

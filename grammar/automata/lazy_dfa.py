@@ -23,11 +23,12 @@ from contextlib import contextmanager
 import numpy as np
 
 from guided.errors import GrammarError, LimitError
-from guided.grammar.automata.derivative_classes import DerivClasses
+from guided.grammar.automata import expr_core as core
 from guided.grammar.automata.expr_pool import EMPTY_ID, ExprPool, byte_classes
 from guided.grammar.automata.state_table import StateTable
+from guided.grammar.regex_ast import alt, any_string, chars, complement, intersect, literal, repeat, seq
 
-__all__ = ["LazyDFA", "DEAD"]
+__all__ = ["LazyDFA", "DEAD", "warm_up_core"]
 
 DEAD = -1
 UNKNOWN = -2  # a transition not computed yet (rows may be partly filled by single steps)
@@ -48,9 +49,7 @@ class LazyDFA(StateTable):
         pool.reps = reps
         self.n_classes = len(reps)
         self._rep_bits = sum(1 << b for b in reps)
-        self._class_of_rep = {b: c for c, b in enumerate(reps)}
-        self._classes = DerivClasses(pool)
-        self._classes_of_group: dict[int, tuple[int, ...]] = {}
+        self._rep_words = np.frombuffer(self._rep_bits.to_bytes(32, "little"), dtype=np.int64).copy()
         self.lock = threading.RLock()
         self.exprs: list[int] = []
         self._state_of: dict[int, int] = {}
@@ -112,38 +111,13 @@ class LazyDFA(StateTable):
                 self._materialize(s)
 
     def _materialize(self, s: int) -> None:
-        e = self.exprs[s]
-        row = self.trans[s].tolist()  # a Python list: rows are short, numpy per group costs more
-        fresh = all(t == UNKNOWN for t in row)  # no single step filled part of it
-        first = self.pool.first[e] & self._rep_bits  # only classes the expression can start with
-        try:
-            groups = self._classes.partition(e, first)
-        except RecursionError:  # very deep nesting: one derivative per class
-            groups = [1 << b for b in self.reps if (first >> b) & 1]
-        for group in groups:  # bytes of one group share their derivative: derive once
-            cs = self._class_list(group)
-            # a transition a single step computed already, else UNKNOWN
-            t = UNKNOWN if fresh else max(row[c] for c in cs)
-            if t == UNKNOWN:
-                self.pool.bound.check()
-                t = self.state_of(self.pool.deriv(e, self.reps[cs[0]]))
-            for c in cs:
-                row[c] = t
-        self.trans[s] = [DEAD if t == UNKNOWN else t for t in row]  # trans may have been regrown
+        """The row of state s: one compiled call derives e once per derivative class it tells apart
+        and maps every byte class to one of the distinct derivatives; each of those becomes a state
+        here (live ones; the empty language is DEAD)."""
+        uniq, index = self.pool.deriv_classes(self.exprs[s], self._rep_words, self.class_map)
+        states = [self.state_of(d) for d in uniq]
+        self.trans[s] = np.asarray(states, dtype=np.int32)[index]  # trans may have been regrown
         self.computed[s] = 1
-
-    def _class_list(self, group: int) -> tuple[int, ...]:
-        """The byte classes of a group of representative bytes (a 256-bit set), memoised: the same
-        groups recur across states."""
-        cs = self._classes_of_group.get(group)
-        if cs is None:
-            cs, rest = [], group
-            while rest:
-                low = rest & -rest
-                rest ^= low
-                cs.append(self._class_of_rep[low.bit_length() - 1])
-            cs = self._classes_of_group[group] = tuple(cs)  # a tuple of ints: untracked by the collector
-        return cs
 
     @contextmanager
     def _timed(self):
@@ -195,3 +169,30 @@ class LazyDFA(StateTable):
             if s < 0:
                 return DEAD
         return s
+
+
+_warm = threading.Event()
+
+
+def warm_up_core() -> None:
+    """Run the compiled expression core's functions (``expr_core``) once, through the pool's own
+    calls (so with the argument types real work passes): numba compiles them here, or loads its
+    cache, once per process, and never inside a compile's or a mask's time bound."""
+    if _warm.is_set():
+        return
+    words = alt(*(literal(w) for w in ("ab", "ac", "bd", "be", "cf")))  # or_factored
+    letters = repeat(chars([(0x61, 0x7A)]), 1, 5)
+    node = seq(words, intersect(letters, complement(seq(any_string(), literal("z")))), literal("!"))
+    pool = ExprPool()
+    e = pool.intern(node)
+    pool.arena = core.grow(pool.arena)  # a copy into a larger arena
+    pool.is_live(pool.and_([pool.intern(letters), pool.not_(pool.intern(literal("q")))]))  # search, no reps
+    dfa = LazyDFA(pool, e)  # classes, then a search with them
+    for b in b"abz!":
+        dfa.materialize(0)
+        dfa.step(0, b)
+    pool.deriv(e, ord("a"))
+    pool.clamp(pool.rep(pool.intern(letters), 0, 100), 10)
+    pool.byte_masks(e)
+    core.deadline_cycles(1.0)
+    _warm.set()

@@ -34,6 +34,11 @@ class WorkBound:
         finally:
             self._local.deadline = outer
 
+    def remaining(self) -> float | None:
+        """Seconds left before the calling thread's deadline (None: no bound)."""
+        d = getattr(self._local, "deadline", None)
+        return None if d is None else d[0] - time.monotonic()
+
     def check(self) -> None:
         d = getattr(self._local, "deadline", None)
         if d is not None and time.monotonic() > d[0]:

@@ -1,0 +1,1068 @@
+"""The expression core of ExprPool in compiled code: hash-consed nodes, smart constructors, derivatives.
+
+Everything lives in one int64 array, the *arena* (one argument per call keeps numba's dispatch at
+a fraction of a microsecond): a header, then one region per node column, the open-addressing
+hash table that interns nodes, the derivative memo and the children of unions and intersections.
+
+Node columns: kind, a0, a1, a2 (CAT: head, tail; REP: item, min, max or -1; NOT: item; OR/AND:
+offset and count of their sorted children; BYTES: nothing, its set is ``first``), first (four
+64-bit words: the bytes a derivative may be non-empty for; a BYTES node's own set), nullable,
+has_bool (contains AND/NOT), counter (largest finite repeat bound inside), min_len (a lower bound
+on the length of its strings) and live (the emptiness memo: unknown, live, empty).
+
+Every function that may add a node returns an id >= 0 or a negative status: FULL (a region is
+full: the caller grows the arena and calls again; interning makes the retry return the same ids),
+LIMIT (``max_exprs`` reached) or DEEP (a derivative with over MAX_DEPTH parts pending). Semantics are those of the
+pure-Python constructors they replace, rule for rule (see ``expr_pool``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import platform
+import time
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic
+
+K_EMPTY, K_EPS, K_BYTES, K_CAT, K_OR, K_AND, K_NOT, K_REP = range(8)
+INF = -1
+NEVER = 1 << 40
+FULL, LIMIT, DEEP = -2, -3, -4
+MAX_DEPTH = 1 << 22  # pending derivatives on one derivative's stack
+ALL_I = -1  # all 64 bits of a word, as an int64
+_GOLD = 0x9E3779B97F4A7C15 - (1 << 64)  # odd multipliers, as int64 (wrapping arithmetic)
+_MUL = 0xBF58476D1CE4E5B9 - (1 << 64)
+
+# header slots
+H_N, H_NCAP, H_HCAP, H_KLEN, H_KCAP, H_MCAP, H_MCOUNT, H_MAX, H_WORK = range(9)
+O_KIND, O_A0, O_A1, O_A2, O_FIRST, O_NULL, O_BOOL, O_COUNTER, O_MINLEN, O_LIVE, O_HT, O_MK, O_MV, O_KIDS = range(
+    10, 24
+)
+HEADER = 24
+LIVE_UNKNOWN, LIVE_YES, LIVE_NO = 0, 1, 2  # the emptiness memo column
+SEARCH = -16  # live(): -16 - x asks the caller to search x
+
+
+def new_arena(node_cap: int = 256, kids_cap: int = 1024, max_exprs: int = 2_000_000) -> np.ndarray:
+    """An arena holding EMPTY (id 0) and EPS (id 1)."""
+    a = _layout(node_cap, kids_cap, max_exprs)
+    _init(a)
+    return a
+
+
+def _layout(node_cap: int, kids_cap: int, max_exprs: int) -> np.ndarray:
+    hcap = 1
+    while hcap < 2 * node_cap:
+        hcap *= 2
+    mcap = 2 * hcap
+    sizes = (node_cap, node_cap, node_cap, node_cap, 4 * node_cap, node_cap, node_cap, node_cap, node_cap,
+             node_cap, hcap, mcap, mcap, kids_cap)  # fmt: skip
+    a = np.zeros(HEADER + sum(sizes), dtype=np.int64)
+    off = HEADER
+    for slot, size in zip(range(O_KIND, O_KIDS + 1), sizes, strict=True):
+        a[slot] = off
+        off += size
+    a[H_NCAP], a[H_HCAP], a[H_KCAP], a[H_MCAP], a[H_MAX] = node_cap, hcap, kids_cap, mcap, max_exprs
+    a[a[O_HT] : a[O_HT] + hcap] = -1
+    a[a[O_MK] : a[O_MK] + mcap] = -1
+    return a
+
+
+def grow(a: np.ndarray) -> np.ndarray:
+    """A copy of the arena with twice the room in each region over a quarter full (in all of them if
+    none is: the call that ran out needs more than that region's rest)."""
+    ncap, kcap = int(a[H_NCAP]), int(a[H_KCAP])
+    nodes = 4 * int(a[H_N]) > ncap or 4 * int(a[H_MCOUNT]) > int(a[H_MCAP])  # the memo grows with them
+    kids = 4 * int(a[H_KLEN]) > kcap
+    if not (nodes or kids):
+        nodes = kids = True
+    b = _layout(2 * ncap if nodes else ncap, 2 * kcap if kids else kcap, int(a[H_MAX]))
+    _copy(a, b)
+    return b
+
+
+@numba.njit(cache=True)
+def _init(a):
+    _add(a, K_EMPTY, 0, 0, 0, 0, 0, 0, 0, False, False, 0, NEVER)
+    _add(a, K_EPS, 0, 0, 0, 0, 0, 0, 0, True, False, 0, 0)
+
+
+@numba.njit(cache=True)
+def _copy(a, b):
+    n = a[H_N]
+    for slot in (O_KIND, O_A0, O_A1, O_A2, O_NULL, O_BOOL, O_COUNTER, O_MINLEN, O_LIVE):
+        b[b[slot] : b[slot] + n] = a[a[slot] : a[slot] + n]
+    b[b[O_FIRST] : b[O_FIRST] + 4 * n] = a[a[O_FIRST] : a[O_FIRST] + 4 * n]
+    kl = a[H_KLEN]
+    b[b[O_KIDS] : b[O_KIDS] + kl] = a[a[O_KIDS] : a[O_KIDS] + kl]
+    b[H_N], b[H_KLEN], b[H_WORK] = n, kl, a[H_WORK]
+    if b[H_HCAP] == a[H_HCAP]:  # same table size: the same slots
+        b[b[O_HT] : b[O_HT] + b[H_HCAP]] = a[a[O_HT] : a[O_HT] + a[H_HCAP]]
+    else:
+        for e in range(n):
+            _ht_insert(b, e)
+    mk, mv, mcap = a[O_MK], a[O_MV], a[H_MCAP]
+    if b[H_MCAP] == mcap:
+        b[b[O_MK] : b[O_MK] + mcap] = a[mk : mk + mcap]
+        b[b[O_MV] : b[O_MV] + mcap] = a[mv : mv + mcap]
+        b[H_MCOUNT] = a[H_MCOUNT]
+    else:
+        for i in range(mcap):
+            k = a[mk + i]
+            if k >= 0:
+                _memo_put(b, k, a[mv + i])
+
+
+# ---------------------------------------------------------------------------------------- hashing
+@numba.njit(cache=True, inline="always")
+def _mix(h, x):
+    h ^= x + _GOLD + (h << 6) + (h >> 2)
+    return h * _MUL
+
+
+@numba.njit(cache=True)
+def _hash(a, kind, a0, a1, a2, f0, f1, f2, f3):
+    h = _mix(np.int64(kind), a2)
+    if kind == K_BYTES:
+        h = _mix(_mix(_mix(_mix(h, f0), f1), f2), f3)
+    elif kind == K_OR or kind == K_AND:
+        kids = a[O_KIDS]
+        for i in range(a1):
+            h = _mix(h, a[kids + a0 + i])
+    else:
+        h = _mix(_mix(h, a0), a1)
+    return h
+
+
+@numba.njit(cache=True)
+def _node_hash(a, e):
+    f = a[O_FIRST] + 4 * e
+    return _hash(a, a[a[O_KIND] + e], a[a[O_A0] + e], a[a[O_A1] + e], a[a[O_A2] + e],
+                 a[f], a[f + 1], a[f + 2], a[f + 3])  # fmt: skip
+
+
+@numba.njit(cache=True)
+def _ht_insert(a, e):
+    ht, mask = a[O_HT], a[H_HCAP] - 1
+    i = _node_hash(a, e) & mask
+    while a[ht + i] >= 0:
+        i = (i + 1) & mask
+    a[ht + i] = e
+
+
+@numba.njit(cache=True)
+def _same(a, e, kind, a0, a1, a2, f0, f1, f2, f3):
+    """Whether node e is (kind, args); for OR/AND, a0/a1 locate the candidate's children in kids."""
+    if a[a[O_KIND] + e] != kind:
+        return False
+    if kind == K_BYTES:
+        f = a[O_FIRST] + 4 * e
+        return a[f] == f0 and a[f + 1] == f1 and a[f + 2] == f2 and a[f + 3] == f3
+    if kind == K_OR or kind == K_AND:
+        if a[a[O_A1] + e] != a1:
+            return False
+        kids, o = a[O_KIDS], a[a[O_A0] + e]
+        for i in range(a1):
+            if a[kids + o + i] != a[kids + a0 + i]:
+                return False
+        return True
+    return a[a[O_A0] + e] == a0 and a[a[O_A1] + e] == a1 and a[a[O_A2] + e] == a2
+
+
+@numba.njit(cache=True)
+def _add(a, kind, a0, a1, a2, f0, f1, f2, f3, nullable, has_bool, counter, min_len):
+    e = a[H_N]
+    a[a[O_KIND] + e], a[a[O_A0] + e], a[a[O_A1] + e], a[a[O_A2] + e] = kind, a0, a1, a2
+    f = a[O_FIRST] + 4 * e
+    a[f], a[f + 1], a[f + 2], a[f + 3] = f0, f1, f2, f3
+    a[a[O_NULL] + e], a[a[O_BOOL] + e] = nullable, has_bool
+    a[a[O_COUNTER] + e], a[a[O_MINLEN] + e] = counter, min_len
+    a[H_N] = e + 1
+    _ht_insert(a, e)
+    return e
+
+
+@numba.njit(cache=True)
+def _make(a, kind, a0, a1, a2, f0, f1, f2, f3, nullable, has_bool, counter, min_len):
+    """The id of (kind, args), added if new (OR/AND: children at kids[a0 : a0 + a1], already there)."""
+    ht, mask = a[O_HT], a[H_HCAP] - 1
+    i = _hash(a, kind, a0, a1, a2, f0, f1, f2, f3) & mask
+    while True:
+        e = a[ht + i]
+        if e < 0:
+            break
+        if _same(a, e, kind, a0, a1, a2, f0, f1, f2, f3):
+            return e
+        i = (i + 1) & mask
+    n = a[H_N]
+    if n >= a[H_MAX]:
+        return LIMIT
+    if n >= a[H_NCAP] or 2 * (n + 1) > a[H_HCAP]:
+        return FULL
+    if kind == K_OR or kind == K_AND:
+        a[H_KLEN] = a0 + a1  # keep the candidate's children: they become the node's
+    return _add(a, kind, a0, a1, a2, f0, f1, f2, f3, nullable, has_bool, counter, min_len)
+
+
+# ---------------------------------------------------------------------------------------- columns
+@numba.njit(cache=True, inline="always")
+def kind_of(a, e):
+    return a[a[O_KIND] + e]
+
+
+@numba.njit(cache=True, inline="always")
+def _null(a, e):
+    return a[a[O_NULL] + e] != 0
+
+
+@numba.njit(cache=True, inline="always")
+def _hasb(a, e):
+    return a[a[O_BOOL] + e] != 0
+
+
+@numba.njit(cache=True, inline="always")
+def _first_has(a, e, b):
+    w = a[a[O_FIRST] + 4 * e + (b >> 6)]
+    return (w >> (b & 63)) & 1 != 0
+
+
+# ---------------------------------------------------------------------------------------- constructors
+@numba.njit(cache=True)
+def make_bytes(a, f0, f1, f2, f3):
+    if f0 == 0 and f1 == 0 and f2 == 0 and f3 == 0:
+        return 0
+    return _make(a, K_BYTES, 0, 0, 0, f0, f1, f2, f3, False, False, 0, 1)
+
+
+@numba.njit(cache=True)
+def _cat2(a, x, y):
+    """cat(x, y) for x that is not a concatenation, or for y EMPTY or EPS."""
+    if x == 0 or y == 0:
+        return 0
+    if x == 1:
+        return y
+    if y == 1:
+        return x
+    fx = a[O_FIRST] + 4 * x
+    if _null(a, x):
+        fy = a[O_FIRST] + 4 * y
+        f0, f1, f2, f3 = a[fx] | a[fy], a[fx + 1] | a[fy + 1], a[fx + 2] | a[fy + 2], a[fx + 3] | a[fy + 3]
+    else:
+        f0, f1, f2, f3 = a[fx], a[fx + 1], a[fx + 2], a[fx + 3]
+    ml = min(a[a[O_MINLEN] + x] + a[a[O_MINLEN] + y], NEVER)
+    nullable = _null(a, x) and _null(a, y)
+    counter = max(a[a[O_COUNTER] + x], a[a[O_COUNTER] + y])
+    return _make(a, K_CAT, x, y, 0, f0, f1, f2, f3, nullable, _hasb(a, x) or _hasb(a, y), counter,
+                 0 if nullable else ml)  # fmt: skip
+
+
+@numba.njit(cache=True)
+def make_cat(a, x, y):
+    if kind_of(a, x) != K_CAT or y <= 1:  # (EMPTY and EPS are not concatenations)
+        return _cat2(a, x, y)
+    # right-nest: (h1 (h2 ... t)) y = h1 (h2 (... (t y)))
+    heads = []
+    while kind_of(a, x) == K_CAT:
+        heads.append(a[a[O_A0] + x])
+        x = a[a[O_A1] + x]
+    r = _cat2(a, x, y)
+    for i in range(len(heads) - 1, -1, -1):
+        if r < 0:
+            return r
+        r = _cat2(a, heads[i], r)
+    return r
+
+
+@numba.njit(cache=True)
+def make_not(a, x):
+    if x < 0:
+        return x
+    if kind_of(a, x) == K_NOT:
+        return a[a[O_A0] + x]
+    return _make(a, K_NOT, x, 0, 0, -1, -1, -1, -1, not _null(a, x), True, a[a[O_COUNTER] + x],
+                 1 if _null(a, x) else 0)  # fmt: skip
+
+
+@numba.njit(cache=True)
+def make_rep(a, x, lo, hi):
+    if x < 0:
+        return x
+    if hi == 0 or x == 1:
+        return 1
+    if x == 0:
+        return 1 if lo == 0 else 0
+    if _null(a, x):
+        lo = 0
+    if lo == 1 and hi == 1:
+        return x
+    # (y{0|1,})* = y*
+    while kind_of(a, x) == K_REP and lo == 0 and hi == INF and a[a[O_A1] + x] <= 1 and a[a[O_A2] + x] == INF:
+        x = a[a[O_A0] + x]
+    f = a[O_FIRST] + 4 * x
+    nullable = lo == 0 or _null(a, x)
+    counter = max(a[a[O_COUNTER] + x], max(lo, hi))
+    ml = 0
+    if not nullable:
+        mlx = a[a[O_MINLEN] + x]
+        ml = NEVER if mlx > NEVER // lo else min(lo * mlx, NEVER)
+    return _make(a, K_REP, x, lo, hi, a[f], a[f + 1], a[f + 2], a[f + 3], nullable, _hasb(a, x), counter, ml)
+
+
+@numba.njit(cache=True)
+def _sorted_unique(xs, n):
+    s = np.sort(xs[:n])
+    m = 0
+    for i in range(n):
+        if m == 0 or s[i] != s[m - 1]:
+            s[m] = s[i]
+            m += 1
+    return s[:m]
+
+
+@numba.njit(cache=True)
+def _push_kids(a, kids):
+    """Write a candidate's children after the used part of kids: (offset, count), or (-1, 0) if full."""
+    n = len(kids)
+    start = a[H_KLEN]
+    if start + n > a[H_KCAP]:
+        return -1
+    base = a[O_KIDS] + start
+    for i in range(n):
+        a[base + i] = kids[i]
+    return start
+
+
+@numba.njit(cache=True)
+def make_or(a, items, n):
+    """The union of items[:n] (ids >= 0): flattened, byte sets merged, sorted, deduplicated."""
+    flat = np.empty(16, np.int64)
+    nf = 0
+    m0 = m1 = m2 = m3 = 0
+    for i in range(n):
+        e = items[i]
+        k = kind_of(a, e)
+        if k == K_OR:
+            o, c, kids = a[a[O_A0] + e], a[a[O_A1] + e], a[O_KIDS]
+            for j in range(c):
+                x = a[kids + o + j]
+                if kind_of(a, x) == K_BYTES:
+                    f = a[O_FIRST] + 4 * x
+                    m0, m1, m2, m3 = m0 | a[f], m1 | a[f + 1], m2 | a[f + 2], m3 | a[f + 3]
+                else:
+                    if nf == len(flat):
+                        flat = np.concatenate((flat, np.empty(len(flat), np.int64)))
+                    flat[nf] = x
+                    nf += 1
+        elif k == K_BYTES:
+            f = a[O_FIRST] + 4 * e
+            m0, m1, m2, m3 = m0 | a[f], m1 | a[f + 1], m2 | a[f + 2], m3 | a[f + 3]
+        elif k != K_EMPTY:
+            if nf == len(flat):
+                flat = np.concatenate((flat, np.empty(len(flat), np.int64)))
+            flat[nf] = e
+            nf += 1
+    if m0 != 0 or m1 != 0 or m2 != 0 or m3 != 0:
+        b = make_bytes(a, m0, m1, m2, m3)
+        if b < 0:
+            return b
+        if nf == len(flat):
+            flat = np.concatenate((flat, np.empty(len(flat), np.int64)))
+        flat[nf] = b
+        nf += 1
+    if nf == 0:
+        return 0
+    kids = _sorted_unique(flat, nf)
+    if len(kids) == 1:
+        return kids[0]
+    nullable, has_bool, counter, ml = False, False, 0, NEVER
+    f0 = f1 = f2 = f3 = 0
+    for x in kids:
+        nullable |= _null(a, x)
+        has_bool |= _hasb(a, x)
+        counter = max(counter, a[a[O_COUNTER] + x])
+        ml = min(ml, a[a[O_MINLEN] + x])
+        f = a[O_FIRST] + 4 * x
+        f0, f1, f2, f3 = f0 | a[f], f1 | a[f + 1], f2 | a[f + 2], f3 | a[f + 3]
+    start = _push_kids(a, kids)
+    if start < 0:
+        return FULL
+    return _make(a, K_OR, start, len(kids), 0, f0, f1, f2, f3, nullable, has_bool, counter, 0 if nullable else ml)
+
+
+@numba.njit(cache=True)
+def _covers(a, c, kids):
+    """Whether c is one of kids, or a union with one of them (kids sorted)."""
+    if _in_sorted(kids, c):
+        return True
+    if kind_of(a, c) == K_OR:
+        o, n, base = a[a[O_A0] + c], a[a[O_A1] + c], a[O_KIDS]
+        for j in range(n):
+            if _in_sorted(kids, a[base + o + j]):
+                return True
+    return False
+
+
+@numba.njit(cache=True)
+def _in_sorted(xs, v):
+    i = np.searchsorted(xs, v)
+    return i < len(xs) and xs[i] == v
+
+
+@numba.njit(cache=True)
+def make_and(a, items, n):
+    """The intersection of items[:n] (ids >= 0), simplified as ExprPool.and_."""
+    flat = np.empty(max(n, 4) * 2, np.int64)
+    nf = 0
+    for i in range(n):
+        e = items[i]
+        k = kind_of(a, e)
+        if k == K_AND:
+            o, c, base = a[a[O_A0] + e], a[a[O_A1] + e], a[O_KIDS]
+            for j in range(c):
+                if nf == len(flat):
+                    flat = np.concatenate((flat, np.empty(len(flat), np.int64)))
+                flat[nf] = a[base + o + j]
+                nf += 1
+        elif e == 0:
+            return 0
+        elif not (k == K_NOT and a[a[O_A0] + e] == 0):  # drop "everything"
+            if nf == len(flat):
+                flat = np.concatenate((flat, np.empty(len(flat), np.int64)))
+            flat[nf] = e
+            nf += 1
+    if nf == 0:
+        return make_not(a, 0)
+    kids = _sorted_unique(flat, nf)
+    if _in_sorted(kids, 1):
+        for x in kids:
+            if not _null(a, x):
+                return 0
+        return 1
+    for x in kids:
+        if kind_of(a, x) == K_NOT and _covers(a, a[a[O_A0] + x], kids):
+            return 0
+    m0 = m1 = m2 = m3 = ALL_I
+    nb = 0
+    for x in kids:
+        if kind_of(a, x) == K_BYTES:
+            f = a[O_FIRST] + 4 * x
+            m0, m1, m2, m3 = m0 & a[f], m1 & a[f + 1], m2 & a[f + 2], m3 & a[f + 3]
+            nb += 1
+    if nb:
+        if m0 == 0 and m1 == 0 and m2 == 0 and m3 == 0:
+            return 0
+        b = make_bytes(a, m0, m1, m2, m3)
+        if b < 0:
+            return b
+        rest = np.empty(len(kids) - nb + 1, np.int64)
+        j = 0
+        for x in kids:
+            if kind_of(a, x) != K_BYTES:
+                rest[j] = x
+                j += 1
+        rest[j] = b
+        kids = _sorted_unique(rest, j + 1)
+    if len(kids) == 1:
+        return kids[0]
+    nullable, counter, ml = True, 0, 0
+    f0 = f1 = f2 = f3 = ALL_I
+    for x in kids:
+        nullable &= _null(a, x)
+        counter = max(counter, a[a[O_COUNTER] + x])
+        ml = max(ml, a[a[O_MINLEN] + x])
+        f = a[O_FIRST] + 4 * x
+        f0, f1, f2, f3 = f0 & a[f], f1 & a[f + 1], f2 & a[f + 2], f3 & a[f + 3]
+    start = _push_kids(a, kids)
+    if start < 0:
+        return FULL
+    return _make(a, K_AND, start, len(kids), 0, f0, f1, f2, f3, nullable, True, counter, 0 if nullable else ml)
+
+
+
+# ---------------------------------------------------------------------------------------- derivatives
+@numba.njit(cache=True)
+def _memo_get(a, key):
+    mk, mask = a[O_MK], a[H_MCAP] - 1
+    i = (key * _GOLD >> 17) & mask
+    while True:
+        k = a[mk + i]
+        if k == key:
+            return a[a[O_MV] + i]
+        if k < 0:
+            return -1
+        i = (i + 1) & mask
+
+
+@numba.njit(cache=True)
+def _memo_put(a, key, v):
+    mk, mask = a[O_MK], a[H_MCAP] - 1
+    i = (key * _GOLD >> 17) & mask
+    while a[mk + i] >= 0 and a[mk + i] != key:
+        i = (i + 1) & mask
+    if a[mk + i] < 0:
+        a[H_MCOUNT] += 1
+    a[mk + i] = key
+    a[a[O_MV] + i] = v
+
+
+@numba.njit(cache=True, inline="always")
+def _known(a, x, b):
+    """deriv(x, b) if known (0 when b cannot start x), else -1."""
+    if not _first_has(a, x, b):
+        return 0
+    return _memo_get(a, x * 256 + b)
+
+
+@numba.njit(cache=True)
+def deriv(a, e, b):
+    """The derivative of e by byte b (memoised), or a negative status.
+
+    Post-order with an explicit stack (numba's cached code cannot recurse): a node is derived once
+    the derivatives it is made of are known; MAX_DEPTH bounds the stack.
+    """
+    r = _known(a, e, b)
+    if r >= 0:
+        return r
+    stack = np.empty(64, np.int64)
+    stack[0] = e
+    top = 1
+    while top:
+        x = stack[top - 1]
+        if _known(a, x, b) >= 0:
+            top -= 1
+            continue
+        mark = top
+        k = kind_of(a, x)
+        a0 = a[a[O_A0] + x]
+        if k == K_CAT:
+            h, y = a0, a[a[O_A1] + x]
+            while True:
+                if _known(a, h, b) < 0:
+                    stack, top = _push(stack, top, h)
+                if not _null(a, h):
+                    break
+                if kind_of(a, y) != K_CAT or not _first_has(a, y, b):
+                    if _known(a, y, b) < 0:
+                        stack, top = _push(stack, top, y)
+                    break
+                h, y = a[a[O_A0] + y], a[a[O_A1] + y]
+        elif k == K_OR or k == K_AND:
+            base = a[O_KIDS] + a0
+            for j in range(a[a[O_A1] + x]):
+                c = a[base + j]
+                if _known(a, c, b) < 0:
+                    stack, top = _push(stack, top, c)
+        elif k == K_NOT or k == K_REP:
+            if _known(a, a0, b) < 0:
+                stack, top = _push(stack, top, a0)
+        if top > mark:
+            if top > MAX_DEPTH:
+                return DEEP
+            continue
+        if 4 * (a[H_MCOUNT] + 1) > 3 * a[H_MCAP]:
+            return FULL
+        r = _derive_one(a, x, b)
+        if r < 0:
+            return r
+        _memo_put(a, x * 256 + b, r)
+        a[H_WORK] += 1
+        top -= 1
+    return _known(a, e, b)
+
+
+@numba.njit(cache=True)
+def _push(stack, top, x):
+    if top == len(stack):
+        stack = np.concatenate((stack, np.empty(len(stack), np.int64)))
+    stack[top] = x
+    return stack, top + 1
+
+
+@numba.njit(cache=True)
+def _derive_one(a, e, b):
+    """deriv(e, b) when the derivatives of e's parts are known."""
+    k = kind_of(a, e)
+    a0 = a[a[O_A0] + e]
+    if k == K_BYTES:
+        return 1
+    if k == K_CAT:
+        parts = np.empty(8, np.int64)
+        n = 0
+        x, y = a0, a[a[O_A1] + e]
+        while True:
+            d = make_cat(a, _known(a, x, b), y)
+            if d < 0:
+                return d
+            parts, n = _push(parts, n, d)
+            if not _null(a, x):
+                break
+            if kind_of(a, y) != K_CAT or not _first_has(a, y, b):
+                parts, n = _push(parts, n, _known(a, y, b))
+                break
+            x, y = a[a[O_A0] + y], a[a[O_A1] + y]
+        return parts[0] if n == 1 else make_or(a, parts, n)
+    if k == K_OR or k == K_AND:
+        c = a[a[O_A1] + e]
+        ds = np.empty(c, np.int64)
+        n = 0
+        base = a[O_KIDS] + a0
+        for j in range(c):
+            x = a[base + j]
+            if k == K_OR and not _first_has(a, x, b):
+                continue
+            ds[n] = _known(a, x, b)
+            n += 1
+        return make_or(a, ds, n) if k == K_OR else make_and(a, ds, n)
+    if k == K_NOT:
+        return make_not(a, _known(a, a0, b))
+    if k == K_REP:
+        lo, hi = a[a[O_A1] + e], a[a[O_A2] + e]
+        rest = make_rep(a, a0, max(lo - 1, 0), INF if hi == INF else hi - 1)
+        if rest < 0:
+            return rest
+        return make_cat(a, _known(a, a0, b), rest)
+    return 0
+
+
+@numba.njit(cache=True)
+def reachable_bytes(a, roots):
+    """The BYTES nodes reachable from roots (each once)."""
+    seen = np.zeros(a[H_N], np.uint8)
+    stack = list(roots)
+    out = []
+    kids = a[O_KIDS]
+    while len(stack):
+        x = stack.pop()
+        if seen[x]:
+            continue
+        seen[x] = 1
+        k = kind_of(a, x)
+        if k == K_BYTES:
+            out.append(x)
+        elif k == K_CAT:
+            stack.append(a[a[O_A0] + x])
+            stack.append(a[a[O_A1] + x])
+        elif k == K_OR or k == K_AND:
+            o = kids + a[a[O_A0] + x]
+            for j in range(a[a[O_A1] + x]):
+                stack.append(a[o + j])
+        elif k == K_NOT or k == K_REP:
+            stack.append(a[a[O_A0] + x])
+    return np.array(out, dtype=np.int64) if len(out) else np.zeros(0, np.int64)
+
+
+# ---------------------------------------------------------------------------------------- emptiness
+@numba.njit(cache=True, inline="always")
+def _live_known(a, x):
+    """1 / 0 when x's liveness is known (structurally or memoised), else -1."""
+    if x == 0:
+        return 0
+    if not _hasb(a, x) or _null(a, x):
+        return 1
+    v = a[a[O_LIVE] + x]
+    return 1 if v == LIVE_YES else 0 if v == LIVE_NO else -1
+
+
+@numba.njit(cache=True)
+def _set_chain(a, x, stop, v):
+    """Memoise v for the concatenation x and the concatenations down its chain before stop."""
+    while True:
+        a[a[O_LIVE] + x] = v
+        t = a[a[O_A1] + x]
+        if t == stop or kind_of(a, t) != K_CAT or not _hasb(a, t) or _null(a, t) or _live_known(a, t) >= 0:
+            return
+        x = t
+
+
+@numba.njit(cache=True)
+def live(a, e):
+    """Whether e's language is non-empty, decided structurally (Emptiness's rules), memoised in the
+    live column: 1 or 0, or SEARCH - x when it rests on an intersection or complement x that only a
+    search can decide (the caller searches it, records the answer in the column and asks again).
+    Concatenations need every part live, unions one branch (parts and branches are decided in order
+    and stop at the first that settles it)."""
+    v = _live_known(a, e)
+    if v >= 0:
+        return v
+    stack = np.empty(32, np.int64)
+    stack[0] = e
+    top = 1
+    while top:
+        x = stack[top - 1]
+        if _live_known(a, x) >= 0:
+            top -= 1
+            continue
+        k = kind_of(a, x)
+        need = -1
+        if k == K_CAT:
+            dead = -1  # the part found empty
+            h, t = a[a[O_A0] + x], a[a[O_A1] + x]
+            tail = t  # the tail of the last concatenation walked
+            while True:
+                if _hasb(a, h):
+                    vh = _live_known(a, h)
+                    if vh == 0:
+                        dead = h
+                        break
+                    if vh < 0 and need < 0:
+                        need = h
+                if not _hasb(a, t) or _null(a, t):
+                    break
+                vt = _live_known(a, t)
+                if vt == 0:
+                    dead = t
+                    break
+                if vt == 1:
+                    break
+                if kind_of(a, t) != K_CAT:
+                    if need < 0:
+                        need = t
+                    break
+                h, t = a[a[O_A0] + t], a[a[O_A1] + t]
+                tail = t
+            if dead >= 0:  # every concatenation walked contains it
+                _set_chain(a, x, tail, LIVE_NO)
+                top -= 1
+                continue
+            if need < 0:
+                _set_chain(a, x, tail, LIVE_YES)
+                top -= 1
+                continue
+        elif k == K_OR:
+            base, n = a[O_KIDS] + a[a[O_A0] + x], a[a[O_A1] + x]
+            found = False
+            for j in range(n):
+                v = _live_known(a, a[base + j])
+                if v == 1:
+                    found = True
+                    break
+                if v < 0 and need < 0:
+                    need = a[base + j]
+            if found:
+                a[a[O_LIVE] + x] = LIVE_YES
+                top -= 1
+                continue
+            if need < 0:
+                a[a[O_LIVE] + x] = LIVE_NO
+                top -= 1
+                continue
+        elif k == K_REP:
+            v = _live_known(a, a[a[O_A0] + x])
+            if v >= 0:
+                a[a[O_LIVE] + x] = LIVE_YES if v == 1 else LIVE_NO
+                top -= 1
+                continue
+            need = a[a[O_A0] + x]
+        elif k == K_NOT:
+            f = a[O_FIRST] + 4 * a[a[O_A0] + x]
+            if a[f] != -1 or a[f + 1] != -1 or a[f + 2] != -1 or a[f + 3] != -1:
+                a[a[O_LIVE] + x] = LIVE_YES  # some byte leaves the item: that byte then anything
+                top -= 1
+                continue
+            return SEARCH - x
+        else:
+            return SEARCH - x
+        if top == len(stack):
+            stack = np.concatenate((stack, np.empty(top, np.int64)))
+        stack[top] = need
+        top += 1
+    return _live_known(a, e)
+
+
+# ---------------------------------------------------------------------------------------- byte classes
+@numba.njit(cache=True)
+def head_masks(a, e, max_heads, out):
+    """e's head byte sets (DerivClasses's rule: the BYTES a derivative tests b against) into
+    out[:, 0:4], distinct; returns their count, or -1 past max_heads (or a union or intersection
+    with more than max_heads parts)."""
+    n = 0
+    stack = np.empty(32, np.int64)
+    stack[0] = e
+    top = 1
+    while top:
+        top -= 1
+        x = stack[top]
+        k = kind_of(a, x)
+        if k == K_BYTES:
+            f = a[O_FIRST] + 4 * x
+            dup = False
+            for i in range(n):
+                if out[i, 0] == a[f] and out[i, 1] == a[f + 1] and out[i, 2] == a[f + 2] and out[i, 3] == a[f + 3]:
+                    dup = True
+                    break
+            if not dup:
+                if n == max_heads:
+                    return -1
+                out[n, 0], out[n, 1], out[n, 2], out[n, 3] = a[f], a[f + 1], a[f + 2], a[f + 3]
+                n += 1
+            continue
+        if k == K_CAT:  # every part up to the first non-nullable one
+            h, t = a[a[O_A0] + x], a[a[O_A1] + x]
+            while True:
+                stack, top = _push(stack, top, h)
+                if not _null(a, h):
+                    break
+                if kind_of(a, t) != K_CAT:
+                    stack, top = _push(stack, top, t)
+                    break
+                h, t = a[a[O_A0] + t], a[a[O_A1] + t]
+        elif k == K_OR or k == K_AND:
+            c = a[a[O_A1] + x]
+            if c > max_heads:
+                return -1
+            base = a[O_KIDS] + a[a[O_A0] + x]
+            for j in range(c):
+                stack, top = _push(stack, top, a[base + j])
+        elif k == K_NOT or k == K_REP:
+            stack, top = _push(stack, top, a[a[O_A0] + x])
+    return n
+
+
+@numba.njit(cache=True)
+def partition(a, e, within, max_heads, groups):
+    """The bytes of ``within`` (four words) grouped so that bytes of a group give e one derivative,
+    into groups[:, 0:4] (as DerivClasses.partition: split by each head set in turn); returns the
+    count, or -1 when e has too many heads to track (the caller takes single bytes)."""
+    heads = np.empty((max_heads, 4), np.int64)
+    nh = head_masks(a, e, max_heads, heads)
+    if nh < 0:
+        return -1
+    heads_ids = np.empty(0, np.int64)
+    return _split_by(a, heads_ids, heads[:nh], within, groups)
+
+
+@numba.njit(cache=True)
+def _split(a, byte_nodes, within, groups):
+    """within split by the sets of the BYTES nodes byte_nodes, into groups; returns the count."""
+    return _split_by(a, byte_nodes, np.empty((0, 4), np.int64), within, groups)
+
+
+@numba.njit(cache=True)
+def _split_by(a, byte_nodes, masks, within, groups):
+    """within split in turn by each set (the BYTES nodes' sets, then the rows of masks)."""
+    n = 0
+    if within[0] != 0 or within[1] != 0 or within[2] != 0 or within[3] != 0:
+        groups[0, :] = within
+        n = 1
+    m4 = np.empty(4, np.int64)
+    tmp = np.empty((256, 4), np.int64)
+    for i in range(len(byte_nodes) + len(masks)):
+        if i < len(byte_nodes):
+            f = a[O_FIRST] + 4 * byte_nodes[i]
+            m4[0], m4[1], m4[2], m4[3] = a[f], a[f + 1], a[f + 2], a[f + 3]
+        else:
+            m4[:] = masks[i - len(byte_nodes)]
+        m = 0  # split into tmp in order (inside, then the rest), as DerivClasses did in Python
+        for j in range(n):
+            i0, i1 = groups[j, 0] & m4[0], groups[j, 1] & m4[1]
+            i2, i3 = groups[j, 2] & m4[2], groups[j, 3] & m4[3]
+            empty = i0 == 0 and i1 == 0 and i2 == 0 and i3 == 0
+            same = i0 == groups[j, 0] and i1 == groups[j, 1] and i2 == groups[j, 2] and i3 == groups[j, 3]
+            if not empty and not same:
+                tmp[m, 0], tmp[m, 1], tmp[m, 2], tmp[m, 3] = i0, i1, i2, i3
+                tmp[m + 1, 0], tmp[m + 1, 1] = groups[j, 0] ^ i0, groups[j, 1] ^ i1
+                tmp[m + 1, 2], tmp[m + 1, 3] = groups[j, 2] ^ i2, groups[j, 3] ^ i3
+                m += 2
+            else:
+                tmp[m, :] = groups[j, :]
+                m += 1
+        groups[:m, :] = tmp[:m, :]
+        n = m
+    return n
+
+
+# ---------------------------------------------------------------------------------------- searches
+BUDGET, TIMEOUT = -5, -6  # search(): more states than the budget; past the deadline
+# A clock compiled code can read: the CPU's time-stamp counter (constant-rate on x86-64). Elsewhere
+# LLVM's cycle counter may trap in user mode, so searches there are bounded by states only.
+HAS_CYCLES = platform.machine().lower() in ("x86_64", "amd64")
+_rate: list[float] = []
+
+
+@intrinsic
+def _cycles(typingctx):
+    def codegen(context, builder, signature, args):
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(64), []),
+                                            "llvm.readcyclecounter")  # fmt: skip
+        return builder.call(fn, [])
+
+    return types.int64(), codegen
+
+
+@numba.njit(cache=True)
+def cycles_now():
+    return _cycles()
+
+
+def deadline_cycles(seconds_left: float | None) -> int:
+    """The cycle count ``seconds_left`` from now (-1: no deadline, or no clock here)."""
+    if seconds_left is None or not HAS_CYCLES:
+        return -1
+    if not _rate:  # cycles per second, measured once per process (2 ms)
+        c0, t0 = cycles_now(), time.perf_counter()
+        time.sleep(0.002)
+        c1, t1 = cycles_now(), time.perf_counter()
+        _rate.append(max((c1 - c0) / (t1 - t0), 1e6))
+    return cycles_now() + int(max(seconds_left, 0.0) * _rate[0])
+
+
+@numba.njit(cache=True)
+def _peek(a, y):
+    """live(y) within a search: 1 / 0, or -1 when only deriving y further tells (an intersection or
+    complement not decided yet, here or inside y)."""
+    k = kind_of(a, y)
+    if k == K_AND:
+        return _live_known(a, y)
+    if k == K_NOT:
+        f = a[O_FIRST] + 4 * a[a[O_A0] + y]
+        if a[f] != -1 or a[f + 1] != -1 or a[f + 2] != -1 or a[f + 3] != -1:
+            return 1
+        return _live_known(a, y)
+    r = live(a, y)
+    return r if r >= 0 else -1
+
+
+@numba.njit(cache=True)
+def _bytes_to_try(a, x, reps, max_heads, groups, store, n_store):
+    """Append to store one byte per derivative class of x among the bytes it can start with (and
+    ``reps``, the bytes of the global classes), lowest first; returns (store, its new length)."""
+    f = a[O_FIRST] + 4 * x
+    within = np.empty(4, np.int64)
+    for w in range(4):
+        within[w] = a[f + w] & reps[w]
+    n = partition(a, x, within, max_heads, groups)
+    start = n_store
+    if n < 0:  # too many heads: one byte per global class
+        for b in range(256):
+            if (within[b >> 6] >> (b & 63)) & 1:
+                store, n_store = _push(store, n_store, b)
+        return store, n_store
+    for j in range(n):
+        for b in range(256):
+            if (groups[j, b >> 6] >> (b & 63)) & 1:
+                store, n_store = _push(store, n_store, b)
+                break
+    store[start:n_store] = np.sort(store[start:n_store])
+    return store, n_store
+
+
+@numba.njit(cache=True)
+def search(a, e, budget, reps, has_reps, max_heads, deadline):
+    """Whether e (an intersection or complement) is non-empty: best-first over its derivatives, the
+    states whose strings can be shortest (min_len) first, until a state known live; every class of
+    every state reached is tried, so an exhausted search proves emptiness (Emptiness._search's
+    rules). Memoises the answer for the states on the way; 1 / 0, BUDGET past ``budget`` states,
+    TIMEOUT past ``deadline`` (cycles_now's clock; -1: none), or a status of the derivatives (FULL:
+    grow the arena and search again)."""
+    groups = np.empty((256, 4), np.int64)
+    if not has_reps:  # no global classes (a search while a schema is lowered): e's own byte classes,
+        # which every derivative of e respects (its byte sets are unions and intersections of e's)
+        n = _split(a, reachable_bytes(a, np.array([e], np.int64)), np.full(4, -1, np.int64), groups)
+        reps = np.zeros(4, np.int64)
+        for j in range(n):
+            for b in range(256):
+                if (groups[j, b >> 6] >> (b & 63)) & 1:
+                    reps[b >> 6] |= np.int64(1) << np.int64(b & 63)
+                    break
+    parent = {e: np.int64(-1)}
+    # (bound, order, state, resume index, start of its byte list in store or -1, the list's length)
+    heap = [(a[a[O_MINLEN] + e], np.int64(0), e, np.int64(0), np.int64(-1), np.int64(0))]
+    store = np.empty(256, np.int64)
+    n_store = 0
+    while len(heap):
+        h, _, x, i, start, count = heapq.heappop(heap)
+        if start < 0:
+            start = n_store
+            store, n_store = _bytes_to_try(a, x, reps, max_heads, groups, store, n_store)
+            count = n_store - start
+        for k in range(i, count):
+            y = deriv(a, x, store[start + k])
+            if y < 0:
+                return y
+            if y == 0 or y in parent:
+                continue
+            parent[y] = x
+            r = _peek(a, y)
+            if r == 1 or (r < 0 and _null(a, y)):
+                while y != -1:  # the path to it is live
+                    a[a[O_LIVE] + y] = LIVE_YES
+                    y = parent[y]
+                return 1
+            if r < 0:
+                if len(parent) > budget:
+                    return BUDGET
+                if deadline >= 0 and not len(parent) & 255 and _cycles() > deadline:
+                    return TIMEOUT
+                my = a[a[O_MINLEN] + y]
+                heapq.heappush(heap, (my, np.int64(-len(parent)), y, np.int64(0), np.int64(-1), np.int64(0)))
+                if my < h and k + 1 < count:  # progress: follow y, resume x later
+                    heapq.heappush(heap, (h, np.int64(len(parent)), x, np.int64(k + 1), start, count))
+                    break
+    for x in parent:
+        a[a[O_LIVE] + x] = LIVE_NO
+    return 0
+
+
+# ---------------------------------------------------------------------------------------- DFA rows
+@numba.njit(cache=True)
+def deriv_classes(a, e, reps, class_of, max_heads, groups, uniq, index):
+    """A DFA row of e: for every global byte class c (``class_of``: byte -> class; ``reps``: one byte
+    per class, four words), its derivative uniq[index[c]] (0 where e cannot take the class). Bytes of
+    one derivative class of e are derived once. Returns the number of distinct derivatives (uniq
+    starts with 0, the dead one), or a status (FULL: grow and call again)."""
+    f = a[O_FIRST] + 4 * e
+    within = np.empty(4, np.int64)
+    for w in range(4):
+        within[w] = a[f + w] & reps[w]
+    n = partition(a, e, within, max_heads, groups)
+    if n < 0:  # too many heads to track: every class on its own
+        n = 0
+        for b in range(256):
+            if (within[b >> 6] >> (b & 63)) & 1:
+                groups[n, :] = 0
+                groups[n, b >> 6] = np.int64(1) << np.int64(b & 63)
+                n += 1
+    index[:] = 0
+    uniq[0] = 0
+    k = 1
+    for j in range(n):
+        first = -1
+        for b in range(256):
+            if (groups[j, b >> 6] >> (b & 63)) & 1:
+                first = b
+                break
+        if first < 0:
+            continue
+        d = deriv(a, e, first)
+        if d < 0:
+            return d
+        slot = 0
+        if d != 0:
+            slot = -1
+            for t in range(1, k):
+                if uniq[t] == d:
+                    slot = t
+                    break
+            if slot < 0:
+                uniq[k] = d
+                slot = k
+                k += 1
+        for b in range(first, 256):
+            if (groups[j, b >> 6] >> (b & 63)) & 1:
+                index[class_of[b]] = slot
+    return k
+
+
+@numba.njit(cache=True)
+def cat_split(a, xs, heads, tails):
+    """heads[i], tails[i] = the head and tail of xs[i] when it is a concatenation, else -1, -1."""
+    for i in range(len(xs)):
+        x = xs[i]
+        if kind_of(a, x) == K_CAT:
+            heads[i], tails[i] = a[a[O_A0] + x], a[a[O_A1] + x]
+        else:
+            heads[i], tails[i] = -1, -1
