@@ -44,12 +44,12 @@ class _LiveMemo:
 
     def get(self, e: int, default=None):
         a = self.pool.arena
-        v = a[a[core.O_LIVE] + e]
+        v = a[a[core.O_LIVE] + core.NW * e]
         return default if v == core.LIVE_UNKNOWN else bool(v == core.LIVE_YES)
 
     def __contains__(self, e: int) -> bool:
         a = self.pool.arena
-        return a[a[core.O_LIVE] + e] != core.LIVE_UNKNOWN
+        return a[a[core.O_LIVE] + core.NW * e] != core.LIVE_UNKNOWN
 
     def __getitem__(self, e: int) -> bool:
         r = self.get(e)
@@ -59,7 +59,7 @@ class _LiveMemo:
 
     def __setitem__(self, e: int, v: bool) -> None:
         a = self.pool.arena
-        a[a[core.O_LIVE] + e] = core.LIVE_YES if v else core.LIVE_NO
+        a[a[core.O_LIVE] + core.NW * e] = core.LIVE_YES if v else core.LIVE_NO
 
 
 class Emptiness:

@@ -4,7 +4,8 @@ Everything lives in one int64 array, the *arena* (one argument per call keeps nu
 a fraction of a microsecond): a header, then one region per node column, the open-addressing
 hash table that interns nodes, the derivative memo and the children of unions and intersections.
 
-Node columns: kind, a0, a1, a2 (CAT: head, tail; REP: item, min, max or -1; NOT: item; OR/AND:
+Each node is a record of NW words (its columns side by side, so reading a node touches one or two
+cache lines): kind, a0, a1, a2 (CAT: head, tail; REP: item, min, max or -1; NOT: item; OR/AND:
 offset and count of their sorted children; BYTES: nothing, its set is ``first``), first (four
 64-bit words: the bytes a derivative may be non-empty for; a BYTES node's own set), nullable,
 has_bool (contains AND/NOT), counter (largest finite repeat bound inside), min_len (a lower bound
@@ -43,6 +44,9 @@ O_KIND, O_A0, O_A1, O_A2, O_FIRST, O_NULL, O_BOOL, O_COUNTER, O_MINLEN, O_LIVE, 
     10, 24
 )
 HEADER = 24
+NW = 13  # words per node record: kind, a0, a1, a2, first (4), nullable, has_bool, counter, min_len, live
+_FIELDS = ((O_KIND, 0), (O_A0, 1), (O_A1, 2), (O_A2, 3), (O_FIRST, 4), (O_NULL, 8), (O_BOOL, 9), (O_COUNTER, 10),
+           (O_MINLEN, 11), (O_LIVE, 12))  # fmt: skip
 LIVE_UNKNOWN, LIVE_YES, LIVE_NO = 0, 1, 2  # the emptiness memo column
 SEARCH = -16  # live(): -16 - x asks the caller to search x
 
@@ -59,11 +63,12 @@ def _layout(node_cap: int, kids_cap: int, max_exprs: int) -> np.ndarray:
     while hcap < 2 * node_cap:
         hcap *= 2
     mcap = 2 * hcap
-    sizes = (node_cap, node_cap, node_cap, node_cap, 4 * node_cap, node_cap, node_cap, node_cap, node_cap,
-             node_cap, hcap, mcap, mcap, kids_cap)  # fmt: skip
-    a = np.zeros(HEADER + sum(sizes), dtype=np.int64)
-    off = HEADER
-    for slot, size in zip(range(O_KIND, O_KIDS + 1), sizes, strict=True):
+    a = np.zeros(HEADER + NW * node_cap + hcap + 2 * mcap + kids_cap, dtype=np.int64)
+    base = HEADER
+    for slot, field in _FIELDS:  # one record of NW words per node: its columns side by side
+        a[slot] = base + field
+    off = base + NW * node_cap
+    for slot, size in ((O_HT, hcap), (O_MK, mcap), (O_MV, mcap), (O_KIDS, kids_cap)):
         a[slot] = off
         off += size
     a[H_NCAP], a[H_HCAP], a[H_KCAP], a[H_MCAP], a[H_MAX] = node_cap, hcap, kids_cap, mcap, max_exprs
@@ -94,9 +99,7 @@ def _init(a):
 @numba.njit(cache=True)
 def _copy(a, b):
     n = a[H_N]
-    for slot in (O_KIND, O_A0, O_A1, O_A2, O_NULL, O_BOOL, O_COUNTER, O_MINLEN, O_LIVE):
-        b[b[slot] : b[slot] + n] = a[a[slot] : a[slot] + n]
-    b[b[O_FIRST] : b[O_FIRST] + 4 * n] = a[a[O_FIRST] : a[O_FIRST] + 4 * n]
+    b[b[O_KIND] : b[O_KIND] + NW * n] = a[a[O_KIND] : a[O_KIND] + NW * n]  # the records, contiguous
     kl = a[H_KLEN]
     b[b[O_KIDS] : b[O_KIDS] + kl] = a[a[O_KIDS] : a[O_KIDS] + kl]
     b[H_N], b[H_KLEN], b[H_WORK] = n, kl, a[H_WORK]
@@ -140,8 +143,8 @@ def _hash(a, kind, a0, a1, a2, f0, f1, f2, f3):
 
 @numba.njit(cache=True)
 def _node_hash(a, e):
-    f = a[O_FIRST] + 4 * e
-    return _hash(a, a[a[O_KIND] + e], a[a[O_A0] + e], a[a[O_A1] + e], a[a[O_A2] + e],
+    f = a[O_FIRST] + NW * e
+    return _hash(a, a[a[O_KIND] + NW * e], a[a[O_A0] + NW * e], a[a[O_A1] + NW * e], a[a[O_A2] + NW * e],
                  a[f], a[f + 1], a[f + 2], a[f + 3])  # fmt: skip
 
 
@@ -157,30 +160,30 @@ def _ht_insert(a, e):
 @numba.njit(cache=True)
 def _same(a, e, kind, a0, a1, a2, f0, f1, f2, f3):
     """Whether node e is (kind, args); for OR/AND, a0/a1 locate the candidate's children in kids."""
-    if a[a[O_KIND] + e] != kind:
+    if a[a[O_KIND] + NW * e] != kind:
         return False
     if kind == K_BYTES:
-        f = a[O_FIRST] + 4 * e
+        f = a[O_FIRST] + NW * e
         return a[f] == f0 and a[f + 1] == f1 and a[f + 2] == f2 and a[f + 3] == f3
     if kind == K_OR or kind == K_AND:
-        if a[a[O_A1] + e] != a1:
+        if a[a[O_A1] + NW * e] != a1:
             return False
-        kids, o = a[O_KIDS], a[a[O_A0] + e]
+        kids, o = a[O_KIDS], a[a[O_A0] + NW * e]
         for i in range(a1):
             if a[kids + o + i] != a[kids + a0 + i]:
                 return False
         return True
-    return a[a[O_A0] + e] == a0 and a[a[O_A1] + e] == a1 and a[a[O_A2] + e] == a2
+    return a[a[O_A0] + NW * e] == a0 and a[a[O_A1] + NW * e] == a1 and a[a[O_A2] + NW * e] == a2
 
 
 @numba.njit(cache=True)
 def _add(a, kind, a0, a1, a2, f0, f1, f2, f3, nullable, has_bool, counter, min_len):
     e = a[H_N]
-    a[a[O_KIND] + e], a[a[O_A0] + e], a[a[O_A1] + e], a[a[O_A2] + e] = kind, a0, a1, a2
-    f = a[O_FIRST] + 4 * e
+    a[a[O_KIND] + NW * e], a[a[O_A0] + NW * e], a[a[O_A1] + NW * e], a[a[O_A2] + NW * e] = kind, a0, a1, a2
+    f = a[O_FIRST] + NW * e
     a[f], a[f + 1], a[f + 2], a[f + 3] = f0, f1, f2, f3
-    a[a[O_NULL] + e], a[a[O_BOOL] + e] = nullable, has_bool
-    a[a[O_COUNTER] + e], a[a[O_MINLEN] + e] = counter, min_len
+    a[a[O_NULL] + NW * e], a[a[O_BOOL] + NW * e] = nullable, has_bool
+    a[a[O_COUNTER] + NW * e], a[a[O_MINLEN] + NW * e] = counter, min_len
     a[H_N] = e + 1
     _ht_insert(a, e)
     return e
@@ -211,22 +214,22 @@ def _make(a, kind, a0, a1, a2, f0, f1, f2, f3, nullable, has_bool, counter, min_
 # ---------------------------------------------------------------------------------------- columns
 @numba.njit(cache=True, inline="always")
 def kind_of(a, e):
-    return a[a[O_KIND] + e]
+    return a[a[O_KIND] + NW * e]
 
 
 @numba.njit(cache=True, inline="always")
 def _null(a, e):
-    return a[a[O_NULL] + e] != 0
+    return a[a[O_NULL] + NW * e] != 0
 
 
 @numba.njit(cache=True, inline="always")
 def _hasb(a, e):
-    return a[a[O_BOOL] + e] != 0
+    return a[a[O_BOOL] + NW * e] != 0
 
 
 @numba.njit(cache=True, inline="always")
 def _first_has(a, e, b):
-    w = a[a[O_FIRST] + 4 * e + (b >> 6)]
+    w = a[a[O_FIRST] + NW * e + (b >> 6)]
     return (w >> (b & 63)) & 1 != 0
 
 
@@ -247,15 +250,15 @@ def _cat2(a, x, y):
         return y
     if y == 1:
         return x
-    fx = a[O_FIRST] + 4 * x
+    fx = a[O_FIRST] + NW * x
     if _null(a, x):
-        fy = a[O_FIRST] + 4 * y
+        fy = a[O_FIRST] + NW * y
         f0, f1, f2, f3 = a[fx] | a[fy], a[fx + 1] | a[fy + 1], a[fx + 2] | a[fy + 2], a[fx + 3] | a[fy + 3]
     else:
         f0, f1, f2, f3 = a[fx], a[fx + 1], a[fx + 2], a[fx + 3]
-    ml = min(a[a[O_MINLEN] + x] + a[a[O_MINLEN] + y], NEVER)
+    ml = min(a[a[O_MINLEN] + NW * x] + a[a[O_MINLEN] + NW * y], NEVER)
     nullable = _null(a, x) and _null(a, y)
-    counter = max(a[a[O_COUNTER] + x], a[a[O_COUNTER] + y])
+    counter = max(a[a[O_COUNTER] + NW * x], a[a[O_COUNTER] + NW * y])
     return _make(a, K_CAT, x, y, 0, f0, f1, f2, f3, nullable, _hasb(a, x) or _hasb(a, y), counter,
                  0 if nullable else ml)  # fmt: skip
 
@@ -267,8 +270,8 @@ def make_cat(a, x, y):
     # right-nest: (h1 (h2 ... t)) y = h1 (h2 (... (t y)))
     heads = []
     while kind_of(a, x) == K_CAT:
-        heads.append(a[a[O_A0] + x])
-        x = a[a[O_A1] + x]
+        heads.append(a[a[O_A0] + NW * x])
+        x = a[a[O_A1] + NW * x]
     r = _cat2(a, x, y)
     for i in range(len(heads) - 1, -1, -1):
         if r < 0:
@@ -282,8 +285,8 @@ def make_not(a, x):
     if x < 0:
         return x
     if kind_of(a, x) == K_NOT:
-        return a[a[O_A0] + x]
-    return _make(a, K_NOT, x, 0, 0, -1, -1, -1, -1, not _null(a, x), True, a[a[O_COUNTER] + x],
+        return a[a[O_A0] + NW * x]
+    return _make(a, K_NOT, x, 0, 0, -1, -1, -1, -1, not _null(a, x), True, a[a[O_COUNTER] + NW * x],
                  1 if _null(a, x) else 0)  # fmt: skip
 
 
@@ -300,27 +303,37 @@ def make_rep(a, x, lo, hi):
     if lo == 1 and hi == 1:
         return x
     # (y{0|1,})* = y*
-    while kind_of(a, x) == K_REP and lo == 0 and hi == INF and a[a[O_A1] + x] <= 1 and a[a[O_A2] + x] == INF:
-        x = a[a[O_A0] + x]
-    f = a[O_FIRST] + 4 * x
+    while kind_of(a, x) == K_REP and lo == 0 and hi == INF and a[a[O_A1] + NW * x] <= 1 and a[a[O_A2] + NW * x] == INF:
+        x = a[a[O_A0] + NW * x]
+    f = a[O_FIRST] + NW * x
     nullable = lo == 0 or _null(a, x)
-    counter = max(a[a[O_COUNTER] + x], max(lo, hi))
+    counter = max(a[a[O_COUNTER] + NW * x], max(lo, hi))
     ml = 0
     if not nullable:
-        mlx = a[a[O_MINLEN] + x]
+        mlx = a[a[O_MINLEN] + NW * x]
         ml = NEVER if mlx > NEVER // lo else min(lo * mlx, NEVER)
     return _make(a, K_REP, x, lo, hi, a[f], a[f + 1], a[f + 2], a[f + 3], nullable, _hasb(a, x), counter, ml)
 
 
 @numba.njit(cache=True)
 def _sorted_unique(xs, n):
-    s = np.sort(xs[:n])
+    """xs[:n] sorted and deduplicated, in place (the caller's scratch): a view of xs."""
+    if n > 32:
+        xs[:n] = np.sort(xs[:n])
+    else:  # insertion sort: no allocation for the short lists most unions have
+        for i in range(1, n):
+            v = xs[i]
+            j = i - 1
+            while j >= 0 and xs[j] > v:
+                xs[j + 1] = xs[j]
+                j -= 1
+            xs[j + 1] = v
     m = 0
     for i in range(n):
-        if m == 0 or s[i] != s[m - 1]:
-            s[m] = s[i]
+        if m == 0 or xs[i] != xs[m - 1]:
+            xs[m] = xs[i]
             m += 1
-    return s[:m]
+    return xs[:m]
 
 
 @numba.njit(cache=True)
@@ -346,11 +359,11 @@ def make_or(a, items, n):
         e = items[i]
         k = kind_of(a, e)
         if k == K_OR:
-            o, c, kids = a[a[O_A0] + e], a[a[O_A1] + e], a[O_KIDS]
+            o, c, kids = a[a[O_A0] + NW * e], a[a[O_A1] + NW * e], a[O_KIDS]
             for j in range(c):
                 x = a[kids + o + j]
                 if kind_of(a, x) == K_BYTES:
-                    f = a[O_FIRST] + 4 * x
+                    f = a[O_FIRST] + NW * x
                     m0, m1, m2, m3 = m0 | a[f], m1 | a[f + 1], m2 | a[f + 2], m3 | a[f + 3]
                 else:
                     if nf == len(flat):
@@ -358,7 +371,7 @@ def make_or(a, items, n):
                     flat[nf] = x
                     nf += 1
         elif k == K_BYTES:
-            f = a[O_FIRST] + 4 * e
+            f = a[O_FIRST] + NW * e
             m0, m1, m2, m3 = m0 | a[f], m1 | a[f + 1], m2 | a[f + 2], m3 | a[f + 3]
         elif k != K_EMPTY:
             if nf == len(flat):
@@ -383,9 +396,9 @@ def make_or(a, items, n):
     for x in kids:
         nullable |= _null(a, x)
         has_bool |= _hasb(a, x)
-        counter = max(counter, a[a[O_COUNTER] + x])
-        ml = min(ml, a[a[O_MINLEN] + x])
-        f = a[O_FIRST] + 4 * x
+        counter = max(counter, a[a[O_COUNTER] + NW * x])
+        ml = min(ml, a[a[O_MINLEN] + NW * x])
+        f = a[O_FIRST] + NW * x
         f0, f1, f2, f3 = f0 | a[f], f1 | a[f + 1], f2 | a[f + 2], f3 | a[f + 3]
     start = _push_kids(a, kids)
     if start < 0:
@@ -399,7 +412,7 @@ def _covers(a, c, kids):
     if _in_sorted(kids, c):
         return True
     if kind_of(a, c) == K_OR:
-        o, n, base = a[a[O_A0] + c], a[a[O_A1] + c], a[O_KIDS]
+        o, n, base = a[a[O_A0] + NW * c], a[a[O_A1] + NW * c], a[O_KIDS]
         for j in range(n):
             if _in_sorted(kids, a[base + o + j]):
                 return True
@@ -421,7 +434,7 @@ def make_and(a, items, n):
         e = items[i]
         k = kind_of(a, e)
         if k == K_AND:
-            o, c, base = a[a[O_A0] + e], a[a[O_A1] + e], a[O_KIDS]
+            o, c, base = a[a[O_A0] + NW * e], a[a[O_A1] + NW * e], a[O_KIDS]
             for j in range(c):
                 if nf == len(flat):
                     flat = np.concatenate((flat, np.empty(len(flat), np.int64)))
@@ -429,7 +442,7 @@ def make_and(a, items, n):
                 nf += 1
         elif e == 0:
             return 0
-        elif not (k == K_NOT and a[a[O_A0] + e] == 0):  # drop "everything"
+        elif not (k == K_NOT and a[a[O_A0] + NW * e] == 0):  # drop "everything"
             if nf == len(flat):
                 flat = np.concatenate((flat, np.empty(len(flat), np.int64)))
             flat[nf] = e
@@ -443,13 +456,13 @@ def make_and(a, items, n):
                 return 0
         return 1
     for x in kids:
-        if kind_of(a, x) == K_NOT and _covers(a, a[a[O_A0] + x], kids):
+        if kind_of(a, x) == K_NOT and _covers(a, a[a[O_A0] + NW * x], kids):
             return 0
     m0 = m1 = m2 = m3 = ALL_I
     nb = 0
     for x in kids:
         if kind_of(a, x) == K_BYTES:
-            f = a[O_FIRST] + 4 * x
+            f = a[O_FIRST] + NW * x
             m0, m1, m2, m3 = m0 & a[f], m1 & a[f + 1], m2 & a[f + 2], m3 & a[f + 3]
             nb += 1
     if nb:
@@ -472,9 +485,9 @@ def make_and(a, items, n):
     f0 = f1 = f2 = f3 = ALL_I
     for x in kids:
         nullable &= _null(a, x)
-        counter = max(counter, a[a[O_COUNTER] + x])
-        ml = max(ml, a[a[O_MINLEN] + x])
-        f = a[O_FIRST] + 4 * x
+        counter = max(counter, a[a[O_COUNTER] + NW * x])
+        ml = max(ml, a[a[O_MINLEN] + NW * x])
+        f = a[O_FIRST] + NW * x
         f0, f1, f2, f3 = f0 & a[f], f1 & a[f + 1], f2 & a[f + 2], f3 & a[f + 3]
     start = _push_kids(a, kids)
     if start < 0:
@@ -537,9 +550,9 @@ def deriv(a, e, b):
             continue
         mark = top
         k = kind_of(a, x)
-        a0 = a[a[O_A0] + x]
+        a0 = a[a[O_A0] + NW * x]
         if k == K_CAT:
-            h, y = a0, a[a[O_A1] + x]
+            h, y = a0, a[a[O_A1] + NW * x]
             while True:
                 if _known(a, h, b) < 0:
                     stack, top = _push(stack, top, h)
@@ -549,10 +562,10 @@ def deriv(a, e, b):
                     if _known(a, y, b) < 0:
                         stack, top = _push(stack, top, y)
                     break
-                h, y = a[a[O_A0] + y], a[a[O_A1] + y]
+                h, y = a[a[O_A0] + NW * y], a[a[O_A1] + NW * y]
         elif k == K_OR or k == K_AND:
             base = a[O_KIDS] + a0
-            for j in range(a[a[O_A1] + x]):
+            for j in range(a[a[O_A1] + NW * x]):
                 c = a[base + j]
                 if _known(a, c, b) < 0:
                     stack, top = _push(stack, top, c)
@@ -586,13 +599,13 @@ def _push(stack, top, x):
 def _derive_one(a, e, b):
     """deriv(e, b) when the derivatives of e's parts are known."""
     k = kind_of(a, e)
-    a0 = a[a[O_A0] + e]
+    a0 = a[a[O_A0] + NW * e]
     if k == K_BYTES:
         return 1
     if k == K_CAT:
         parts = np.empty(8, np.int64)
         n = 0
-        x, y = a0, a[a[O_A1] + e]
+        x, y = a0, a[a[O_A1] + NW * e]
         while True:
             d = make_cat(a, _known(a, x, b), y)
             if d < 0:
@@ -603,10 +616,10 @@ def _derive_one(a, e, b):
             if kind_of(a, y) != K_CAT or not _first_has(a, y, b):
                 parts, n = _push(parts, n, _known(a, y, b))
                 break
-            x, y = a[a[O_A0] + y], a[a[O_A1] + y]
+            x, y = a[a[O_A0] + NW * y], a[a[O_A1] + NW * y]
         return parts[0] if n == 1 else make_or(a, parts, n)
     if k == K_OR or k == K_AND:
-        c = a[a[O_A1] + e]
+        c = a[a[O_A1] + NW * e]
         ds = np.empty(c, np.int64)
         n = 0
         base = a[O_KIDS] + a0
@@ -620,7 +633,7 @@ def _derive_one(a, e, b):
     if k == K_NOT:
         return make_not(a, _known(a, a0, b))
     if k == K_REP:
-        lo, hi = a[a[O_A1] + e], a[a[O_A2] + e]
+        lo, hi = a[a[O_A1] + NW * e], a[a[O_A2] + NW * e]
         rest = make_rep(a, a0, max(lo - 1, 0), INF if hi == INF else hi - 1)
         if rest < 0:
             return rest
@@ -644,14 +657,14 @@ def reachable_bytes(a, roots):
         if k == K_BYTES:
             out.append(x)
         elif k == K_CAT:
-            stack.append(a[a[O_A0] + x])
-            stack.append(a[a[O_A1] + x])
+            stack.append(a[a[O_A0] + NW * x])
+            stack.append(a[a[O_A1] + NW * x])
         elif k == K_OR or k == K_AND:
-            o = kids + a[a[O_A0] + x]
-            for j in range(a[a[O_A1] + x]):
+            o = kids + a[a[O_A0] + NW * x]
+            for j in range(a[a[O_A1] + NW * x]):
                 stack.append(a[o + j])
         elif k == K_NOT or k == K_REP:
-            stack.append(a[a[O_A0] + x])
+            stack.append(a[a[O_A0] + NW * x])
     return np.array(out, dtype=np.int64) if len(out) else np.zeros(0, np.int64)
 
 
@@ -663,7 +676,7 @@ def _live_known(a, x):
         return 0
     if not _hasb(a, x) or _null(a, x):
         return 1
-    v = a[a[O_LIVE] + x]
+    v = a[a[O_LIVE] + NW * x]
     return 1 if v == LIVE_YES else 0 if v == LIVE_NO else -1
 
 
@@ -671,8 +684,8 @@ def _live_known(a, x):
 def _set_chain(a, x, stop, v):
     """Memoise v for the concatenation x and the concatenations down its chain before stop."""
     while True:
-        a[a[O_LIVE] + x] = v
-        t = a[a[O_A1] + x]
+        a[a[O_LIVE] + NW * x] = v
+        t = a[a[O_A1] + NW * x]
         if t == stop or kind_of(a, t) != K_CAT or not _hasb(a, t) or _null(a, t) or _live_known(a, t) >= 0:
             return
         x = t
@@ -700,7 +713,7 @@ def live(a, e):
         need = -1
         if k == K_CAT:
             dead = -1  # the part found empty
-            h, t = a[a[O_A0] + x], a[a[O_A1] + x]
+            h, t = a[a[O_A0] + NW * x], a[a[O_A1] + NW * x]
             tail = t  # the tail of the last concatenation walked
             while True:
                 if _hasb(a, h):
@@ -722,7 +735,7 @@ def live(a, e):
                     if need < 0:
                         need = t
                     break
-                h, t = a[a[O_A0] + t], a[a[O_A1] + t]
+                h, t = a[a[O_A0] + NW * t], a[a[O_A1] + NW * t]
                 tail = t
             if dead >= 0:  # every concatenation walked contains it
                 _set_chain(a, x, tail, LIVE_NO)
@@ -733,7 +746,7 @@ def live(a, e):
                 top -= 1
                 continue
         elif k == K_OR:
-            base, n = a[O_KIDS] + a[a[O_A0] + x], a[a[O_A1] + x]
+            base, n = a[O_KIDS] + a[a[O_A0] + NW * x], a[a[O_A1] + NW * x]
             found = False
             for j in range(n):
                 v = _live_known(a, a[base + j])
@@ -743,24 +756,24 @@ def live(a, e):
                 if v < 0 and need < 0:
                     need = a[base + j]
             if found:
-                a[a[O_LIVE] + x] = LIVE_YES
+                a[a[O_LIVE] + NW * x] = LIVE_YES
                 top -= 1
                 continue
             if need < 0:
-                a[a[O_LIVE] + x] = LIVE_NO
+                a[a[O_LIVE] + NW * x] = LIVE_NO
                 top -= 1
                 continue
         elif k == K_REP:
-            v = _live_known(a, a[a[O_A0] + x])
+            v = _live_known(a, a[a[O_A0] + NW * x])
             if v >= 0:
-                a[a[O_LIVE] + x] = LIVE_YES if v == 1 else LIVE_NO
+                a[a[O_LIVE] + NW * x] = LIVE_YES if v == 1 else LIVE_NO
                 top -= 1
                 continue
-            need = a[a[O_A0] + x]
+            need = a[a[O_A0] + NW * x]
         elif k == K_NOT:
-            f = a[O_FIRST] + 4 * a[a[O_A0] + x]
+            f = a[O_FIRST] + NW * a[a[O_A0] + NW * x]
             if a[f] != -1 or a[f + 1] != -1 or a[f + 2] != -1 or a[f + 3] != -1:
-                a[a[O_LIVE] + x] = LIVE_YES  # some byte leaves the item: that byte then anything
+                a[a[O_LIVE] + NW * x] = LIVE_YES  # some byte leaves the item: that byte then anything
                 top -= 1
                 continue
             return SEARCH - x
@@ -788,7 +801,7 @@ def head_masks(a, e, max_heads, out):
         x = stack[top]
         k = kind_of(a, x)
         if k == K_BYTES:
-            f = a[O_FIRST] + 4 * x
+            f = a[O_FIRST] + NW * x
             dup = False
             for i in range(n):
                 if out[i, 0] == a[f] and out[i, 1] == a[f + 1] and out[i, 2] == a[f + 2] and out[i, 3] == a[f + 3]:
@@ -801,7 +814,7 @@ def head_masks(a, e, max_heads, out):
                 n += 1
             continue
         if k == K_CAT:  # every part up to the first non-nullable one
-            h, t = a[a[O_A0] + x], a[a[O_A1] + x]
+            h, t = a[a[O_A0] + NW * x], a[a[O_A1] + NW * x]
             while True:
                 stack, top = _push(stack, top, h)
                 if not _null(a, h):
@@ -809,16 +822,16 @@ def head_masks(a, e, max_heads, out):
                 if kind_of(a, t) != K_CAT:
                     stack, top = _push(stack, top, t)
                     break
-                h, t = a[a[O_A0] + t], a[a[O_A1] + t]
+                h, t = a[a[O_A0] + NW * t], a[a[O_A1] + NW * t]
         elif k == K_OR or k == K_AND:
-            c = a[a[O_A1] + x]
+            c = a[a[O_A1] + NW * x]
             if c > max_heads:
                 return -1
-            base = a[O_KIDS] + a[a[O_A0] + x]
+            base = a[O_KIDS] + a[a[O_A0] + NW * x]
             for j in range(c):
                 stack, top = _push(stack, top, a[base + j])
         elif k == K_NOT or k == K_REP:
-            stack, top = _push(stack, top, a[a[O_A0] + x])
+            stack, top = _push(stack, top, a[a[O_A0] + NW * x])
     return n
 
 
@@ -852,7 +865,7 @@ def _split_by(a, byte_nodes, masks, within, groups):
     tmp = np.empty((256, 4), np.int64)
     for i in range(len(byte_nodes) + len(masks)):
         if i < len(byte_nodes):
-            f = a[O_FIRST] + 4 * byte_nodes[i]
+            f = a[O_FIRST] + NW * byte_nodes[i]
             m4[0], m4[1], m4[2], m4[3] = a[f], a[f + 1], a[f + 2], a[f + 3]
         else:
             m4[:] = masks[i - len(byte_nodes)]
@@ -918,7 +931,7 @@ def _peek(a, y):
     if k == K_AND:
         return _live_known(a, y)
     if k == K_NOT:
-        f = a[O_FIRST] + 4 * a[a[O_A0] + y]
+        f = a[O_FIRST] + NW * a[a[O_A0] + NW * y]
         if a[f] != -1 or a[f + 1] != -1 or a[f + 2] != -1 or a[f + 3] != -1:
             return 1
         return _live_known(a, y)
@@ -930,7 +943,7 @@ def _peek(a, y):
 def _bytes_to_try(a, x, reps, max_heads, groups, store, n_store):
     """Append to store one byte per derivative class of x among the bytes it can start with (and
     ``reps``, the bytes of the global classes), lowest first; returns (store, its new length)."""
-    f = a[O_FIRST] + 4 * x
+    f = a[O_FIRST] + NW * x
     within = np.empty(4, np.int64)
     for w in range(4):
         within[w] = a[f + w] & reps[w]
@@ -970,7 +983,7 @@ def search(a, e, budget, reps, has_reps, max_heads, deadline):
                     break
     parent = {e: np.int64(-1)}
     # (bound, order, state, resume index, start of its byte list in store or -1, the list's length)
-    heap = [(a[a[O_MINLEN] + e], np.int64(0), e, np.int64(0), np.int64(-1), np.int64(0))]
+    heap = [(a[a[O_MINLEN] + NW * e], np.int64(0), e, np.int64(0), np.int64(-1), np.int64(0))]
     store = np.empty(256, np.int64)
     n_store = 0
     while len(heap):
@@ -989,7 +1002,7 @@ def search(a, e, budget, reps, has_reps, max_heads, deadline):
             r = _peek(a, y)
             if r == 1 or (r < 0 and _null(a, y)):
                 while y != -1:  # the path to it is live
-                    a[a[O_LIVE] + y] = LIVE_YES
+                    a[a[O_LIVE] + NW * y] = LIVE_YES
                     y = parent[y]
                 return 1
             if r < 0:
@@ -997,13 +1010,13 @@ def search(a, e, budget, reps, has_reps, max_heads, deadline):
                     return BUDGET
                 if deadline >= 0 and not len(parent) & 255 and _cycles() > deadline:
                     return TIMEOUT
-                my = a[a[O_MINLEN] + y]
+                my = a[a[O_MINLEN] + NW * y]
                 heapq.heappush(heap, (my, np.int64(-len(parent)), y, np.int64(0), np.int64(-1), np.int64(0)))
                 if my < h and k + 1 < count:  # progress: follow y, resume x later
                     heapq.heappush(heap, (h, np.int64(len(parent)), x, np.int64(k + 1), start, count))
                     break
     for x in parent:
-        a[a[O_LIVE] + x] = LIVE_NO
+        a[a[O_LIVE] + NW * x] = LIVE_NO
     return 0
 
 
@@ -1014,7 +1027,7 @@ def deriv_classes(a, e, reps, class_of, max_heads, groups, uniq, index):
     per class, four words), its derivative uniq[index[c]] (0 where e cannot take the class). Bytes of
     one derivative class of e are derived once. Returns the number of distinct derivatives (uniq
     starts with 0, the dead one), or a status (FULL: grow and call again)."""
-    f = a[O_FIRST] + 4 * e
+    f = a[O_FIRST] + NW * e
     within = np.empty(4, np.int64)
     for w in range(4):
         within[w] = a[f + w] & reps[w]
@@ -1063,6 +1076,6 @@ def cat_split(a, xs, heads, tails):
     for i in range(len(xs)):
         x = xs[i]
         if kind_of(a, x) == K_CAT:
-            heads[i], tails[i] = a[a[O_A0] + x], a[a[O_A1] + x]
+            heads[i], tails[i] = a[a[O_A0] + NW * x], a[a[O_A1] + NW * x]
         else:
             heads[i], tails[i] = -1, -1

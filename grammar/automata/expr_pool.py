@@ -387,7 +387,7 @@ class _Column:
 
     def __getitem__(self, e: int):
         a = self.pool.arena
-        return self.cast(a[a[self.slot] + e])
+        return self.cast(a[a[self.slot] + core.NW * e])
 
     def __len__(self) -> int:
         return len(self.pool)
@@ -401,7 +401,7 @@ class _First(_Column):
 
     def __getitem__(self, e: int) -> int:
         a = self.pool.arena
-        o = a[core.O_FIRST] + 4 * e
+        o = a[core.O_FIRST] + core.NW * e
         return int.from_bytes(a[o : o + 4].tobytes(), "little")
 
 
@@ -415,19 +415,20 @@ class _Args(_Column):
     def __getitem__(self, e: int):
         pool = self.pool
         a = pool.arena
-        k = a[a[core.O_KIND] + e]
-        a0 = int(a[a[core.O_A0] + e])
+        r = a[core.O_KIND] + core.NW * e  # the node's record: kind, a0, a1, a2 first
+        k = a[r]
+        a0 = int(a[r + 1])
         if k == K_CAT:
-            return a0, int(a[a[core.O_A1] + e])
+            return a0, int(a[r + 2])
         if k == K_OR or k == K_AND:
             o = a[core.O_KIDS] + a0
-            return tuple(a[o : o + a[a[core.O_A1] + e]].tolist())
+            return tuple(a[o : o + a[r + 2]].tolist())
         if k == K_BYTES:
             return pool.first[e]
         if k == K_NOT:
             return a0
         if k == K_REP:
-            return a0, int(a[a[core.O_A1] + e]), int(a[a[core.O_A2] + e])
+            return a0, int(a[r + 2]), int(a[r + 3])
         return None
 
 
