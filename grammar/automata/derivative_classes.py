@@ -30,8 +30,7 @@ class DerivClasses:
         """The bytes of ``within`` (a 256-bit set) grouped so that bytes in one group give e the same
         derivative; groups as 256-bit sets (single bytes where e has too many head sets to track)."""
         groups = np.empty((256, 4), dtype=np.int64)
-        w = np.frombuffer(within.to_bytes(32, "little"), dtype=np.int64)
-        n = core.partition(self.pool.arena, e, w, MAX_HEADS, groups)
+        n = core.partition(self.pool.arena, e, core.words(within), MAX_HEADS, groups)
         if n < 0:
             return [1 << b for b in range(256) if (within >> b) & 1]
         return [int.from_bytes(row.tobytes(), "little") for row in groups[:n]]

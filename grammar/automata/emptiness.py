@@ -23,15 +23,9 @@ from guided.grammar.automata.derivative_classes import MAX_HEADS
 
 _ALL_WORDS = np.full(4, -1, dtype=np.int64)  # every byte, as the arena's four words
 
-
-def _words(mask: int) -> np.ndarray:
-    return np.frombuffer(mask.to_bytes(32, "little"), dtype=np.int64).copy()
-
 __all__ = ["Emptiness"]
 
 # the ExprPool kinds (kept equal to expr_pool's numbering; imported lazily there to avoid a cycle)
-K_EMPTY, K_EPS, K_BYTES, K_CAT, K_OR, K_AND, K_NOT, K_REP = range(8)
-ALL_BYTES = (1 << 256) - 1
 
 
 class _LiveMemo:
@@ -114,7 +108,7 @@ class Emptiness:
         reps = pool.reps
         if reps is not None:
             if self._reps[0] is not reps:
-                self._reps = (reps, _words(sum(1 << b for b in reps)))
+                self._reps = (reps, core.words(sum(1 << b for b in reps)))
             within = self._reps[1]
         else:
             within = _ALL_WORDS

@@ -51,6 +51,11 @@ LIVE_UNKNOWN, LIVE_YES, LIVE_NO = 0, 1, 2  # the emptiness memo column
 SEARCH = -16  # live(): -16 - x asks the caller to search x
 
 
+def words(mask: int) -> np.ndarray:
+    """A 256-bit set (a Python int) as the arena's four int64 words, low word first."""
+    return np.frombuffer(mask.to_bytes(32, "little"), dtype=np.int64).copy()
+
+
 def new_arena(node_cap: int = 256, kids_cap: int = 1024, max_exprs: int = 2_000_000) -> np.ndarray:
     """An arena holding EMPTY (id 0) and EPS (id 1)."""
     a = _layout(node_cap, kids_cap, max_exprs)

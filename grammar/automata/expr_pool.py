@@ -21,6 +21,7 @@ import numpy as np
 
 from guided.errors import GrammarError, LimitError
 from guided.grammar.automata import expr_core as core
+from guided.grammar.automata.derivative_classes import MAX_HEADS
 from guided.grammar.automata.emptiness import Emptiness
 from guided.grammar.automata.utf8 import utf8_sequences
 from guided.grammar.automata.work_bound import WorkBound
@@ -29,7 +30,6 @@ from guided.grammar.regex_ast import Alt, And, ByteSet, Chars, Node, Not, Repeat
 __all__ = ["ExprPool", "EMPTY_ID", "EPS_ID", "intern_common"]
 
 EMPTY_ID, EPS_ID = 0, 1
-_MAX_HEADS = 24  # derivative_classes.MAX_HEADS
 K_EMPTY, K_EPS, K_BYTES, K_CAT, K_OR, K_AND, K_NOT, K_REP = range(8)
 INF = -1
 ALL_BYTES = (1 << 256) - 1
@@ -152,7 +152,7 @@ class ExprPool:
 
     # ------------------------------------------------------------------ smart constructors
     def bytes_(self, mask: int) -> int:
-        return self._run(core.make_bytes, *_words(mask)) if mask else EMPTY_ID
+        return self._run(core.make_bytes, *core.words(mask).tolist()) if mask else EMPTY_ID
 
     def cat(self, a: int, b: int) -> int:
         if a == EMPTY_ID or b == EMPTY_ID:
@@ -213,14 +213,14 @@ class ExprPool:
             self.bound.check()
         return r
 
-    def deriv_classes(self, e: int, reps: np.ndarray, class_of: np.ndarray) -> tuple[list[int], np.ndarray]:
+    def deriv_classes(self, e: int, reps: np.ndarray, class_of: np.ndarray, n_classes: int) -> tuple[list, np.ndarray]:
         """A DFA row of e over global byte classes, in one call: (the distinct derivatives, 0 first;
         per class, the index of its derivative among them). ``reps``: one byte per class (four
-        words); ``class_of``: byte -> class."""
+        words); ``class_of``: byte -> class, of ``n_classes``."""
         groups = np.empty((256, 4), dtype=np.int64)
         uniq = np.empty(257, dtype=np.int64)
-        index = np.empty(int(class_of.max()) + 1, dtype=np.int64)
-        k = self._run(core.deriv_classes, e, reps, class_of, _MAX_HEADS, groups, uniq, index)
+        index = np.empty(n_classes, dtype=np.int64)
+        k = self._run(core.deriv_classes, e, reps, class_of, MAX_HEADS, groups, uniq, index)
         self.bound.check()
         self._checked = int(self.arena[core.H_WORK])
         return uniq[:k].tolist(), index
@@ -430,12 +430,6 @@ class _Args(_Column):
         if k == K_REP:
             return a0, int(a[r + 2]), int(a[r + 3])
         return None
-
-
-def _words(mask: int) -> tuple[int, int, int, int]:
-    """A 256-bit set as four int64 words (low first), as the arena stores it."""
-    w = np.frombuffer(mask.to_bytes(32, "little"), dtype=np.int64)
-    return int(w[0]), int(w[1]), int(w[2]), int(w[3])
 
 
 def _split_ascii(ranges) -> tuple[int, tuple]:

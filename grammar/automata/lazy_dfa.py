@@ -49,7 +49,7 @@ class LazyDFA(StateTable):
         pool.reps = reps
         self.n_classes = len(reps)
         self._rep_bits = sum(1 << b for b in reps)
-        self._rep_words = np.frombuffer(self._rep_bits.to_bytes(32, "little"), dtype=np.int64).copy()
+        self._rep_words = core.words(self._rep_bits)
         self.lock = threading.RLock()
         self.exprs: list[int] = []
         self._state_of: dict[int, int] = {}
@@ -114,7 +114,7 @@ class LazyDFA(StateTable):
         """The row of state s: one compiled call derives e once per derivative class it tells apart
         and maps every byte class to one of the distinct derivatives; each of those becomes a state
         here (live ones; the empty language is DEAD)."""
-        uniq, index = self.pool.deriv_classes(self.exprs[s], self._rep_words, self.class_map)
+        uniq, index = self.pool.deriv_classes(self.exprs[s], self._rep_words, self.class_map, self.n_classes)
         states = [self.state_of(d) for d in uniq]
         self.trans[s] = np.asarray(states, dtype=np.int32)[index]  # trans may have been regrown
         self.computed[s] = 1
