@@ -1075,12 +1075,145 @@ def deriv_classes(a, e, reps, class_of, max_heads, groups, uniq, index):
     return k
 
 
+# ---------------------------------------------------------------------------------------- whole ASTs
+# ExprPool.intern's program: one instruction per new AST node, children before parents, each
+# ``op, n, args[n]``; an argument r >= 0 is an expression id, r < 0 the result of instruction -r-1.
+OP_CHARS, OP_BYTES, OP_SEQ, OP_ALT, OP_AND, OP_REP, OP_NOT = range(7)
+FACTOR_MIN = 4  # unions of this many items or more are left-factored (or_factored)
+FACTOR_DEPTH = 200  # ... down to this many shared heads
+
+
+@numba.njit(cache=True, inline="always")
+def _ref(out, r):
+    return r if r >= 0 else out[-r - 1]
+
+
 @numba.njit(cache=True)
-def cat_split(a, xs, heads, tails):
-    """heads[i], tails[i] = the head and tail of xs[i] when it is a concatenation, else -1, -1."""
-    for i in range(len(xs)):
-        x = xs[i]
-        if kind_of(a, x) == K_CAT:
-            heads[i], tails[i] = a[a[O_A0] + NW * x], a[a[O_A1] + NW * x]
-        else:
-            heads[i], tails[i] = -1, -1
+def intern_prog(a, prog, out):
+    """Run an intern program (above): out[i] = the expression of instruction i. Returns the number
+    of instructions, or a constructor's status (FULL: grow and run it all again; interning makes
+    the rerun give the same ids)."""
+    i = 0
+    k = 0
+    scratch = np.empty(16, np.int64)
+    while i < len(prog):
+        op, n = prog[i], prog[i + 1]
+        p = i + 2
+        if n > len(scratch):
+            scratch = np.empty(2 * n, np.int64)
+        r = 0
+        if op == OP_CHARS:  # the ASCII byte set, or'ed with the id of the wider characters' sequences
+            r = make_bytes(a, prog[p], prog[p + 1], prog[p + 2], prog[p + 3])
+            wide = prog[p + 4]
+            if r >= 0 and wide >= 0:
+                if r == 0:
+                    r = wide
+                else:
+                    scratch[0], scratch[1] = r, wide
+                    r = make_or(a, scratch, 2)
+        elif op == OP_BYTES:
+            r = make_bytes(a, prog[p], prog[p + 1], prog[p + 2], prog[p + 3])
+        elif op == OP_SEQ:  # right-nested, built from the end
+            r = 1
+            for j in range(n - 1, -1, -1):
+                r = make_cat(a, _ref(out, prog[p + j]), r)
+                if r < 0:
+                    break
+        elif op == OP_ALT or op == OP_AND:
+            for j in range(n):
+                scratch[j] = _ref(out, prog[p + j])
+            if op == OP_AND:
+                r = make_and(a, scratch, n)
+            elif n == 1:
+                r = scratch[0]
+            elif n >= FACTOR_MIN:
+                r = or_factored(a, scratch, n)
+            else:
+                r = make_or(a, scratch, n)
+        elif op == OP_REP:
+            r = make_rep(a, _ref(out, prog[p]), prog[p + 1], prog[p + 2])
+        elif op == OP_NOT:  # within valid UTF-8: any_string and not item
+            r = make_not(a, _ref(out, prog[p]))
+            if r >= 0:
+                scratch[0], scratch[1] = prog[p + 1], r
+                r = make_and(a, scratch, 2)
+        if r < 0:
+            return r
+        out[k] = r
+        k += 1
+        i = p + n
+    return k
+
+
+@numba.njit(cache=True)
+def or_factored(a, items, n):
+    """The union of items[:n], left-factored: ``ab|ac`` -> ``a(b|c)`` (same language; a derivative
+    of a big alternation of literals, an enum, then touches one branch per byte, not every word).
+    The items' chains of heads (right-nested concatenations) go into a trie, at most FACTOR_DEPTH
+    heads deep; each trie node is then the union of what ends there and its children's head
+    followed by their union, built from the leaves up."""
+    cap = 4 * n + 16
+    t_head = np.empty(cap, np.int64)
+    first_child = np.full(cap, -1, np.int64)
+    next_sib = np.empty(cap, np.int64)
+    first_leaf = np.full(cap, -1, np.int64)
+    next_leaf = np.empty(n, np.int64)
+    leaf = np.empty(n, np.int64)
+    t_head[0] = -1
+    nt = 1
+    child = {(np.int64(-1), np.int64(-1)): np.int64(-1)}
+    for i in range(n):
+        x = items[i]
+        v = 0
+        depth = 0
+        while kind_of(a, x) == K_CAT and depth <= FACTOR_DEPTH:
+            h = a[a[O_A0] + NW * x]
+            key = (np.int64(v), h)
+            if key in child:
+                c = child[key]
+            else:
+                if nt == cap:
+                    cap *= 2
+                    t_head = _resized(t_head, cap, 0)
+                    first_child = _resized(first_child, cap, -1)
+                    next_sib = _resized(next_sib, cap, 0)
+                    first_leaf = _resized(first_leaf, cap, -1)
+                c = nt
+                nt += 1
+                t_head[c] = h
+                next_sib[c] = first_child[v]
+                first_child[v] = c
+                child[key] = c
+            v = c
+            x = a[a[O_A1] + NW * x]
+            depth += 1
+        leaf[i] = x
+        next_leaf[i] = first_leaf[v]
+        first_leaf[v] = i
+    value = np.empty(nt, np.int64)
+    parts = np.empty(16, np.int64)
+    for v in range(nt - 1, -1, -1):  # a child's index is larger than its parent's
+        m = 0
+        j = first_leaf[v]
+        while j >= 0:
+            parts, m = _push(parts, m, leaf[j])
+            j = next_leaf[j]
+        c = first_child[v]
+        while c >= 0:
+            r = make_cat(a, t_head[c], value[c])
+            if r < 0:
+                return r
+            parts, m = _push(parts, m, r)
+            c = next_sib[c]
+        r = parts[0] if m == 1 else make_or(a, parts, m)
+        if r < 0:
+            return r
+        value[v] = r
+    return value[0]
+
+
+@numba.njit(cache=True)
+def _resized(xs, cap, fill):
+    ys = np.full(cap, fill, np.int64)
+    ys[: len(xs)] = xs
+    return ys

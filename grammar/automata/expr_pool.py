@@ -179,25 +179,6 @@ class ExprPool:
         xs = np.fromiter(items, dtype=np.int64)
         return self._run(core.make_and, xs, len(xs))
 
-    def or_factored(self, items, depth: int = 0) -> int:
-        """The union, left-factored: ``ab|ac`` -> ``a(b|c)``. Same language; a derivative of a big
-        alternation of literals (an enum) then touches one branch per byte, not every word."""
-        if depth > 200:  # a very long shared prefix: stop factoring (recursion depth)
-            return self.or_(items)
-        groups: dict[int, list[int]] = {}
-        parts = []
-        xs = np.fromiter(dict.fromkeys(items), dtype=np.int64)  # distinct, in order
-        heads, tails = np.empty_like(xs), np.empty_like(xs)
-        core.cat_split(self.arena, xs, heads, tails)
-        for e, head, tail in zip(xs.tolist(), heads.tolist(), tails.tolist(), strict=True):
-            if head >= 0:
-                groups.setdefault(head, []).append(tail)
-            else:
-                parts.append(e)
-        for h, rests in groups.items():
-            parts.append(self.cat(h, rests[0] if len(rests) == 1 else self.or_factored(rests, depth + 1)))
-        return self.or_(parts)
-
     def not_(self, a: int) -> int:
         return self._run(core.make_not, a)
 
@@ -306,75 +287,78 @@ class ExprPool:
         Memoized for the pool's lifetime by structural equality (nodes are hashable with a cached
         hash): the terminals of a grammar share most of their subtrees (JSON strings, numbers, the
         schema-free value), often as equal copies rather than the same objects, and each is
-        interned once.
+        interned once. The new nodes become one program (``expr_core.intern_prog``: children
+        before parents) that compiled code runs in one call.
         """
         memo = self._interned
         r = memo.get(node)
         if r is not None:
             return r
-        # This call's nodes by identity (the tree keeps them alive), so a node equal to one interned
-        # before is compared structurally once, not at every use. Post-order with an explicit
-        # stack: children left to right, each shared subtree once; the AST's nesting depth costs no
-        # Python stack.
+        # This call's nodes by identity (the tree keeps them alive): a node equal to one interned
+        # before is compared structurally once, not at every use. A ref is an expression id (>= 0)
+        # or -1 - the index of the instruction that makes it. Post-order with an explicit stack:
+        # children left to right, each shared subtree once; the AST's depth costs no Python stack.
         done: dict[int, int] = {}
+        pending: dict[Node, int] = {}  # by structural equality: the refs of this program's nodes
+        prog: list[int] = []
+        made: list[Node] = []  # the node of each instruction
+        any_id = -1
         stack: list[tuple[Node, bool]] = [(node, False)]
         while stack:
             n, expanded = stack.pop()
             if id(n) in done:
                 continue
-            if expanded:
-                r = done[id(n)] = self._intern_one(n, done)
+            if not expanded:
+                r = memo.get(n)
+                if r is None:
+                    r = pending.get(n)
+                if r is not None:
+                    done[id(n)] = r
+                    continue
+                stack.append((n, True))
+                if isinstance(n, (Seq, Alt, And)):
+                    stack.extend((x, False) for x in reversed(n.items) if id(x) not in done)
+                elif isinstance(n, (Repeat, Not)):
+                    stack.append((n.item, False))
+                continue
+            cls = n.__class__
+            if cls is Chars:
+                narrow, wide = _split_ascii(n.ranges)
+                prog += (core.OP_CHARS, 5, *core.words(narrow).tolist(), self._wide_id(wide) if wide else -1)
+            elif cls is ByteSet:
+                prog += (core.OP_BYTES, 4, *core.words(_mask(n.ranges)).tolist())
+            elif cls is Seq or cls is Alt or cls is And:
+                op = core.OP_SEQ if cls is Seq else core.OP_ALT if cls is Alt else core.OP_AND
+                prog += (op, len(n.items), *[done[id(x)] for x in n.items])
+            elif cls is Repeat:
+                prog += (core.OP_REP, 3, done[id(n.item)], n.min, INF if n.max is None else n.max)
+            elif cls is Not:
+                if any_id < 0:
+                    any_id = self.intern(any_string())
+                prog += (core.OP_NOT, 2, done[id(n.item)], any_id)
+            else:
+                raise GrammarError(f"not a regex AST node: {n!r}")
+            done[id(n)] = pending[n] = -1 - len(made)
+            made.append(n)
+        if made:
+            out = np.empty(len(made), dtype=np.int64)
+            self._run(core.intern_prog, np.array(prog, dtype=np.int64), out)
+            for n, r in zip(made, out.tolist(), strict=True):
                 memo[n] = r
-                continue
-            r = memo.get(n)
-            if r is not None:
-                done[id(n)] = r
-                continue
-            stack.append((n, True))
-            if isinstance(n, (Seq, Alt, And)):
-                stack.extend((x, False) for x in reversed(n.items) if id(x) not in done)
-            elif isinstance(n, (Repeat, Not)):
-                stack.append((n.item, False))
-        return done[id(node)]
+                if r != EMPTY_ID and n.__class__ in (Chars, ByteSet):
+                    kind = "chars" if n.__class__ is Chars else "bytes"
+                    self.char_class.setdefault(r, (kind, tuple(n.ranges)))
+        r = done[id(node)]
+        return r if r >= 0 else memo[node]
 
-    def _intern_one(self, n: Node, done: dict[int, int]) -> int:
-        """The expression of one node whose children are interned already (``done``, by id)."""
-        if isinstance(n, Chars):
-            return self._chars(n.ranges)
-        if isinstance(n, ByteSet):
-            r = self.bytes_(_mask(n.ranges))
-            if r != EMPTY_ID:
-                self.char_class.setdefault(r, ("bytes", tuple(n.ranges)))
-            return r
-        if isinstance(n, Seq):
-            return self.cat_all([done[id(x)] for x in n.items])
-        if isinstance(n, Alt):
-            items = [done[id(x)] for x in n.items]
-            return self.or_factored(items) if len(items) >= 4 else self.or_(items)
-        if isinstance(n, Repeat):
-            return self.rep(done[id(n.item)], n.min, INF if n.max is None else n.max)
-        if isinstance(n, And):
-            return self.and_([done[id(x)] for x in n.items])
-        if isinstance(n, Not):
-            return self.and_([self.intern(any_string()), self.not_(done[id(n.item)])])
-        raise GrammarError(f"not a regex AST node: {n!r}")
-
-    def _chars(self, ranges) -> int:
-        """One character of the codepoint ranges: a byte set for the ASCII part, or'ed with the
-        UTF-8 sequences of the rest. The rest is memoized per pool (classes like ``[^"\\]`` or a
-        negated key character differ in ASCII only) and its byte sequences per process."""
-        narrow, wide = _split_ascii(ranges)
-        parts = [self.bytes_(narrow)] if narrow else []
-        if wide:
-            w = self._wide.get(wide)
-            if w is None:
-                seqs = _wide_sequences(wide)
-                w = self._wide[wide] = self.or_([self.cat_all([self.bytes_(m) for m in q]) for q in seqs])
-            parts.append(w)
-        r = self.or_(parts) if len(parts) != 1 else parts[0]
-        if r != EMPTY_ID:
-            self.char_class.setdefault(r, ("chars", tuple(ranges)))
-        return r
+    def _wide_id(self, wide: tuple) -> int:
+        """The UTF-8 sequences of codepoint ranges >= 0x80 (memoized per pool; their byte sequences
+        per process)."""
+        w = self._wide.get(wide)
+        if w is None:
+            seqs = _wide_sequences(wide)
+            w = self._wide[wide] = self.or_([self.cat_all([self.bytes_(m) for m in q]) for q in seqs])
+        return w
 
 
 class _Column:

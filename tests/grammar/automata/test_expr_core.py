@@ -5,10 +5,28 @@ derivative memo that outlives growth."""
 from __future__ import annotations
 
 import pickle
+import random
 
 from guided.grammar.automata import expr_core as core
 from guided.grammar.automata.expr_pool import ExprPool
-from guided.grammar.regex_ast import alt, chars, intersect, literal, repeat, seq
+from guided.grammar.regex_ast import (
+    Alt,
+    And,
+    ByteSet,
+    Chars,
+    Not,
+    Repeat,
+    Seq,
+    alt,
+    any_string,
+    byte_set,
+    chars,
+    complement,
+    intersect,
+    literal,
+    repeat,
+    seq,
+)
 from guided.grammar.safe_pickle import safe_loads
 
 
@@ -68,3 +86,88 @@ def test_a_pickled_pool_is_independent_of_its_source():
     assert len(copy) > len(pool)
     assert pool.intern(literal("only in the copy")) == x  # the same next id, added on its own
     assert copy.args[e] == pool.args[e] and copy.kind[e] == pool.kind[e] == core.K_CAT  # w(0x|1x|...)
+
+
+def _random_ast(rng: random.Random, depth: int):
+    """A random regex AST over a few ASCII and wider characters, with every node kind."""
+    if depth == 0 or rng.random() < 0.2:
+        return rng.choice([
+            literal(rng.choice(["a", "ab", "abc", "b", "ba", "\u00e9", "\u4e2d"])),
+            chars([(0x61, 0x63), (0xE9, 0x4E2D)]),
+            byte_set([(0x30, 0x39)]),
+            seq(),
+        ])  # fmt: skip
+    kind = rng.choice(["seq", "alt", "alt", "and", "not", "rep"])
+    kids = [_random_ast(rng, depth - 1) for _ in range(rng.randint(1, 6))]
+    if kind == "seq":
+        return seq(*kids)
+    if kind == "alt":  # shared heads, so that unions of four or more are left-factored
+        head = kids[0]
+        return alt(*(seq(head, k) if rng.random() < 0.6 else k for k in kids))
+    if kind == "and":
+        return intersect(*kids)
+    if kind == "not":
+        return complement(kids[0])
+    lo = rng.randint(0, 2)
+    return repeat(kids[0], lo, rng.choice([None, lo + rng.randint(0, 2)]))
+
+
+def _by_constructors(pool: ExprPool, node) -> int:
+    """The expression of node built constructor by constructor (leaves interned alone), unions of
+    four or more left-factored as in ``ExprPool.intern``'s documented rule, recursively."""
+    if isinstance(node, (Chars, ByteSet)):
+        return pool.intern(node)
+    if isinstance(node, Seq):
+        return pool.cat_all([_by_constructors(pool, x) for x in node.items])
+    if isinstance(node, Alt):
+        items = [_by_constructors(pool, x) for x in node.items]
+        return _factored(pool, items) if len(items) >= core.FACTOR_MIN else pool.or_(items)
+    if isinstance(node, And):
+        return pool.and_([_by_constructors(pool, x) for x in node.items])
+    if isinstance(node, Not):
+        return pool.and_([pool.intern(any_string()), pool.not_(_by_constructors(pool, node.item))])
+    assert isinstance(node, Repeat)
+    return pool.rep(_by_constructors(pool, node.item), node.min, -1 if node.max is None else node.max)
+
+
+def _factored(pool: ExprPool, items: list, depth: int = 0) -> int:
+    """ab|ac -> a(b|c), recursively, down to FACTOR_DEPTH shared heads."""
+    if depth > core.FACTOR_DEPTH:
+        return pool.or_(items)
+    groups: dict[int, list] = {}
+    parts = []
+    for e in dict.fromkeys(items):
+        if pool.kind[e] == core.K_CAT:
+            head, tail = pool.args[e]
+            groups.setdefault(head, []).append(tail)
+        else:
+            parts.append(e)
+    for head, tails in groups.items():
+        parts.append(pool.cat(head, tails[0] if len(tails) == 1 else _factored(pool, tails, depth + 1)))
+    return pool.or_(parts)
+
+
+def test_a_whole_ast_interned_in_one_call_is_the_expression_its_constructors_build():
+    rng = random.Random(7)
+    for _ in range(150):
+        node = _random_ast(rng, 4)
+        pool = ExprPool()
+        e = pool.intern(node)  # one compiled program for the whole tree
+        n = len(pool)
+        assert _by_constructors(pool, node) == e
+        assert len(pool) == n  # every node the constructors ask for was there already
+
+
+def test_a_union_of_thousands_of_words_is_factored_while_the_arena_grows():
+    words = [literal(f"key{i:04d}") for i in range(3000)]
+    pool = ExprPool()
+    start = len(pool.arena)
+    e = pool.intern(alt(*words))  # the arena grows during the program: it runs again, same ids
+    assert len(pool.arena) > start
+    n = len(pool)
+    assert _by_constructors(pool, alt(*words)) == e and len(pool) == n
+    assert pool.kind[e] == core.K_CAT  # one shared head, "k", in front of the rest
+    d = e
+    for b in b"key0042":
+        d = pool.deriv(d, b)
+    assert pool.nullable[d] and pool.deriv(d, ord("0")) == 0
