@@ -22,6 +22,7 @@ from guided.grammar.automata import expr_core as core
 from guided.grammar.automata.derivative_classes import MAX_HEADS
 
 _ALL_WORDS = np.full(4, -1, dtype=np.int64)  # every byte, as the arena's four words
+FIRST_TRY = 2000  # states of the first, min_len-ordered try of a search (see Emptiness._search)
 
 __all__ = ["Emptiness"]
 
@@ -113,15 +114,23 @@ class Emptiness:
         else:
             within = _ALL_WORDS
         self._searching.add(e)
+        # First greedily by min_len, for at most FIRST_TRY states; then, for the whole budget, by the
+        # sum of an intersection's parts' min_len and the depth (``expr_core._guide``): most searches
+        # end in the first try, and the few that wander there (oneOf exclusions) end in the second.
+        tries = [(False, min(FIRST_TRY, self.budget)), (True, self.budget)]
         try:
             while True:
+                by_parts, budget = tries[0]
                 deadline = core.deadline_cycles(pool.bound.remaining())
                 with pool._lock:
-                    r = core.search(pool.arena, e, self.budget, within, reps is not None, MAX_HEADS, deadline)
+                    r = core.search(pool.arena, e, budget, within, reps is not None, MAX_HEADS, deadline, by_parts)
                 if r >= 0:
                     return bool(r)
                 if r == core.TIMEOUT:
                     pool.bound.check()  # raises: the deadline has passed (else search again)
+                    continue
+                if r == core.BUDGET and len(tries) > 1:
+                    tries.pop(0)
                     continue
                 if r == core.BUDGET:
                     raise LimitError(

@@ -945,6 +945,26 @@ def _peek(a, y):
 
 
 @numba.njit(cache=True)
+def _guide(a, x, by_parts, depth):
+    """The search's order: min_len (greedy), or with ``by_parts`` twice the sum of an intersection's
+    parts' min_len plus the state's depth (weighted A*). Each part must be finished, and the parts
+    are often about different things (the rest of a document beside what each branch of a ``oneOf``
+    excludes): by their largest bound alone, every state that advances a part other than the
+    largest looks no better than the last, and a greedy search can wander through additional
+    properties for ever; the depth makes such wandering cost. Either order is exact: an exhausted
+    search still tries every class of every state reached."""
+    if not by_parts:
+        return a[a[O_MINLEN] + NW * x]
+    if kind_of(a, x) != K_AND:
+        return 2 * a[a[O_MINLEN] + NW * x] + depth
+    base, n = a[O_KIDS] + a[a[O_A0] + NW * x], a[a[O_A1] + NW * x]
+    s = 0
+    for j in range(n):
+        s += a[a[O_MINLEN] + NW * a[base + j]]
+    return 2 * s + depth
+
+
+@numba.njit(cache=True)
 def _bytes_to_try(a, x, reps, max_heads, groups, store, n_store):
     """Append to store one byte per derivative class of x among the bytes it can start with (and
     ``reps``, the bytes of the global classes), lowest first; returns (store, its new length)."""
@@ -969,7 +989,7 @@ def _bytes_to_try(a, x, reps, max_heads, groups, store, n_store):
 
 
 @numba.njit(cache=True)
-def search(a, e, budget, reps, has_reps, max_heads, deadline):
+def search(a, e, budget, reps, has_reps, max_heads, deadline, by_parts):
     """Whether e (an intersection or complement) is non-empty: best-first over its derivatives, the
     states whose strings can be shortest (min_len) first, until a state known live; every class of
     every state reached is tried, so an exhausted search proves emptiness (Emptiness._search's
@@ -987,12 +1007,13 @@ def search(a, e, budget, reps, has_reps, max_heads, deadline):
                     reps[b >> 6] |= np.int64(1) << np.int64(b & 63)
                     break
     parent = {e: np.int64(-1)}
-    # (bound, order, state, resume index, start of its byte list in store or -1, the list's length)
-    heap = [(a[a[O_MINLEN] + NW * e], np.int64(0), e, np.int64(0), np.int64(-1), np.int64(0))]
+    # (guide, order, state, resume index, start of its byte list in store or -1, the list's length,
+    # the state's depth)
+    heap = [(_guide(a, e, by_parts, 0), np.int64(0), e, np.int64(0), np.int64(-1), np.int64(0), np.int64(0))]
     store = np.empty(256, np.int64)
     n_store = 0
     while len(heap):
-        h, _, x, i, start, count = heapq.heappop(heap)
+        h, _, x, i, start, count, g = heapq.heappop(heap)
         if start < 0:
             start = n_store
             store, n_store = _bytes_to_try(a, x, reps, max_heads, groups, store, n_store)
@@ -1015,10 +1036,10 @@ def search(a, e, budget, reps, has_reps, max_heads, deadline):
                     return BUDGET
                 if deadline >= 0 and not len(parent) & 255 and _cycles() > deadline:
                     return TIMEOUT
-                my = a[a[O_MINLEN] + NW * y]
-                heapq.heappush(heap, (my, np.int64(-len(parent)), y, np.int64(0), np.int64(-1), np.int64(0)))
+                my = _guide(a, y, by_parts, g + 1)
+                heapq.heappush(heap, (my, np.int64(-len(parent)), y, np.int64(0), np.int64(-1), np.int64(0), g + 1))
                 if my < h and k + 1 < count:  # progress: follow y, resume x later
-                    heapq.heappush(heap, (h, np.int64(len(parent)), x, np.int64(k + 1), start, count))
+                    heapq.heappush(heap, (h, np.int64(len(parent)), x, np.int64(k + 1), start, count, g))
                     break
     for x in parent:
         a[a[O_LIVE] + NW * x] = LIVE_NO

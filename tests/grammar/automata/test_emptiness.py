@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from guided.errors import LimitError
 from guided.grammar import GrammarCompiler
+from guided.grammar.automata import emptiness
 from guided.grammar.automata.derivative_classes import DerivClasses
 from guided.grammar.automata.expr_pool import EMPTY_ID, ExprPool
 from guided.grammar.regex_ast import (
@@ -135,3 +136,18 @@ def test_complementary_intersection_is_empty_syntactically():
     x, y = pool.intern(literal("ab")), pool.intern(literal("cd"))
     assert pool.and_([x, pool.not_(pool.or_([x, y]))]) == EMPTY_ID
     assert pool.and_([x, pool.not_(y)]) != EMPTY_ID
+
+
+@settings(max_examples=150, deadline=None)
+@given(node=BOOL_REGEX, walk=st.lists(st.sampled_from(b"ab\xc3c"), max_size=3))
+def test_the_second_search_order_is_exact_too(node, walk):
+    """With no room for the first (min_len) try, every search runs in the second order (the parts'
+    bounds summed plus the depth): the answers stay those of the whole search."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(emptiness, "FIRST_TRY", 0)
+        pool, ref = ExprPool(), ExprPool()
+        e, r = pool.intern(node), ref.intern(node)
+        assert pool.is_live(e) == live_by_whole_search(ref, r)
+        for b in walk:
+            e, r = pool.deriv(e, b), ref.deriv(r, b)
+            assert pool.is_live(e) == live_by_whole_search(ref, r)
