@@ -233,38 +233,52 @@ class SchemaCfg:
     # ------------------------------------------------------------------ conversion
     def _count(self, node: Node) -> None:
         """How many parents each hole-containing node has (its children are visited once)."""
+        holes, parents = self._holes, self._parents
         stack = [node]
         while stack:
             x = stack.pop()
-            if not has_hole(x, self._holes) or isinstance(x, (Hole, And, Not)):
+            cls = x.__class__
+            if cls in _LEAVES or cls is Hole or cls is And or cls is Not:
                 continue
-            n = self._parents.get(id(x), 0)
-            self._parents[id(x)] = n + 1
+            h = holes.get(id(x))
+            if not (h if h is not None else _has_hole(x, holes)):
+                continue
+            n = parents.get(id(x), 0)
+            parents[id(x)] = n + 1
             if n == 0:
-                stack.extend(x.items if isinstance(x, (Seq, Alt)) else (x.item,))
+                if cls is Seq or cls is Alt:
+                    stack.extend(x.items)
+                else:
+                    stack.append(x.item)
 
     def expr(self, node: Node, top: bool = True) -> Expr:
         self._steps += 1
         if not self._steps & 1023 and time.monotonic() > self.deadline:
             raise CompileTimeoutError("JSON Schema grammar construction exceeded the compile time bound")
-        if not has_hole(node, self._holes):
+        holes = self._holes
+        h = holes.get(id(node))
+        if not (h if h is not None else has_hole(node, holes)):
             return Lex(node)
-        if isinstance(node, Hole):
+        cls = node.__class__
+        if cls is Hole:
             if node.name not in self.bodies:
                 raise GrammarError(f"internal: undefined nonterminal {node.name!r}")
             return Ref(node.name)
-        if isinstance(node, (And, Not)):
+        if cls is And or cls is Not:
             fixed = self.on_meet(node)
             self._keep.append(fixed)
             _memo_for(fixed)  # its has_hole answers may go to the scope's memo: keep it alive there too
             return self.expr(fixed, top)
         if not top and self._parents.get(id(node), 0) > 1:
             return Ref(self._share(node))
-        if isinstance(node, Seq):
-            return ESeq(tuple(self.expr(x, False) for x in node.items))
-        if isinstance(node, Alt):
-            return EAlt(tuple(self.expr(x, False) for x in node.items))
-        assert isinstance(node, Repeat)
+        if cls is Seq or cls is Alt:
+            # hole-free children (most are: characters, literals) are terminals without a call
+            items = tuple([
+                Lex(x) if x.__class__ in _LEAVES or holes.get(id(x)) is False else self.expr(x, False)
+                for x in node.items
+            ])  # fmt: skip
+            return ESeq(items) if cls is Seq else EAlt(items)
+        assert cls is Repeat
         inner = self.expr(node.item, node.min == node.max == 1)
         return inner if node.min == node.max == 1 else ERepeat(inner, node.min, node.max)
 
@@ -314,11 +328,18 @@ def _surely_empty(pool: ExprPool, node: Node, meets: dict[int, bool]) -> bool:
 def _has_meet(node: Node, memo: dict[int, bool]) -> bool:
     hit = memo.get(id(node))
     if hit is None:
-        if isinstance(node, (And, Not)):
+        cls = node.__class__
+        if cls is And or cls is Not:
             hit = True
-        elif isinstance(node, (Seq, Alt)):
-            hit = any(x.__class__ not in _LEAVES and _has_meet(x, memo) for x in node.items)
-        elif isinstance(node, Repeat):
+        elif cls is Seq or cls is Alt:
+            hit = False
+            for x in node.items:
+                if x.__class__ not in _LEAVES:
+                    h = memo.get(id(x))
+                    if h if h is not None else _has_meet(x, memo):
+                        hit = True
+                        break
+        elif cls is Repeat:
             hit = _has_meet(node.item, memo)
         else:
             hit = False
