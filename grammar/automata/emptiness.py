@@ -122,8 +122,10 @@ class Emptiness:
             while True:
                 by_parts, budget = tries[0]
                 deadline = core.deadline_cycles(pool.bound.remaining())
-                with pool._lock:
-                    r = core.search(pool.arena, e, budget, within, reps is not None, MAX_HEADS, deadline, by_parts)
+                with pool._lock:  # the search grows the arena when it is full: keep the one it returns
+                    r, pool.arena = core.search(
+                        pool.arena, e, budget, within, reps is not None, MAX_HEADS, deadline, by_parts
+                    )
                 if r >= 0:
                     return bool(r)
                 if r == core.TIMEOUT:

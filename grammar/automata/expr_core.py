@@ -96,6 +96,41 @@ def grow(a: np.ndarray) -> np.ndarray:
 
 
 @numba.njit(cache=True)
+def _layout_native(node_cap, kids_cap, max_exprs):
+    """_layout in compiled code (for a search that grows the arena it works in)."""
+    hcap = 1
+    while hcap < 2 * node_cap:
+        hcap *= 2
+    mcap = 2 * hcap
+    a = np.zeros(HEADER + NW * node_cap + hcap + 2 * mcap + kids_cap, dtype=np.int64)
+    base = HEADER
+    for slot, field in _FIELDS:
+        a[slot] = base + field
+    off = base + NW * node_cap
+    a[O_HT] = off
+    a[O_MK] = off + hcap
+    a[O_MV] = off + hcap + mcap
+    a[O_KIDS] = off + hcap + 2 * mcap
+    a[H_NCAP], a[H_HCAP], a[H_KCAP], a[H_MCAP], a[H_MAX] = node_cap, hcap, kids_cap, mcap, max_exprs
+    a[a[O_HT] : a[O_HT] + hcap] = -1
+    a[a[O_MK] : a[O_MK] + mcap] = -1
+    return a
+
+
+@numba.njit(cache=True)
+def _grow_native(a):
+    """grow() in compiled code."""
+    ncap, kcap = a[H_NCAP], a[H_KCAP]
+    nodes = 4 * a[H_N] > ncap or 4 * a[H_MCOUNT] > a[H_MCAP]
+    kids = 4 * a[H_KLEN] > kcap
+    if not (nodes or kids):
+        nodes = kids = True
+    b = _layout_native(2 * ncap if nodes else ncap, 2 * kcap if kids else kcap, a[H_MAX])
+    _copy(a, b)
+    return b
+
+
+@numba.njit(cache=True)
 def _init(a):
     _add(a, K_EMPTY, 0, 0, 0, 0, 0, 0, 0, False, False, 0, NEVER)
     _add(a, K_EPS, 0, 0, 0, 0, 0, 0, 0, True, False, 0, 0)
@@ -990,12 +1025,13 @@ def _bytes_to_try(a, x, reps, max_heads, groups, store, n_store):
 
 @numba.njit(cache=True)
 def search(a, e, budget, reps, has_reps, max_heads, deadline, by_parts):
-    """Whether e (an intersection or complement) is non-empty: best-first over its derivatives, the
-    states whose strings can be shortest (min_len) first, until a state known live; every class of
+    """Whether e (an intersection or complement) is non-empty: best-first over its derivatives, in the
+    order of ``_guide`` (``by_parts``: which one), until a state known live; every class of
     every state reached is tried, so an exhausted search proves emptiness (Emptiness._search's
     rules). Memoises the answer for the states on the way; 1 / 0, BUDGET past ``budget`` states,
-    TIMEOUT past ``deadline`` (cycles_now's clock; -1: none), or a status of the derivatives (FULL:
-    grow the arena and search again)."""
+    TIMEOUT past ``deadline`` (cycles_now's clock; -1: none), or a status of the derivatives other than
+    FULL; with the arena, which the search grows when it is full (the caller keeps the one returned).
+    """
     groups = np.empty((256, 4), np.int64)
     if not has_reps:  # no global classes (a search while a schema is lowered): e's own byte classes,
         # which every derivative of e respects (its byte sets are unions and intersections of e's)
@@ -1020,8 +1056,11 @@ def search(a, e, budget, reps, has_reps, max_heads, deadline, by_parts):
             count = n_store - start
         for k in range(i, count):
             y = deriv(a, x, store[start + k])
+            while y == FULL:  # grow here and go on: a restart would walk every state again
+                a = _grow_native(a)
+                y = deriv(a, x, store[start + k])
             if y < 0:
-                return y
+                return y, a
             if y == 0 or y in parent:
                 continue
             parent[y] = x
@@ -1030,12 +1069,12 @@ def search(a, e, budget, reps, has_reps, max_heads, deadline, by_parts):
                 while y != -1:  # the path to it is live
                     a[a[O_LIVE] + NW * y] = LIVE_YES
                     y = parent[y]
-                return 1
+                return 1, a
             if r < 0:
                 if len(parent) > budget:
-                    return BUDGET
+                    return BUDGET, a
                 if deadline >= 0 and not len(parent) & 255 and _cycles() > deadline:
-                    return TIMEOUT
+                    return TIMEOUT, a
                 my = _guide(a, y, by_parts, g + 1)
                 heapq.heappush(heap, (my, np.int64(-len(parent)), y, np.int64(0), np.int64(-1), np.int64(0), g + 1))
                 if my < h and k + 1 < count:  # progress: follow y, resume x later
@@ -1043,7 +1082,7 @@ def search(a, e, budget, reps, has_reps, max_heads, deadline, by_parts):
                     break
     for x in parent:
         a[a[O_LIVE] + NW * x] = LIVE_NO
-    return 0
+    return 0, a
 
 
 # ---------------------------------------------------------------------------------------- DFA rows

@@ -151,3 +151,27 @@ def test_the_second_search_order_is_exact_too(node, walk):
         for b in walk:
             e, r = pool.deriv(e, b), ref.deriv(r, b)
             assert pool.is_live(e) == live_by_whole_search(ref, r)
+
+
+def test_a_search_grows_the_arena_and_goes_on_without_starting_again(monkeypatch):
+    """An empty intersection whose search visits hundreds of states, each making new expressions, in
+    a new (small) arena: the search grows the arena where it stands, in one compiled call, instead of
+    returning FULL and walking every state again; the answer stays the whole search's."""
+    ab = chars([(0x61, 0x62)])
+    ninth_from_end = [seq(repeat(ab), literal(c), repeat(ab, 8, 8)) for c in "ab"]
+    node = intersect(*ninth_from_end)  # the ninth byte from the end both "a" and "b": empty
+    calls = []
+    real = emptiness.core.search
+
+    def counted(*args):
+        calls.append(args[1])
+        return real(*args)
+
+    monkeypatch.setattr(emptiness.core, "search", counted)
+    pool, ref = ExprPool(), ExprPool()
+    e = pool.intern(node)
+    start = len(pool.arena)
+    assert pool.is_live(e) is False
+    assert live_by_whole_search(ref, ref.intern(node)) is False
+    assert len(pool.arena) > start  # it grew during the search
+    assert calls == [e]  # one call: no restart
