@@ -63,41 +63,15 @@ def new_arena(node_cap: int = 256, kids_cap: int = 1024, max_exprs: int = 2_000_
     return a
 
 
-def _layout(node_cap: int, kids_cap: int, max_exprs: int) -> np.ndarray:
-    hcap = 1
-    while hcap < 2 * node_cap:
-        hcap *= 2
-    mcap = 2 * hcap
-    a = np.zeros(HEADER + NW * node_cap + hcap + 2 * mcap + kids_cap, dtype=np.int64)
-    base = HEADER
-    for slot, field in _FIELDS:  # one record of NW words per node: its columns side by side
-        a[slot] = base + field
-    off = base + NW * node_cap
-    for slot, size in ((O_HT, hcap), (O_MK, mcap), (O_MV, mcap), (O_KIDS, kids_cap)):
-        a[slot] = off
-        off += size
-    a[H_NCAP], a[H_HCAP], a[H_KCAP], a[H_MCAP], a[H_MAX] = node_cap, hcap, kids_cap, mcap, max_exprs
-    a[a[O_HT] : a[O_HT] + hcap] = -1
-    a[a[O_MK] : a[O_MK] + mcap] = -1
-    return a
-
-
 def grow(a: np.ndarray) -> np.ndarray:
     """A copy of the arena with twice the room in each region over a quarter full (in all of them if
     none is: the call that ran out needs more than that region's rest)."""
-    ncap, kcap = int(a[H_NCAP]), int(a[H_KCAP])
-    nodes = 4 * int(a[H_N]) > ncap or 4 * int(a[H_MCOUNT]) > int(a[H_MCAP])  # the memo grows with them
-    kids = 4 * int(a[H_KLEN]) > kcap
-    if not (nodes or kids):
-        nodes = kids = True
-    b = _layout(2 * ncap if nodes else ncap, 2 * kcap if kids else kcap, int(a[H_MAX]))
-    _copy(a, b)
-    return b
+    return _grow(a)
 
 
 @numba.njit(cache=True)
-def _layout_native(node_cap, kids_cap, max_exprs):
-    """_layout in compiled code (for a search that grows the arena it works in)."""
+def _layout(node_cap, kids_cap, max_exprs):
+    """An empty arena with room for node_cap nodes and kids_cap children (hash tables sized to them)."""
     hcap = 1
     while hcap < 2 * node_cap:
         hcap *= 2
@@ -118,14 +92,14 @@ def _layout_native(node_cap, kids_cap, max_exprs):
 
 
 @numba.njit(cache=True)
-def _grow_native(a):
-    """grow() in compiled code."""
+def _grow(a):
+    """grow() (compiled: a search grows the arena it works in and goes on)."""
     ncap, kcap = a[H_NCAP], a[H_KCAP]
     nodes = 4 * a[H_N] > ncap or 4 * a[H_MCOUNT] > a[H_MCAP]
     kids = 4 * a[H_KLEN] > kcap
     if not (nodes or kids):
         nodes = kids = True
-    b = _layout_native(2 * ncap if nodes else ncap, 2 * kcap if kids else kcap, a[H_MAX])
+    b = _layout(2 * ncap if nodes else ncap, 2 * kcap if kids else kcap, a[H_MAX])
     _copy(a, b)
     return b
 
@@ -1057,7 +1031,7 @@ def search(a, e, budget, reps, has_reps, max_heads, deadline, by_parts):
         for k in range(i, count):
             y = deriv(a, x, store[start + k])
             while y == FULL:  # grow here and go on: a restart would walk every state again
-                a = _grow_native(a)
+                a = _grow(a)
                 y = deriv(a, x, store[start + k])
             if y < 0:
                 return y, a
