@@ -100,11 +100,12 @@ class Emptiness:
 
     def _search(self, e: int) -> bool:
         """Best-first over e's derivatives until a state known live; every byte class of every state
-        reached is tried, so an exhausted search proves emptiness. States whose strings can be shortest
-        (``min_len``) go first, and a state's successors are derived lazily: the first one that gets
-        closer to acceptance is followed at once (the rest of the row later, if needed). A witness that
-        must finish a long JSON value is then found along it, not after every shorter prefix. Runs in
-        compiled code (``expr_core.search``); at most ``budget`` states."""
+        reached is tried, so an exhausted search proves emptiness. A state's successors are derived
+        lazily: the first one that gets closer to acceptance is followed at once (the rest of the row
+        later, if needed), so a witness that must finish a long JSON value is found along it, not
+        after every shorter prefix. "Closer" is min_len for the first FIRST_TRY states, then the
+        parts' bounds summed plus the depth (below). Runs in compiled code (``expr_core.search``);
+        at most ``budget`` states."""
         pool = self.pool
         reps = pool.reps
         if reps is not None:
