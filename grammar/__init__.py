@@ -2,13 +2,15 @@
 
 The public face: ``GrammarCompiler`` (constraint -> compiled grammar), ``Vocabulary``, the compiled
 grammars and their ``Matcher``s (and their shortest completions: ``Completion``, ``spell``), the regex front end, and what compilers that lower to the IR
-(``regex_ast``, ``cfg_ir``) need: ``ExprPool`` for exact membership and ``intern_common``. Inside:
+(``regex_ast``, ``cfg_ir``) need: ``ExprPool`` for exact membership and ``intern_common``; ``quiet_collector`` for
+whatever else compiles (the cyclic garbage collector held off). Inside:
 ``frontends/`` (text -> IR), ``automata/`` (IR -> lazy byte automata), ``tokens/`` (automata x
 vocabulary -> masks); ``languages`` answers questions about regex languages at compile time.
 """
 
 from guided.grammar.automata.expr_pool import EMPTY_ID, ExprPool, intern_common
 from guided.grammar.bounded_cache import BoundedCache
+from guided.grammar.collector import quiet_collector
 from guided.grammar.compiler import GrammarCompiler
 from guided.grammar.frontends.ecma_regex import parse_regex
 from guided.grammar.tokens.compiled import CompiledGrammar
@@ -31,5 +33,6 @@ __all__ = [
     "byte_of_class",
     "intern_common",
     "parse_regex",
+    "quiet_collector",
     "spell",
 ]

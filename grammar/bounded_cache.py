@@ -3,7 +3,8 @@
 The one bounded cache of the project (compiled grammars, token masks, forced tokens, vocabulary
 indexes, slices, ...): a plain ``OrderedDict`` in LRU order behind one lock. ``get`` counts as a use;
 ``get_or_create`` builds a missing value outside the lock (two threads may build the same value; the
-first one stored wins, so callers must build equal values).
+first one stored wins, so callers must build equal values). ``on_evict(value)``, when given, is
+called for every value the cache drops (evicted, replaced, popped or cleared), under its lock.
 """
 
 from __future__ import annotations
@@ -23,15 +24,16 @@ _MISSING = object()
 class BoundedCache(Generic[K, V]):
     """LRU map of at most ``max_entries`` entries; every method is safe to call from any thread."""
 
-    __slots__ = ("max_entries", "_data", "_lock", "hits", "misses")
+    __slots__ = ("max_entries", "_data", "_lock", "hits", "misses", "on_evict")
 
-    def __init__(self, max_entries: int):
+    def __init__(self, max_entries: int, on_evict: Callable[[V], None] | None = None):
         if max_entries < 1:
             raise ValueError(f"max_entries must be >= 1, got {max_entries}")
         self.max_entries = max_entries
         self._data: OrderedDict[K, V] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = self.misses = 0  # statistics
+        self.on_evict = on_evict
 
     def __len__(self) -> int:
         return len(self._data)
@@ -53,8 +55,11 @@ class BoundedCache(Generic[K, V]):
     def put(self, key: K, value: V) -> V:
         """Store ``value`` under ``key`` (replacing any), evicting the least recently used past the bound."""
         with self._lock:
+            old = self._data.get(key, _MISSING)
             self._data[key] = value
             self._data.move_to_end(key)
+            if old is not _MISSING and old is not value:
+                self._dropped(old)
             self._evict()
         return value
 
@@ -78,10 +83,10 @@ class BoundedCache(Generic[K, V]):
 
     def __getstate__(self):
         with self._lock:
-            return {"max_entries": self.max_entries, "data": list(self._data.items())}
+            return {"max_entries": self.max_entries, "data": list(self._data.items()), "on_evict": self.on_evict}
 
     def __setstate__(self, state) -> None:
-        self.__init__(state["max_entries"])
+        self.__init__(state["max_entries"], state.get("on_evict"))
         self._data.update(state["data"])
 
     def items(self) -> list[tuple[K, V]]:
@@ -91,12 +96,23 @@ class BoundedCache(Generic[K, V]):
 
     def pop(self, key: K, default=None):
         with self._lock:
-            return self._data.pop(key, default)
+            value = self._data.pop(key, _MISSING)
+            if value is _MISSING:
+                return default
+            self._dropped(value)
+            return value
 
     def clear(self) -> None:
         with self._lock:
+            values = list(self._data.values())
             self._data.clear()
+            for value in values:
+                self._dropped(value)
 
     def _evict(self) -> None:
         while len(self._data) > self.max_entries:
-            self._data.popitem(last=False)
+            self._dropped(self._data.popitem(last=False)[1])
+
+    def _dropped(self, value) -> None:
+        if self.on_evict is not None:
+            self.on_evict(value)

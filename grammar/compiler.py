@@ -21,6 +21,7 @@ from guided.errors import GrammarError
 from guided.grammar.automata.lazy_dfa import warm_up_core
 from guided.grammar.bounded_cache import BoundedCache
 from guided.grammar.cfg_ir import CfgGrammar
+from guided.grammar.collector import quiet_collector
 from guided.grammar.disk_cache import GrammarDiskCache
 from guided.grammar.frontends.ecma_regex import parse_regex
 from guided.grammar.frontends.gbnf_grammar import parse_gbnf
@@ -73,7 +74,7 @@ class GrammarCompiler:
         self.mask_cache_bytes = mask_cache_bytes
         self.mask_timeout_s = mask_timeout_s
         self.disk_cache = disk_cache
-        self._cache: BoundedCache[tuple, CompiledGrammar | CompiledCfg] = BoundedCache(cache_size)
+        self._cache: BoundedCache[tuple, CompiledGrammar | CompiledCfg] = BoundedCache(cache_size, on_evict=_release)
         warm_up(vocabulary)
 
     def compile_regex(self, pattern: str, search: bool = False) -> CompiledGrammar:
@@ -136,7 +137,7 @@ class GrammarCompiler:
 
     def _lookup(self, key: tuple, make: Callable[[], CompiledGrammar | CompiledCfg], persist: bool = True):
         load = (lambda: self._load_or_make(key, make)) if persist else make
-        return self._cache.get_or_create(key + (self.vocabulary.fingerprint,), load)
+        return self._cache.get_or_create(key + (self.vocabulary.fingerprint,), lambda: _quietly(load))
 
     def _load_or_make(self, key: tuple, make: Callable[[], CompiledGrammar | CompiledCfg]):
         disk = self.disk_cache
@@ -150,6 +151,19 @@ class GrammarCompiler:
             compiled = make()
             disk.save(key, compiled, build_s=time.perf_counter() - t0)  # before any other thread sees it
         return compiled
+
+
+def _quietly(build: Callable[[], CompiledGrammar | CompiledCfg]) -> CompiledGrammar | CompiledCfg:
+    """``build()`` with the cyclic collector held off (see ``guided.grammar.collector``)."""
+    with quiet_collector():
+        return build()
+
+
+def _release(compiled) -> None:
+    """A grammar the cache lets go of drops what callers kept on it (the JSON checks' wrappers, which
+    refer back to it): with that cycle broken, reference counting frees it once no request uses it,
+    and no full pass of the collector has to find it."""
+    compiled.__dict__.pop("_wrappers", None)
 
 
 _WARM: set[str] = set()  # fingerprints of the vocabularies warmed up in this process

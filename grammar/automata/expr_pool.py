@@ -15,6 +15,7 @@ UTF-8, see ``intern``), REP (item, min, max or -1 for unbounded).
 from __future__ import annotations
 
 import threading
+import weakref
 from functools import lru_cache
 
 import numpy as np
@@ -77,16 +78,19 @@ class ExprPool:
         self._setup()
 
     def _setup(self) -> None:
-        """What is not pickled: the columns, the lock, the bound, the emptiness memo."""
+        """What is not pickled: the columns, the lock, the bound, the emptiness memo. They refer to the
+        pool weakly: a pool (and the grammar holding it) is then free of reference cycles, and is freed
+        as soon as it is dropped, without a pass of the cyclic garbage collector."""
         self._lock = threading.Lock()
-        self.kind = _Column(self, core.O_KIND)
-        self.nullable = _Column(self, core.O_NULL, bool)
-        self.has_bool = _Column(self, core.O_BOOL, bool)
-        self.counter = _Column(self, core.O_COUNTER)
-        self.min_len = _Column(self, core.O_MINLEN)
-        self.args = _Args(self)
-        self.first = _First(self)
-        self.emptiness = Emptiness(self)
+        me = weakref.proxy(self)
+        self.kind = _Column(me, core.O_KIND)
+        self.nullable = _Column(me, core.O_NULL, bool)
+        self.has_bool = _Column(me, core.O_BOOL, bool)
+        self.counter = _Column(me, core.O_COUNTER)
+        self.min_len = _Column(me, core.O_MINLEN)
+        self.args = _Args(me)
+        self.first = _First(me)
+        self.emptiness = Emptiness(me)
         self.bound = WorkBound()  # deadline of the lazy work in progress (masks, accepts)
         self._checked = int(self.arena[core.H_WORK])  # derivatives counted at the last bound check
 

@@ -64,7 +64,7 @@ from dataclasses import replace
 from typing import Any
 
 from guided.errors import LimitError, SchemaError
-from guided.grammar import intern_common
+from guided.grammar import intern_common, quiet_collector
 from guided.grammar.bounded_cache import BoundedCache
 from guided.grammar.cfg_ir import CfgGrammar
 from guided.grammar.regex_ast import EMPTY, Node
@@ -207,6 +207,11 @@ def compile_json_schema(compiler, schema: Any, *, registry: dict | None = None, 
     """Compile a JSON Schema with a ``GrammarCompiler``, cached per (schema, options, registry): a
     regular engine ``CompiledGrammar`` or a context-free ``CompiledCfg`` (same Matcher API), or,
     where ``uniqueItems`` needs the run-time check, either inside a ``UniqueChecked``."""
+    with quiet_collector():  # the lowering's garbage is collected once, at the end (guided.grammar.collector)
+        return _compile_json_schema(compiler, schema, registry, options)
+
+
+def _compile_json_schema(compiler, schema: Any, registry: dict | None, options: dict):
     _intern_common_lexemes()
     opts = SchemaOptions(**options)
     schema = for_draft(schema_dict(schema))

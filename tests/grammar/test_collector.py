@@ -1,0 +1,134 @@
+"""Compiles and the cyclic garbage collector: compiled grammars are freed by reference counting, and a
+compile runs no collector pass over the process's heap (guided.grammar.collector)."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import weakref
+
+import numpy as np
+import pytest
+
+from guided.grammar.collector import quiet_collector
+from guided.grammar.compiler import GrammarCompiler
+from guided.schema.compiler import compile_json_schema
+from guided.schema.unique_runtime import UniqueChecked
+
+# a regular grammar (checked at run time: uniqueItems over strings) and a context-free one (recursive)
+TAGS = {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+                                         "n": {"type": "integer"}}, "required": ["tags"]}  # fmt: skip
+TREE = {"$defs": {"node": {"type": "object", "properties": {"name": {"type": "string"},
+                                                          "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+                           "required": ["name"], "additionalProperties": False}},
+        "$ref": "#/$defs/node"}  # fmt: skip
+
+
+def _walk(compiled, tokenizer, vocab, text: str) -> None:
+    """Mask and accept every token of text (the matcher's lazy tables fill in, as in a request)."""
+    m = compiled.matcher()
+    mask = np.zeros((1, vocab.bitmask_words), dtype=np.int32)
+    for token in tokenizer.encode(text, add_special_tokens=False):
+        m.fill_bitmask(mask, 0)
+        assert m.accept_token(token)
+
+
+@pytest.fixture
+def collector_off():
+    """The automatic collector off for the test's body (restored after): only reference counting, and
+    what the code under test does, free anything."""
+    was = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    yield
+    if was:
+        gc.enable()
+
+
+@pytest.mark.parametrize("schema, text", [(TAGS, '{"tags": ["a", "b"], "n": 1}'), (TREE, '{"name": "x", "kids": [{"name": "y"}]}')],
+                         ids=["uniqueItems", "recursive"])  # fmt: skip
+def test_an_evicted_grammar_is_freed_without_a_collector_pass(vocab_builtin, tokenizer_builtin, collector_off, schema, text):
+    compiler = GrammarCompiler(vocab_builtin, cache_size=1)
+    compiled = compile_json_schema(compiler, schema)
+    _walk(compiled, tokenizer_builtin, vocab_builtin, text)
+    inner = compiled.compiled if isinstance(compiled, UniqueChecked) else compiled
+    refs = [weakref.ref(compiled), weakref.ref(inner), weakref.ref(inner.pool)]
+    del compiled, inner
+    compile_json_schema(compiler, {"type": "string", "maxLength": 3})  # evicts the first grammar
+    assert [r() is None for r in refs] == [True, True, True]
+
+
+def test_a_grammar_still_in_use_outlives_its_eviction(vocab_builtin, tokenizer_builtin, collector_off):
+    compiler = GrammarCompiler(vocab_builtin, cache_size=1)
+    checked = compile_json_schema(compiler, TAGS)
+    assert isinstance(checked, UniqueChecked)
+    compile_json_schema(compiler, {"type": "string", "maxLength": 3})  # evicted from the cache, still held here
+    _walk(checked, tokenizer_builtin, vocab_builtin, '{"tags": ["a", "b"]}')
+    m = checked.matcher()
+    refused = tokenizer_builtin.encode('{"tags": ["a", "a"', add_special_tokens=False)
+    assert m.accept_tokens(refused) < len(refused)  # still checks uniqueness
+
+
+def test_a_compile_runs_no_full_pass_and_leaves_no_cyclic_garbage(vocab_builtin):
+    passes: list[int] = []
+
+    def record(phase, info):
+        if phase == "start":
+            passes.append(info["generation"])
+
+    compiler = GrammarCompiler(vocab_builtin, cache_size=4)
+    gc.collect()
+    gc.set_threshold(50, 2, 2)  # passes of every generation, often: a compile allocating at all triggers them
+    gc.callbacks.append(record)
+    try:
+        compile_json_schema(compiler, TREE)
+        during = list(passes)
+    finally:
+        gc.callbacks.remove(record)
+        gc.set_threshold(700, 10, 10)
+    assert gc.isenabled()
+    assert max(during, default=0) == 0, during  # at most the one pass over the compile's own objects
+    assert gc.collect() < 50  # the lowering's cycles were collected when the compile returned
+
+
+def test_the_collector_stays_off_until_the_last_compile_ends_and_as_the_caller_left_it():
+    assert gc.isenabled()
+    started, release = threading.Event(), threading.Event()
+
+    def other():
+        with quiet_collector():
+            started.set()
+            release.wait(10)
+
+    t = threading.Thread(target=other)
+    t.start()
+    assert started.wait(10)
+    with quiet_collector():
+        assert not gc.isenabled()
+    assert not gc.isenabled()  # the other thread's compile is still under way
+    release.set()
+    t.join(10)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with quiet_collector():
+            pass
+        assert not gc.isenabled()  # disabled by the caller: left so
+    finally:
+        gc.enable()
+
+
+def test_the_cache_hands_every_value_it_drops_to_on_evict():
+    from guided.grammar.bounded_cache import BoundedCache
+
+    dropped: list[str] = []
+    cache = BoundedCache(2, on_evict=dropped.append)
+    cache.put("a", "A")
+    cache.put("b", "B")
+    cache.get("a")
+    cache.put("c", "C")  # b is the least recently used
+    cache.put("a", "A2")  # replaced
+    assert cache.pop("c") == "C" and cache.pop("zz", "none") == "none"
+    cache.setdefault("d", "D")
+    cache.clear()
+    assert dropped == ["B", "A", "C", "A2", "D"] and len(cache) == 0
