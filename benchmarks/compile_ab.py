@@ -11,6 +11,13 @@ per band of A's time.
     python benchmarks/compile_ab.py 32999ca HEAD --every 40 --offset 3
 
 A ref is anything ``git archive`` takes (a commit, a branch, HEAD): commit a change to measure it.
+
+``--replay`` measures what MaskBench measures instead, paired the same way: each version's worker
+keeps one engine for the whole run (no fresh compiler, no collection between schemas: the state a
+long-lived process carries, its garbage collector's work included), compiles each schema once and
+replays its test instances; wall-clock TTFM per schema and every mask's time (TBM) are compared.
+
+    python benchmarks/compile_ab.py f319418 HEAD --every 8 --replay
 """
 
 from __future__ import annotations
@@ -59,6 +66,22 @@ for line in sys.stdin:
     print(json.dumps([best, ok]), flush=True)
 """
 
+REPLAY = r"""
+import json, sys, warnings
+from pathlib import Path
+warnings.simplefilter("ignore")
+from guided.bench.engines import make_engine
+from guided.bench.maskbench import run_file, warm_up
+from guided.builtin.tokenizers import load_tokenizer
+tokenizer = load_tokenizer(sys.argv[1])
+engine = make_engine("guided", tokenizer, key_order="any")
+warm_up(engine)
+print("ready", flush=True)
+for line in sys.stdin:
+    r = run_file(engine, tokenizer, Path(line.strip()))
+    print(json.dumps([r.get("ttfm_s", 0.0), r["status"] == "ok" and r["passed"], r.get("tbm_s", [])]), flush=True)
+"""
+
 
 def checkout(ref: str, into: Path) -> Path:
     """``git archive ref`` unpacked into ``into``, laid out as the installed package."""
@@ -92,6 +115,7 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=3, help="compiles per schema and version (the fastest counts)")
     p.add_argument("--tokenizer", default=str(SHARED / "tokenizers" / "llama3"))
     p.add_argument("--json", default=None, help="write the per-schema figures here")
+    p.add_argument("--replay", action="store_true", help="MaskBench's measure: wall-clock TTFM and every mask (TBM)")
     args = p.parse_args()
     files = [f for s in args.sets.split(",") for f in sorted((SHARED / "data" / s).glob("*.json"))]
     files = files[args.offset :: args.every]
@@ -102,7 +126,8 @@ def main() -> None:
         for name, ref in (("a", args.a), ("b", args.b)):
             pkg = checkout(ref, Path(tmp) / name)
             env = {**os.environ, "PYTHONPATH": str(pkg)}
-            w = subprocess.Popen([sys.executable, "-c", WORKER, args.tokenizer, str(args.reps)], cwd=tmp, env=env,
+            code = [REPLAY, args.tokenizer] if args.replay else [WORKER, args.tokenizer, str(args.reps)]
+            w = subprocess.Popen([sys.executable, "-c", *code], cwd=tmp, env=env,
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
             if w.stdout.readline().strip() != "ready":
                 sys.exit(f"the worker for {ref} did not start")
@@ -118,6 +143,9 @@ def main() -> None:
             w.wait(timeout=60)
     a, b = times
     names = [f.name for f in files]
+    if args.replay:
+        replay_report(args, names, a, b)
+        return
     ta, tb = [a[n][0] for n in names], [b[n][0] for n in names]
     print(f"{len(names)} schemas, CPU seconds per compile (fastest of {args.reps}); A = {args.a}, B = {args.b}")
     for q in (0.5, 0.9, 0.99):
@@ -133,6 +161,27 @@ def main() -> None:
     print(f"  compiled: A {sum(a[n][1] for n in names)}, B {sum(b[n][1] for n in names)} of {len(names)}")
     if args.json:
         Path(args.json).write_text(json.dumps({"a": args.a, "b": args.b, "times": {"a": a, "b": b}}, indent=1))
+
+
+def replay_report(args, names: list[str], a: dict, b: dict) -> None:
+    print(f"{len(names)} schemas replayed as MaskBench does (wall clock); A = {args.a}, B = {args.b}")
+    ok = [n for n in names if a[n][1] and b[n][1]]
+    ta, tb = [a[n][0] for n in ok], [b[n][0] for n in ok]
+    ma, mb = [t for n in ok for t in a[n][2]], [t for n in ok for t in b[n][2]]
+    for label, xa, xb in (("TTFM", ta, tb), ("TBM", ma, mb)):
+        row = "   ".join(f"p{int(q * 100)} {percentile(xa, q) * 1e3:8.2f} / {percentile(xb, q) * 1e3:8.2f}"
+                         for q in (0.5, 0.9, 0.99))  # fmt: skip
+        print(f"  {label:4s} ms, A / B:  {row}   max {max(xa) * 1e3:8.1f} / {max(xb) * 1e3:8.1f}")
+    ratios = sorted(b[n][0] / a[n][0] for n in ok if a[n][0] > 0)
+    print(f"  TTFM B/A per schema: median {percentile(ratios, 0.5):.3f}, p10 {percentile(ratios, 0.1):.3f}, "
+          f"p90 {percentile(ratios, 0.9):.3f}; total {sum(tb) / sum(ta):.3f}")  # fmt: skip
+    for bound in (0.01, 0.1):
+        print(f"  masks over {bound * 1e3:g} ms: A {sum(t > bound for t in ma)}, B {sum(t > bound for t in mb)} "
+              f"of {len(ma)}")  # fmt: skip
+    print(f"  passing: A {sum(a[n][1] for n in names)}, B {sum(b[n][1] for n in names)} of {len(names)}")
+    if args.json:
+        slim = {k: {n: [v[n][0], v[n][1], max(v[n][2], default=0.0)] for n in names} for k, v in (("a", a), ("b", b))}
+        Path(args.json).write_text(json.dumps({"a": args.a, "b": args.b, "replay": slim}, indent=1))
 
 
 if __name__ == "__main__":

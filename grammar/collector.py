@@ -8,11 +8,16 @@ leftovers landed in later masks, 0.1-0.4 s each.
 
 ``quiet_collector()`` disables the collector while any compile runs (compiles on several threads
 share one count; it is enabled again when the last one ends, and only if it was enabled before the
-first began) and, at the end, runs one pass over the youngest generation only: no pass ran during
-the compile, so that generation holds exactly what was allocated since (the compile's cyclic
-garbage: closures of the lowering, AST nodes), and the pass costs what the compile made, not what
-the process holds. Compiled grammars are kept free of reference cycles (see ``ExprPool``'s columns
-and ``GrammarCompiler``'s cache), so one evicted from a cache is freed at once, without a pass.
+first began) and, at the end, runs one pass over the two young generations only: no pass ran during
+the compile, so they hold what was allocated since (the compile's cyclic garbage: closures of the
+lowering, AST nodes) and little else, and the pass costs what the compile made, not what the process
+holds. The grammar's objects that survive it go straight to the oldest generation, instead of being
+walked again by the passes of the middle one that masks trigger.
+
+Compiled grammars are kept free of reference cycles (see ``ExprPool``'s columns and
+``GrammarCompiler``'s cache), so one evicted from a cache is freed at once, without a pass; the
+freeing is then paid by the compile whose grammar evicts it (a few ms after a large grammar) rather
+than by whichever mask a full pass lands in.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ _reenable = False  # whether the collector was enabled when the first of them be
 @contextmanager
 def quiet_collector():
     """The block runs with the cyclic collector off; when the last such block ends, the collector is
-    enabled again (if it was) and the youngest generation is collected."""
+    enabled again (if it was) and the two young generations are collected."""
     global _depth, _reenable
     with _lock:
         if _depth == 0:
@@ -47,4 +52,4 @@ def quiet_collector():
             if last and _reenable:
                 gc.enable()
         if last and gc.get_count()[0] > gc.get_threshold()[0]:
-            gc.collect(0)
+            gc.collect(1)

@@ -87,7 +87,7 @@ def test_a_compile_runs_no_full_pass_and_leaves_no_cyclic_garbage(vocab_builtin)
         gc.callbacks.remove(record)
         gc.set_threshold(700, 10, 10)
     assert gc.isenabled()
-    assert max(during, default=0) == 0, during  # at most the one pass over the compile's own objects
+    assert 2 not in during and during.count(1) <= 1, during  # one pass over the young generations, at the end
     assert gc.collect() < 50  # the lowering's cycles were collected when the compile returned
 
 
