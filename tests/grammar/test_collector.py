@@ -78,6 +78,7 @@ def test_a_compile_runs_no_full_pass_and_leaves_no_cyclic_garbage(vocab_builtin)
 
     compiler = GrammarCompiler(vocab_builtin, cache_size=4)
     gc.collect()
+    thresholds = gc.get_threshold()
     gc.set_threshold(50, 2, 2)  # passes of every generation, often: a compile allocating at all triggers them
     gc.callbacks.append(record)
     try:
@@ -85,7 +86,7 @@ def test_a_compile_runs_no_full_pass_and_leaves_no_cyclic_garbage(vocab_builtin)
         during = list(passes)
     finally:
         gc.callbacks.remove(record)
-        gc.set_threshold(700, 10, 10)
+        gc.set_threshold(*thresholds)
     assert gc.isenabled()
     assert 2 not in during and during.count(1) <= 1, during  # one pass over the young generations, at the end
     assert gc.collect() < 50  # the lowering's cycles were collected when the compile returned
@@ -102,12 +103,14 @@ def test_the_collector_stays_off_until_the_last_compile_ends_and_as_the_caller_l
 
     t = threading.Thread(target=other)
     t.start()
-    assert started.wait(10)
-    with quiet_collector():
-        assert not gc.isenabled()
-    assert not gc.isenabled()  # the other thread's compile is still under way
-    release.set()
-    t.join(10)
+    try:
+        assert started.wait(10)
+        with quiet_collector():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the other thread's compile is still under way
+    finally:
+        release.set()  # never leave the other block open (and the collector off) for the rest of the suite
+        t.join(10)
     assert gc.isenabled()
     gc.disable()
     try:
