@@ -48,19 +48,6 @@ LEX = 1 << 24
 _INF = 1 << 40
 
 
-class _Set:
-    """One interned Earley set: items (int-encoded: lr0 item, origin set or -1 for itself) and indexes."""
-
-    __slots__ = ("items", "waiting", "scans", "accepting", "lex_start")
-
-    def __init__(self, items, waiting, scans, accepting, lex_start):
-        self.items = items
-        self.waiting = waiting  # nonterminal -> [(item, origin)] with the dot before it
-        self.scans = scans  # terminal -> [(item, origin)] with the dot before it
-        self.accepting = accepting
-        self.lex_start = lex_start  # lexer state over the terminals this set expects (+ ignored), or -1
-
-
 class CfgAutomaton(StateTable):
     """Lazily built DFA over Earley configurations; state 0 is the start, DEAD (-1) a dead end."""
 
@@ -70,8 +57,17 @@ class CfgAutomaton(StateTable):
         self.lock = threading.RLock()
         self._compile_terminals(grammar)
         self._compile_rules(grammar)
-        self.sets: list[_Set] = []
-        self._set_ids: dict[frozenset, int] = {}
+        # interned Earley sets, one column per field (a list of plain ints and of dicts of int tuples,
+        # which the garbage collector does not track, where one object per set would be walked by
+        # every full collection): the items as a sorted tuple; nonterminal -> items with the dot
+        # before it; terminal -> the same; whether the set accepts; the lexer state over the
+        # terminals the set expects (+ ignored), or -1
+        self.set_items: list[tuple[int, ...]] = []
+        self.set_waiting: list[dict[int, tuple[int, ...]]] = []
+        self.set_scans: list[dict[int, tuple[int, ...]]] = []
+        self.set_accepting: list[bool] = []
+        self.set_lex: list[int] = []
+        self._set_ids: dict[tuple[int, ...], int] = {}
         self.lexstates: list[tuple] = []
         self._lex_ids: dict[tuple, int] = {}
         self._lex_trans: dict[int, int] = {}
@@ -79,9 +75,9 @@ class CfgAutomaton(StateTable):
         self._lex_cont: list[bool] = []
         self.configs: list[tuple] = []
         self._config_ids: dict[tuple, int] = {}
-        self._scan_cache: dict[int, tuple[frozenset, bool]] = {}
-        self._closure_cache: dict[frozenset, int] = {}
-        self._pred_cache: dict[int, frozenset] = {}
+        self._scan_cache: dict[int, tuple[tuple[int, ...], bool]] = {}
+        self._closure_cache: dict[tuple[int, ...], int] = {}
+        self._pred_cache: dict[int, tuple[int, ...]] = {}
         cap = 64
         self.trans = np.full((cap, self.n_classes), UNKNOWN, dtype=np.int32)  # [states, classes]
         self.computed = np.zeros(cap, dtype=np.uint8)  # 1: the whole row is known
@@ -129,12 +125,13 @@ class CfgAutomaton(StateTable):
         self.nt_names = names
         self.next_sym: list[int] = []
         self.lhs: list[int] = []
-        self.first_items: list[list[int]] = [[] for _ in names]
+        first_items: list[list[int]] = [[] for _ in names]
         for head, body in prods:
-            self.first_items[head].append(len(self.next_sym))
+            first_items[head].append(len(self.next_sym))
             for k in range(len(body) + 1):
                 self.next_sym.append(body[k] if k < len(body) else COMPLETE)
                 self.lhs.append(head)
+        self.first_items = [tuple(x) for x in first_items]  # tuples of ints: not tracked by the collector
         self.nullable = _nullable(len(names), prods)
         self.start_item = 0
         self.accept_item = 1  # <start> -> S .
@@ -163,7 +160,7 @@ class CfgAutomaton(StateTable):
         Items predicted here (origin -1) come in bulk from ``_predicted``, already closed; only items
         with an earlier origin (from the kernel and from completions) go through the agenda.
         """
-        nxt, lhs, nullable, sets = self.next_sym, self.lhs, self.nullable, self.sets
+        nxt, lhs, nullable, set_waiting = self.next_sym, self.lhs, self.nullable, self.set_waiting
         items = set(kernel)
         agenda = list(items)
         predicted: set[int] = set()
@@ -175,7 +172,7 @@ class CfgAutomaton(StateTable):
                 o = (it & ORIGIN) - 1
                 if o < 0:  # a self-origin completion: covered by the nullable prediction step
                     continue
-                for w in sets[o].waiting.get(lhs[r], ()):
+                for w in set_waiting[o].get(lhs[r], ()):
                     new = w + ITEM if w & ORIGIN else w + ITEM + o + 1
                     if new not in items:
                         items.add(new)
@@ -183,15 +180,15 @@ class CfgAutomaton(StateTable):
             elif s >= 0:
                 if s not in predicted:
                     predicted.add(s)
-                    items |= self._predicted(s)
+                    items.update(self._predicted(s))
                 if nullable[s]:
                     new = it + ITEM
                     if new not in items:
                         items.add(new)
                         agenda.append(new)
-        return self._intern_set(frozenset(items)) if items else DEAD
+        return self._intern_set(items) if items else DEAD
 
-    def _predicted(self, a: int) -> frozenset:
+    def _predicted(self, a: int) -> tuple[int, ...]:
         """The items (origin -1) that predicting nonterminal a adds, closed under prediction and the
         Aycock-Horspool step over nullable nonterminals."""
         r = self._pred_cache.get(a)
@@ -209,16 +206,17 @@ class CfgAutomaton(StateTable):
                     stack.extend(first[s])
                     if nullable[s]:
                         stack.append(x + 1)
-            r = self._pred_cache[a] = frozenset(x * ITEM for x in seen)
+            r = self._pred_cache[a] = tuple(x * ITEM for x in seen)
         return r
 
-    def _intern_set(self, items: frozenset) -> int:
-        i = self._set_ids.get(items)
+    def _intern_set(self, items: set[int]) -> int:
+        key = tuple(sorted(items))
+        i = self._set_ids.get(key)
         if i is not None:
             return i
         waiting: dict[int, list] = {}
         scans: dict[int, list] = {}
-        for it in items:
+        for it in key:
             s = self.next_sym[it >> 32]
             if s == COMPLETE:
                 continue
@@ -227,12 +225,16 @@ class CfgAutomaton(StateTable):
         # tuples of ints (lists it would walk in every full collection)
         waiting = {s: tuple(v) for s, v in waiting.items()}
         scans = {t: tuple(v) for t, v in scans.items()}
-        i = len(self.sets)
+        i = len(self.set_items)
         accepting = self.accept_item * ITEM + 1 in items or (i == 0 and self.accept_item * ITEM in items)
         terms = sorted(set(scans) | self.ignore)
         lex = self._lex_id(tuple((t, self.term_expr[t]) for t in terms)) if terms else DEAD
-        self.sets.append(_Set(items, waiting, scans, accepting, lex))
-        self._set_ids[items] = i
+        self.set_items.append(key)
+        self.set_waiting.append(waiting)
+        self.set_scans.append(scans)
+        self.set_accepting.append(accepting)
+        self.set_lex.append(lex)
+        self._set_ids[key] = i
         return i
 
     # ------------------------------------------------------------------ lexer
@@ -275,10 +277,9 @@ class CfgAutomaton(StateTable):
         boundary sets (closure distributes over union), each starting its own lexeme."""
         accepting = False
         for b in boundaries:
-            s = self.sets[b]
-            accepting = accepting or s.accepting
-            if s.lex_start >= 0:
-                lexemes.append(b * LEX + s.lex_start)
+            accepting = accepting or self.set_accepting[b]
+            if self.set_lex[b] >= 0:
+                lexemes.append(b * LEX + self.set_lex[b])
         if not lexemes and not accepting:
             return DEAD
         key = (accepting, tuple(sorted(set(lexemes))))
@@ -380,26 +381,27 @@ class CfgAutomaton(StateTable):
             if self._lex_cont[lex2]:
                 cont.append(origin * LEX + lex2)
         if kernels:
-            kernel = kernels[0] if len(kernels) == 1 else frozenset().union(*kernels)
+            kernel = kernels[0] if len(kernels) == 1 else tuple(sorted(set().union(*kernels)))
             y = self._closure_of(kernel)
             if y >= 0:
                 boundaries.add(y)
         return self._config(boundaries, cont)
 
-    def _scan(self, origin: int, lex: int) -> tuple[frozenset, bool]:
+    def _scan(self, origin: int, lex: int) -> tuple[tuple[int, ...], bool]:
         """(items advanced over the terminals lex accepts, from set origin; whether an ignored one accepts)."""
         key = origin * LEX + lex
         r = self._scan_cache.get(key)
         if r is None:
-            scans = self.sets[origin].scans
+            scans = self.set_scans[origin]
             kernel = set()
             for t in self._lex_acc[lex]:
                 for it in scans.get(t, ()):
                     kernel.add(it + ITEM if it & ORIGIN else it + ITEM + origin + 1)
-            r = self._scan_cache[key] = (frozenset(kernel), any(t in self.ignore for t in self._lex_acc[lex]))
+            # a sorted tuple, not a frozenset: the collector stops tracking tuples of ints
+            r = self._scan_cache[key] = (tuple(sorted(kernel)), any(t in self.ignore for t in self._lex_acc[lex]))
         return r
 
-    def _closure_of(self, kernel: frozenset) -> int:
+    def _closure_of(self, kernel: tuple[int, ...]) -> int:
         r = self._closure_cache.get(kernel)
         if r is None:
             r = self._closure_cache[kernel] = self._closure(kernel)
@@ -486,9 +488,8 @@ class CfgAutomaton(StateTable):
         """The fewest bytes that end the parse from a boundary whose Earley set is ``origin``."""
         got = self._from.get(origin)
         if got is None:
-            s = self.sets[origin]
-            got = 0 if s.accepting else min(
-                (self._term_least[t] + self._after_scan(origin, t) for t in s.scans), default=_INF
+            got = 0 if self.set_accepting[origin] else min(
+                (self._term_least[t] + self._after_scan(origin, t) for t in self.set_scans[origin]), default=_INF
             )
             self._from[origin] = got
         return got
@@ -523,7 +524,7 @@ class CfgAutomaton(StateTable):
     def _after_scan(self, origin: int, t: int) -> int:
         """The fewest bytes that end the parse once terminal t is scanned at set ``origin``."""
         best = _INF
-        for it in self.sets[origin].scans.get(t, ()):
+        for it in self.set_scans[origin].get(t, ()):
             r = it >> 32
             o = origin if not it & ORIGIN else (it & ORIGIN) - 1
             best = min(best, self._suffix[r + 1] + self._finish_at(o).get(self.lhs[r], _INF))
@@ -542,9 +543,9 @@ class CfgAutomaton(StateTable):
             if x in self._finish or x in order:
                 continue
             order.add(x)
-            todo.extend({(w & ORIGIN) - 1 for ws in self.sets[x].waiting.values() for w in ws if w & ORIGIN})
+            todo.extend({(w & ORIGIN) - 1 for ws in self.set_waiting[x].values() for w in ws if w & ORIGIN})
         for x in sorted(order):
-            waiting = self.sets[x].waiting
+            waiting = self.set_waiting[x]
             value = {a: _INF for a in waiting}
             if x == 0:
                 value[0] = 0  # <start> complete at the first set: the text is a sentence

@@ -646,6 +646,10 @@ class UniqueChecked:
         self.select_memo: dict[tuple, np.ndarray] = {}  # (state, context) -> tokens to simulate
         self.alike_memo: dict[int, bool] = {}  # id(KeyOrder place) -> UniqueMatcher._alike (places live as long as keys)
         self.part_ids: dict[tuple, int] = {}  # UniqueMatcher._part: what the checks read of a track -> its number
+        # sets of names (written, accepted) -> a number, for the memo keys above: keys of ints, strings
+        # and places' ids are not tracked by the garbage collector (keys holding the sets would be,
+        # each walked by every full collection while the grammar lives)
+        self.name_set_ids: dict[frozenset, int] = {}
         self.refused_memo: dict[tuple, list[int]] = {}  # UniqueMatcher._refusal_key -> tokens refused
         self.advance_memo: dict[tuple, JsonTrack | bool] = {}  # (state, bytes, track number) -> track after or False
         self.strict = strict
@@ -803,7 +807,7 @@ class UniqueMatcher:
         whether the grammar accepts the rest of a name not in ``written``: a declared one, or a
         fresh undeclared one standing for all of them."""
         memo = self.checked.name_memo
-        key = (state, id(place), written, raw, fresh_only)
+        key = (state, id(place), self._set_id(written), raw, fresh_only)
         hit = memo.get(key)
         if hit is not None:
             return hit
@@ -1184,19 +1188,33 @@ class UniqueMatcher:
                 part = -1
             else:
                 if lex is None:
-                    lexeme = None
+                    lexeme = (0, None, None)
                 elif lex[0] == "s":
-                    lexeme = (lex[2], lex[4]) if lex[3] else (lex[2],)
+                    lexeme = (1, lex[2], lex[4]) if lex[3] else (2, lex[2], None)
                 else:
-                    lexeme = lex[0]
-                sig = (tuple((f[0], f[1], f[5], f[7], f[8], f[9], f[10], f[11]) for f in stack), lexeme, track.root_done,
-                       track.scan)  # fmt: skip
+                    lexeme = (3, lex[0], None)
+                # one flat tuple of ints, strings and bytes (places and formulas by id: the grammar
+                # keeps them), which the collector stops tracking at its first pass over it
+                sid = self._set_id
+                sig = (track.root_done, track.scan, *lexeme)
+                for f in stack:
+                    sig += (f[0], id(f[1]), f[5], f[7], id(f[8]), sid(f[9]), f[10], sid(f[11]))
                 ids = self.checked.part_ids
                 part = ids.get(sig)
                 if part is None:
                     part = -1 if len(ids) >= _PART_IDS else ids.setdefault(sig, len(ids) + 1)
             track.part = part
         return part
+
+    def _set_id(self, names: frozenset | None) -> int | None:
+        """A number for a set of names, equal for equal sets of this grammar (None stays None)."""
+        if names is None:
+            return None
+        ids = self.checked.name_set_ids
+        got = ids.get(names)
+        if got is None:
+            got = ids.setdefault(names, len(ids))
+        return got
 
     def _refusal_key(self, track: JsonTrack) -> tuple | None:
         """What the refusals at this point depend on: the grammar state and ``_part``."""
@@ -1219,7 +1237,7 @@ class UniqueMatcher:
             refused = self.checked.refused_memo.get(key)
             if refused is None:
                 refused = self._refused(words := self._row(bitmask, row))
-                _put(self.checked.refused_memo, key, refused, _REFUSED_MEMO)
+                _put(self.checked.refused_memo, key, tuple(refused), _REFUSED_MEMO)  # a tuple: not tracked
         if refused:
             words = self._row(bitmask, row) if words is None else words
             for t in refused:

@@ -135,3 +135,43 @@ def test_the_cache_hands_every_value_it_drops_to_on_evict():
     cache.setdefault("d", "D")
     cache.clear()
     assert dropped == ["B", "A", "C", "A2", "D"] and len(cache) == 0
+
+
+# an object whose member names the matcher checks (no name twice; undeclared names allowed) inside a
+# recursive schema (a context-free grammar: its Earley tables grow as the text is read)
+NAMED = {"$defs": {"node": {"type": "object", "properties": {"name": {"type": "string"},
+                                                           "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+                            "additionalProperties": {"type": "integer"}}},
+         "$ref": "#/$defs/node"}  # fmt: skip
+
+
+def test_the_tables_a_grammar_grows_in_use_are_not_tracked_by_the_collector(vocab_builtin, tokenizer_builtin):
+    """A full collection walks every object the collector tracks, and a big grammar's lazy tables grow
+    to tens of thousands of entries: the Earley sets, the scan memo and the member-name memos hold
+    only ints, strings, bytes and tuples of them, which the collector stops tracking after one pass."""
+    compiler = GrammarCompiler(vocab_builtin, cache_size=2)
+    compiled = compile_json_schema(compiler, NAMED)
+    assert isinstance(compiled, UniqueChecked)
+    _walk(compiled, tokenizer_builtin, vocab_builtin, '{"name": "x", "kids": [{"name": "y", "kids": [], "m": 2}], "n": 1}')
+    gc.collect()
+    gc.collect()  # a tuple is untracked once its items are: one nested in another takes a second pass
+    dfa = compiled.compiled.dfa
+
+    def entries(memo: dict) -> list:
+        return [*memo, *memo.values()]
+
+    memos = {
+        "set ids": entries(dfa._set_ids),
+        "scan memo": entries(dfa._scan_cache),
+        "closure memo": entries(dfa._closure_cache),
+        "prediction memo": entries(dfa._pred_cache),
+        "configurations": dfa.configs,
+        "member parts": entries(compiled.part_ids),
+        "member names": list(compiled.name_memo),
+        "refusals": entries(compiled.refused_memo),
+    }
+    assert all(memos[k] for k in ("set ids", "scan memo", "member parts", "member names")), {k: len(v) for k, v in memos.items()}
+    tracked = {k: sum(gc.is_tracked(x) for x in v) for k, v in memos.items()}
+    assert tracked == dict.fromkeys(memos, 0)
+    columns = [dfa.set_items, dfa.set_waiting, dfa.set_scans, dfa.first_items]
+    assert sum(gc.is_tracked(x) for column in columns for x in column) == 0
