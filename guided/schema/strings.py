@@ -110,7 +110,10 @@ def none_of(words) -> Node:
     return _none_of(tuple(words))
 
 
-@lru_cache(maxsize=1024)
+# a small memo: a compile asks for the same names again and again, and each tree is the size of its
+# names' spelling (~300 AST nodes); a thousand of them outlived their grammars, the bulk of the
+# objects every full pass of the garbage collector walked in a long-lived process
+@lru_cache(maxsize=32)
 def _none_of(words: tuple) -> Node:
     trie: dict = {}
     for w in words:

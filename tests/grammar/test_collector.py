@@ -175,3 +175,26 @@ def test_the_tables_a_grammar_grows_in_use_are_not_tracked_by_the_collector(voca
     assert tracked == dict.fromkeys(memos, 0)
     columns = [dfa.set_items, dfa.set_waiting, dfa.set_scans, dfa.first_items]
     assert sum(gc.is_tracked(x) for column in columns for x in column) == 0
+
+
+def test_a_long_lived_process_keeps_no_per_schema_objects_once_the_grammars_are_gone(vocab_builtin):
+    """Process-wide memos of the lowering must not keep each schema's trees: a server compiles schema
+    after schema, and every object left behind is walked by every later full collection. Sixty more
+    distinct schemas (their grammars evicted) leave the collector's count about where it was."""
+    compiler = GrammarCompiler(vocab_builtin, cache_size=1)
+
+    def schema(i: int) -> dict:  # undeclared names allowed: the lowering builds "none of the declared names"
+        names = [f"property_{i}_{j}_{'x' * 12}" for j in range(12)]
+        return {"type": "object", "properties": dict.fromkeys(names, {"type": "integer"}),
+                "additionalProperties": {"type": "string"}}  # fmt: skip
+
+    def tracked_after(schemas) -> int:
+        for i in schemas:
+            compile_json_schema(compiler, schema(i))
+        compile_json_schema(compiler, {"type": "string"})  # evicts the last of them
+        gc.collect()
+        return len(gc.get_objects())
+
+    before = tracked_after(range(40))
+    after = tracked_after(range(40, 100))
+    assert after - before < 10_000, (before, after)
