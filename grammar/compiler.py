@@ -122,22 +122,32 @@ class GrammarCompiler:
                 return compile_cfg(self.vocabulary, lang, key=key, **opts)
             return CompiledGrammar(self.vocabulary, lang, key=key, **opts)
 
-        return self._lookup(key, make)
+        return self._lookup(key, make, source=lower)
 
     def _options(self) -> dict:
         return dict(encode=self.encode, max_states=self.max_states, mask_cache_bytes=self.mask_cache_bytes)
 
     def _cached_grammar(self, key: tuple, build: Callable[[], CfgGrammar], persist: bool = True):
         opts = dict(self._options(), mask_timeout_s=self.mask_timeout_s)
-        return self._lookup(key, lambda: compile_cfg(self.vocabulary, build(), key=key, **opts), persist)
+        return self._lookup(key, lambda: compile_cfg(self.vocabulary, build(), key=key, **opts), persist, source=build)
 
     def _cached(self, key: tuple, build: Callable[[], Node]) -> CompiledGrammar:
         opts = dict(self._options(), mask_timeout_s=self.mask_timeout_s)
-        return self._lookup(key, lambda: CompiledGrammar(self.vocabulary, build(), key=key, **opts))
+        return self._lookup(key, lambda: CompiledGrammar(self.vocabulary, build(), key=key, **opts), source=build)
 
-    def _lookup(self, key: tuple, make: Callable[[], CompiledGrammar | CompiledCfg], persist: bool = True):
+    def _lookup(self, key: tuple, make: Callable[[], CompiledGrammar | CompiledCfg], persist: bool = True,
+                source: Callable[[], Node | CfgGrammar] | None = None):  # fmt: skip
+        """The cached grammar for ``key``, else ``make()``'s (or the disk cache's); a grammar built here
+        drops its source AST, which ``source()`` (what ``make`` compiles) can build again."""
         load = (lambda: self._load_or_make(key, make)) if persist else make
-        return self._cache.get_or_create(key + (self.vocabulary.fingerprint,), lambda: _quietly(load))
+
+        def build():
+            compiled = load()
+            if source is not None:
+                compiled.release_source(_rebuilder(source, regular=not isinstance(compiled, CompiledCfg)))
+            return compiled
+
+        return self._cache.get_or_create(key + (self.vocabulary.fingerprint,), lambda: _quietly(build))
 
     def _load_or_make(self, key: tuple, make: Callable[[], CompiledGrammar | CompiledCfg]):
         disk = self.disk_cache
@@ -151,6 +161,17 @@ class GrammarCompiler:
             compiled = make()
             disk.save(key, compiled, build_s=time.perf_counter() - t0)  # before any other thread sees it
         return compiled
+
+
+def _rebuilder(source: Callable[[], Node | CfgGrammar], regular: bool) -> Callable[[], Node | CfgGrammar]:
+    """What builds a released grammar's source again: ``source()``, as a regex when the grammar IR took
+    the regular path (``compile_cfg``). Refers to no grammar, so a grammar holding it has no cycle."""
+
+    def rebuild():
+        lang = source()
+        return lang.to_regex() if regular and isinstance(lang, CfgGrammar) else lang
+
+    return rebuild
 
 
 def _quietly(build: Callable[[], CompiledGrammar | CompiledCfg]) -> CompiledGrammar | CompiledCfg:

@@ -15,7 +15,7 @@ __all__ = ["safe_loads"]
 _BUILTINS = frozenset({"set", "frozenset", "dict", "list", "tuple", "bytearray", "complex", "slice", "range", "int",
                        "float", "bool", "str", "bytes"})  # fmt: skip
 _OTHERS = frozenset({("collections", "OrderedDict"), ("copyreg", "_reconstructor"), ("_codecs", "encode"),
-                     ("lark.lexer", "Token")})  # fmt: skip
+                     ("lark.lexer", "Token"), ("array", "_array_reconstructor"), ("array", "array")})  # fmt: skip
 
 
 class _Unpickler(pickle.Unpickler):

@@ -24,6 +24,7 @@ when its transition is not DEAD.
 from __future__ import annotations
 
 import threading
+from array import array
 
 import numpy as np
 
@@ -83,7 +84,7 @@ class CfgAutomaton(StateTable):
         self.computed = np.zeros(cap, dtype=np.uint8)  # 1: the whole row is known
         self.accepting = np.zeros(cap, dtype=np.uint8)
         self.internal = np.zeros((cap, self.n_classes), dtype=np.uint8)  # 1: trans[s, c] stays in s's lexeme
-        self.pure_lex: list[int] = []  # config -> lexer state when it is one non-accepting lexeme, else -1
+        self.pure_lex = array("q")  # config -> lexer state when it is one non-accepting lexeme, else -1
         self.exit_bytes = np.full((cap, 4), ~np.uint64(0), dtype=np.uint64)  # [configs, 256 bits] _exit_mask
         self._exit_cache: dict[int, np.ndarray] = {}
         self._term_exit_cache: dict[int, int] = {}
@@ -123,15 +124,18 @@ class CfgAutomaton(StateTable):
             for a in rule.alternatives:
                 prods.append((nt[rule.name], tuple(self._symbol(s, nt, names, prods) for s in a)))
         self.nt_names = names
-        self.next_sym: list[int] = []
-        self.lhs: list[int] = []
+        next_sym: list[int] = []
+        lhs: list[int] = []
         first_items: list[list[int]] = [[] for _ in names]
         for head, body in prods:
-            first_items[head].append(len(self.next_sym))
+            first_items[head].append(len(next_sym))
             for k in range(len(body) + 1):
-                self.next_sym.append(body[k] if k < len(body) else COMPLETE)
-                self.lhs.append(head)
-        self.first_items = [tuple(x) for x in first_items]  # tuples of ints: not tracked by the collector
+                next_sym.append(body[k] if k < len(body) else COMPLETE)
+                lhs.append(head)
+        # tuples of ints once built: the collector stops tracking them, where it would visit every
+        # item of a list at every full pass (a large grammar has ~100k items)
+        self.next_sym, self.lhs = tuple(next_sym), tuple(lhs)
+        self.first_items = tuple(tuple(x) for x in first_items)
         self.nullable = _nullable(len(names), prods)
         self.start_item = 0
         self.accept_item = 1  # <start> -> S .
@@ -344,12 +348,17 @@ class CfgAutomaton(StateTable):
         return r
 
     def __getstate__(self):
-        """As ``StateTable``, without the terminals' AST nodes: their exit bytes are read off first."""
-        for t in range(len(self.term_nodes)):
-            self._term_exit(t)
-        state = super().__getstate__()
-        state["term_nodes"] = None
-        return state
+        """As ``StateTable``, without the terminals' AST nodes (``release_nodes``)."""
+        self.release_nodes()
+        return super().__getstate__()
+
+    def release_nodes(self) -> None:
+        """Read every terminal's exit bytes off its AST node, then drop the nodes: the automaton needs
+        nothing else of the AST (once compiled, a grammar's AST is only garbage the collector walks)."""
+        if self.term_nodes is not None:
+            for t in range(len(self.term_nodes)):
+                self._term_exit(t)
+            self.term_nodes = None
 
     def _term_exit(self, t: int) -> int:
         """The bytes (a 256-bit int) that can end a string of terminal t, read off its regex: a superset
@@ -516,7 +525,7 @@ class CfgAutomaton(StateTable):
         for r in range(len(nxt) - 1, -1, -1):
             s = nxt[r]
             suffix[r] = 0 if s == COMPLETE else (least[s] if s >= 0 else term[~s]) + suffix[r + 1]
-        self._suffix = suffix
+        self._suffix = tuple(suffix)
         self._term_least = term
         self._finish: dict[int, dict[int, int]] = {}  # set -> nonterminal -> bytes to end after it completes there
         self._from: dict[int, int] = {}  # set -> bytes to end from a boundary there (_from_set)

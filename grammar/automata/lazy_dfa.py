@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
+from array import array
 from contextlib import contextmanager
 
 import numpy as np
@@ -51,7 +52,7 @@ class LazyDFA(StateTable):
         self._rep_bits = sum(1 << b for b in reps)
         self._rep_words = core.words(self._rep_bits)
         self.lock = threading.RLock()
-        self.exprs: list[int] = []
+        self.exprs = array("q")  # state -> its expression (not a list: the collector walks no items of an array)
         self._state_of: dict[int, int] = {}
         cap = 64
         self.trans = np.full((cap, self.n_classes), UNKNOWN, dtype=np.int32)  # [states, classes]

@@ -77,20 +77,41 @@ class AutomatonQueries:
 
     @property
     def source(self):
-        """The constraint's source (regex AST or grammar IR); loaded on demand after a disk cache load."""
+        """The constraint's source (regex AST or grammar IR); loaded on demand after a disk cache load
+        or ``release_source``."""
         src = getattr(self, self._SOURCE)
         if src is None:
-            src = safe_loads(self._source_blob)
+            blob = getattr(self, "_source_blob", None)
+            src = safe_loads(blob) if blob is not None else self._source_rebuild()
             setattr(self, self._SOURCE, src)
         return src
+
+    def release_source(self, rebuild: Callable[[], object]) -> None:
+        """Drop the source AST and the pool's memo of its nodes: masks and matchers need neither, and a
+        large grammar's AST is most of the objects every full pass of the garbage collector walks while
+        the grammar lives (70k of 96k on one JSON Schema). ``source`` is kept as the pickled blob when
+        there is one (a disk cache wrote it), else made again by ``rebuild()`` (which must not refer to
+        this grammar) if ever asked for: pickling is the only reader."""
+        if getattr(self, self._SOURCE) is None:
+            return
+        if getattr(self, "_source_blob", None) is None:
+            self._source_rebuild = rebuild
+        setattr(self, self._SOURCE, None)
+        self.pool._interned = {}
+        release_nodes = getattr(self.dfa, "release_nodes", None)
+        if release_nodes is not None:
+            release_nodes()
 
     def disk_state(self) -> dict:
         """The built automaton, its masks and forced-token caches aside: what an on-disk cache keeps
         (``from_disk_state`` takes it back). The source travels as a pickled blob, unpickled only if
         asked for. Call it before the grammar is shared with other threads."""
-        skip = {*self._VOCABULARY_SIDE, self._SOURCE, "_source_blob"}
+        skip = {*self._VOCABULARY_SIDE, self._SOURCE, "_source_blob", "_source_rebuild"}
         state = {k: v for k, v in self.__dict__.items() if k not in skip}
-        state["_source_blob"] = getattr(self, "_source_blob", None) or pickle.dumps(self.source, protocol=5)
+        # kept on the grammar too: ``release_source`` then keeps the blob, not a way to lower again
+        self._source_blob = state["_source_blob"] = getattr(self, "_source_blob", None) or pickle.dumps(
+            self.source, protocol=5
+        )
         state["_saved_masks"] = self._masks.items()
         return state
 

@@ -78,7 +78,7 @@ from guided.schema.options import SchemaOptions
 from guided.schema.pydantic_models import json_schema_for
 from guided.schema.recursion import SchemaCfg, has_hole, hole_memo
 from guided.schema.shapes import check_shapes
-from guided.schema.strings import ANY_STRING_BODY, json_string
+from guided.schema.strings import ANY_STRING_BODY, json_string, release_lowering_memos
 from guided.schema.unique_plan import PlanError, UniquePlan, mentions_unique
 from guided.schema.unique_runtime import UniqueChecked
 
@@ -160,6 +160,8 @@ def json_schema_to_grammar(
             return _lower(lowering)
     except RecursionError:
         raise LimitError("the schema nests too deeply to compile (recursion limit)") from None
+    finally:
+        release_lowering_memos()
 
 
 def _lower(lowering: SchemaLowering) -> Node | CfgGrammar:

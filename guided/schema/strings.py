@@ -110,10 +110,11 @@ def none_of(words) -> Node:
     return _none_of(tuple(words))
 
 
-# a small memo: a compile asks for the same names again and again, and each tree is the size of its
-# names' spelling (~300 AST nodes); a thousand of them outlived their grammars, the bulk of the
-# objects every full pass of the garbage collector walked in a long-lived process
-@lru_cache(maxsize=32)
+# a memo for one lowering (emptied at its end: ``release_lowering_memos``): a compile asks for the same
+# names again and again, and each tree is the size of its names' spelling (hundreds of AST nodes); kept
+# past their grammars, they were the bulk of the objects every full pass of the garbage collector
+# walked in a long-lived process
+@lru_cache(maxsize=256)
 def _none_of(words: tuple) -> Node:
     trie: dict = {}
     for w in words:
@@ -122,6 +123,12 @@ def _none_of(words: tuple) -> Node:
             node = node.setdefault(ch, {})
         node[None] = True
     return _leave(trie)
+
+
+def release_lowering_memos() -> None:
+    """Empty the memo of ``none_of`` trees, as a lowering ends (another schema rarely asks for the same
+    names; a lowering in progress on another thread only loses its hits)."""
+    _none_of.cache_clear()
 
 
 def _leave(node: dict) -> Node:

@@ -175,6 +175,9 @@ def test_the_tables_a_grammar_grows_in_use_are_not_tracked_by_the_collector(voca
     assert tracked == dict.fromkeys(memos, 0)
     columns = [dfa.set_items, dfa.set_waiting, dfa.set_scans, dfa.first_items]
     assert sum(gc.is_tracked(x) for column in columns for x in column) == 0
+    # the tables of one number per item or configuration: no items for the collector to visit
+    assert [gc.is_tracked(x) for x in (dfa.next_sym, dfa.lhs, dfa.first_items)] == [False] * 3
+    assert len(dfa.pure_lex) > 10 and len(gc.get_referents(dfa.pure_lex)) <= 1  # an array: its type only
 
 
 def test_a_long_lived_process_keeps_no_per_schema_objects_once_the_grammars_are_gone(vocab_builtin):
@@ -198,3 +201,37 @@ def test_a_long_lived_process_keeps_no_per_schema_objects_once_the_grammars_are_
     before = tracked_after(range(40))
     after = tracked_after(range(40, 100))
     assert after - before < 10_000, (before, after)
+
+
+@pytest.mark.parametrize("build", ["json-cfg", "json-regular", "lark"])
+def test_a_compiled_grammar_keeps_no_ast_and_still_pickles(vocab_builtin, tokenizer_builtin, build):
+    """Once compiled, a grammar holds none of its source's AST nodes (only garbage for the collector to
+    walk: most of a large grammar's objects); pickling, the one reader of the source, builds it again
+    and the copy masks as the original does."""
+    import pickle
+
+    from guided.grammar.regex_ast import Node
+
+    compiler = GrammarCompiler(vocab_builtin, cache_size=2)
+    older = {id(x) for x in gc.get_objects()}  # the process's objects: the walk below stays out of them
+    if build == "lark":
+        compiled, text = compiler.compile_lark('start: "[" item ("," item)* "]"\nitem: /[a-z]+/ | start'), "[ab,[c]]"
+    else:
+        compiled = compile_json_schema(compiler, TREE if build == "json-cfg" else TAGS)
+        text = '{"name": "x", "kids": [{"name": "y"}]}' if build == "json-cfg" else '{"tags": ["a", "b"], "n": 1}'
+    _walk(compiled, tokenizer_builtin, vocab_builtin, text)
+    inner = compiled.compiled if isinstance(compiled, UniqueChecked) else compiled
+    seen, stack, nodes = {id(inner)}, [inner], 0
+    while stack:  # what the grammar refers to, through the objects the compile and the walk made
+        for x in gc.get_referents(stack.pop()):
+            if id(x) not in seen:
+                seen.add(id(x))
+                nodes += isinstance(x, Node)
+                if id(x) not in older:
+                    stack.append(x)
+    assert nodes == 0
+    copy = pickle.loads(pickle.dumps(inner))
+    a, b = inner.matcher(), copy.matcher()
+    for token in tokenizer_builtin.encode(text, add_special_tokens=False):
+        assert np.array_equal(inner.mask(a.state), copy.mask(b.state))
+        assert a.accept_token(token) and b.accept_token(token)
