@@ -8,7 +8,16 @@ counts the containers the collector tracks (by type) and times ``gc.collect()`` 
 
     python benchmarks/gc_heap.py ../shared/data/maskbench --every 6
 
-Run it at two commits (a git worktree each) to compare; there is no peer to run beside it
+``--long-lived`` measures what a long-lived process carries instead, as MaskBench's worker runs:
+one engine (its compiler keeps 2 grammars), the start-up heap frozen (``warm_up``), every k-th
+schema compiled and replayed in turn; it prints the objects the collector still walks (the
+unfrozen heap) every 25 schemas and every pass over the oldest generation that took over 10 ms
+(the schema it landed in, its milliseconds, the heap then): those passes land inside single masks.
+
+    python benchmarks/gc_heap.py ../shared/data/maskbench-hard --every 13 --long-lived
+
+Run it at two commits (a git worktree each, or ``git archive`` laid out as the installed package
+on ``PYTHONPATH``, from outside the checkout) to compare; there is no peer to run beside it
 (llguidance's grammars are not Python objects).
 """
 
@@ -23,7 +32,7 @@ import warnings
 from pathlib import Path
 
 from guided.bench.engines import make_engine
-from guided.bench.maskbench import check_tests
+from guided.bench.maskbench import check_tests, run_file, warm_up
 from guided.builtin.tokenizers import load_tokenizer
 
 
@@ -32,9 +41,13 @@ def main() -> None:
     p.add_argument("maskbench", help="MaskBench directory")
     p.add_argument("--tokenizer", default="../shared/tokenizers/llama3", help="run from the repository's root")
     p.add_argument("--every", type=int, default=6)
+    p.add_argument("--long-lived", action="store_true", help="the heap a long-lived process carries (see above)")
     args = p.parse_args()
     warnings.simplefilter("ignore")
     tok = load_tokenizer(args.tokenizer)
+    if args.long_lived:
+        long_lived(tok, sorted(Path(args.maskbench).glob("*.json"))[:: args.every])
+        return
     engine = make_engine("guided", tok, key_order="any")
     engine.compile({"type": "object", "properties": {"a": {"type": "string"}}})  # per-vocabulary tables
     gc.collect()
@@ -59,6 +72,38 @@ def main() -> None:
     print(json.dumps({
         "grammars": len(kept), "tracked_total": sum(after.values()), "tracked_added": sum(added.values()),
         "by_type": dict(added.most_common(8)), "full_collection_ms": round(min(times) * 1e3, 1),
+    }))  # fmt: skip
+
+
+def long_lived(tok, files: list[Path]) -> None:
+    engine = make_engine("guided", tok, key_order="any")
+    warm_up(engine)  # compiles something small, then collects and freezes the start-up heap
+    started, passes = [0.0], []
+
+    def probe(phase: str, info: dict) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+        elif info["generation"] == 2:
+            passes.append(time.perf_counter() - started[0])
+
+    gc.callbacks.append(probe)
+    slow, heap, all_passes, failed = [], [], [], 0
+    for i, path in enumerate(files):
+        passes.clear()
+        try:
+            run_file(engine, tok, path)
+        except Exception:  # noqa: BLE001 - a mask over its bound: MaskBench counts a crash, and so do we
+            failed += 1
+        all_passes += passes
+        slow += [{"schema": path.name, "ms": round(t * 1e3, 1), "heap": len(gc.get_objects())} for t in passes if t > 0.01]
+        if (i + 1) % 25 == 0 or i + 1 == len(files):
+            heap.append(len(gc.get_objects()))
+    gc.callbacks.remove(probe)
+    all_passes.sort()
+    print(json.dumps({
+        "schemas": len(files), "failed": failed, "unfrozen_heap_every_25": heap, "full_passes": len(all_passes),
+        "full_pass_ms_p50_max": [round(all_passes[len(all_passes) // 2] * 1e3, 1), round(all_passes[-1] * 1e3, 1)]
+        if all_passes else None, "passes_over_10ms": slow,
     }))  # fmt: skip
 
 
