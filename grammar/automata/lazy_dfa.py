@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import threading
 import time
-from array import array
 from contextlib import contextmanager
 
 import numpy as np
 
 from guided.errors import GrammarError, LimitError
+from guided.grammar.automata import dfa_rows
 from guided.grammar.automata import expr_core as core
+from guided.grammar.automata.derivative_classes import MAX_HEADS
+from guided.grammar.automata.emptiness import FIRST_TRY
 from guided.grammar.automata.expr_pool import EMPTY_ID, ExprPool, byte_classes
 from guided.grammar.automata.state_table import StateTable
 from guided.grammar.regex_ast import alt, any_string, chars, complement, intersect, literal, repeat, seq
@@ -52,9 +54,11 @@ class LazyDFA(StateTable):
         self._rep_bits = sum(1 << b for b in reps)
         self._rep_words = core.words(self._rep_bits)
         self.lock = threading.RLock()
-        self.exprs = array("q")  # state -> its expression (not a list: the collector walks no items of an array)
-        self._state_of: dict[int, int] = {}
         cap = 64
+        self._n = 0
+        self.exprs = np.zeros(cap, dtype=np.int64)  # state -> its expression (first n_states entries)
+        # expression id -> its state, DEAD, or UNSEEN (an array: compiled code reads and extends it)
+        self._column = np.full(max(len(pool), 1024), dfa_rows.UNSEEN, dtype=np.int32)
         self.trans = np.full((cap, self.n_classes), UNKNOWN, dtype=np.int32)  # [states, classes]
         self.computed = np.zeros(cap, dtype=np.uint8)
         self.accepting = np.zeros(cap, dtype=np.uint8)
@@ -66,7 +70,7 @@ class LazyDFA(StateTable):
 
     @property
     def n_states(self) -> int:
-        return len(self.exprs)
+        return self._n
 
     @property
     def max_work_s(self) -> float | None:
@@ -75,20 +79,23 @@ class LazyDFA(StateTable):
 
     def state_of(self, e: int) -> int:
         """The state id of a live expression, or DEAD."""
-        s = self._state_of.get(e)
-        if s is not None:
+        if e >= len(self._column):
+            self._grow_column(e)
+        s = int(self._column[e])
+        if s != dfa_rows.UNSEEN:
             return s
         if e == EMPTY_ID or not self.pool.is_live(e):
-            self._state_of[e] = DEAD
+            self._column[e] = DEAD
             return DEAD
-        s = len(self.exprs)
+        s = self._n
         if s >= self.max_states:
             raise LimitError(f"regex automaton exceeded {self.max_states} states")
         if s >= len(self.computed):
             self._grow()
-        self.exprs.append(e)
+        self.exprs[s] = e
         self.accepting[s] = self.pool.nullable[e]
-        self._state_of[e] = s
+        self._column[e] = s
+        self._n = s + 1
         return s
 
     def _grow(self) -> None:
@@ -99,17 +106,60 @@ class LazyDFA(StateTable):
         computed[: len(self.computed)] = self.computed
         accepting = np.zeros(cap, dtype=np.uint8)
         accepting[: len(self.accepting)] = self.accepting
-        self.trans, self.accepting, self.computed = trans, accepting, computed
+        exprs = np.zeros(cap, dtype=np.int64)
+        exprs[: len(self.exprs)] = self.exprs
+        self.trans, self.accepting, self.computed, self.exprs = trans, accepting, computed, exprs
+
+    def _grow_column(self, e: int = -1) -> None:
+        """Room in the expression -> state column for e and every expression the pool has."""
+        cap = len(self._column)
+        while cap <= max(e, len(self.pool)):
+            cap *= 2
+        column = np.full(cap, dfa_rows.UNSEEN, dtype=np.int32)
+        column[: len(self._column)] = self._column
+        self._column = column
 
     def materialize(self, s: int) -> None:
         """Compute state s's transition row (idempotent, thread-safe)."""
-        if self.computed[s]:
+        if not self.computed[s]:
+            self.materialize_many((s,))
+
+    def materialize_many(self, states) -> None:
+        """Compute the rows of several states (idempotent, thread-safe): one compiled call builds them
+        (``dfa_rows.rows``) under one time bound; only a row whose new states need an emptiness search
+        past its first budget is built here in Python (``_materialize``), which searches on."""
+        computed = self.computed
+        todo = np.fromiter((s for s in states if not computed[s]), dtype=np.int64)
+        if not len(todo):
             return
-        with self.lock, self.pool.bound.limit(self.timeout_s, "computing an automaton state"):
-            if self.computed[s]:
-                return
-            with self._timed():
-                self._materialize(s)
+        pool = self.pool
+        with self.lock, pool.bound.limit(self.timeout_s, "computing automaton states"), self._timed():
+            counts = np.array([0, self._n, self.max_states], dtype=np.int64)
+            while True:
+                with pool._lock:
+                    r, pool.arena = dfa_rows.rows(
+                        pool.arena, todo, self._rep_words, self.class_map, MAX_HEADS, self._column, self.exprs,
+                        self.trans, self.computed, self.accepting, counts, core.deadline_cycles(pool.bound.remaining()),
+                        min(FIRST_TRY, pool.emptiness.budget),
+                    )  # fmt: skip
+                    self._n = int(counts[1])
+                if r == dfa_rows.DONE:
+                    break
+                if r == dfa_rows.GROW_STATES:
+                    self._grow()
+                elif r == dfa_rows.GROW_COLUMN:
+                    self._grow_column()
+                elif r == dfa_rows.NEEDS_SEARCH:
+                    self._materialize(int(todo[counts[0]]))
+                    counts[0] += 1
+                    counts[1] = self._n
+                elif r == dfa_rows.TOO_MANY_STATES:
+                    raise LimitError(f"regex automaton exceeded {self.max_states} states")
+                elif r == dfa_rows.TIMEOUT:  # raises once the bound has passed by the monotonic clock too
+                    pool.bound.check()
+                else:
+                    pool._grow_or_raise(r)  # raises: LIMIT or DEEP (FULL grows in compiled code)
+            pool._checked = pool._work
 
     def _materialize(self, s: int) -> None:
         """The row of state s: one compiled call derives e once per derivative class it tells apart

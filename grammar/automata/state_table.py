@@ -2,7 +2,7 @@
 
 Both keep ``trans`` (int32 [states, byte classes], negative = dead or not computed yet),
 ``class_map`` (uint8 [256]: byte -> class), ``accepting`` (bool [states]) and ``materialize(s)``,
-which computes every transition of state s.
+which computes every transition of state s (``materialize_many`` several).
 """
 
 from __future__ import annotations
@@ -25,6 +25,11 @@ class StateTable:
     def __setstate__(self, state) -> None:
         self.__dict__.update(state)
         self.lock = threading.RLock()
+
+    def materialize_many(self, states) -> None:
+        """Compute the rows of several states (an automaton may build them together)."""
+        for s in states:
+            self.materialize(s)
 
     def is_accepting(self, s: int) -> bool:
         return bool(self.accepting[s])

@@ -59,7 +59,7 @@ class TokenTrie:
         except in subtrees with ``skipcap[node] <= hi`` (their tokens are already in mask).
 
         The walk runs in rounds: subtrees under states whose rows are not materialised yet are set
-        aside (node range + the states above them), Python materialises those rows, and the next
+        aside (node range + the states above them), the automaton builds those rows together, and the next
         round walks the set-aside subtrees: one numba call per round, not one per new state.
         """
         if skipcap is None:
@@ -80,8 +80,7 @@ class TokenTrie:
                 out_node, out_end, out_stack, out_cont, mask, skipcap, hi,
             )  # fmt: skip
             depth = self.node_depth[out_node[:n_out]]
-            for s in set(out_stack[np.arange(n_out), depth - 1].tolist()):
-                dfa.materialize(s)
+            dfa.materialize_many(np.unique(out_stack[np.arange(n_out), depth - 1]).tolist())
             # out holds the set-aside subtrees, then (if it filled up) where the walk stopped
             jobs_node = np.concatenate([out_node[:n_out], jobs_node[n_done:]])
             jobs_end = np.concatenate([out_end[:n_out], jobs_end[n_done:]])
