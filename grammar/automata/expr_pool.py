@@ -40,19 +40,24 @@ _common: ExprPool | None = None  # what ExprPool.with_common copies; replaced, n
 _common_lock = threading.Lock()
 
 
-def intern_common(nodes) -> None:
+def intern_common(nodes, char_units=()) -> None:
     """Add AST nodes to the expressions every ``ExprPool.with_common()`` pool starts with.
 
     For languages nearly every grammar of a front end contains (JSON strings, numbers, whitespace
     around punctuation): a compile then copies their expressions (same ids, found by structural
     equality in ``intern``) instead of building them again. The languages are unchanged; only which
     ids the expressions get. Thread-safe: the shared pool is replaced by an extended copy.
+
+    ``char_units``: nodes X that count characters, for ``clamp``: the front end promises that in any
+    intersection of ``X{lo,hi}`` with other parts, those parts' strings are sequences of X (JSON
+    Schema's ``maxLength`` beside a ``pattern``, both over the same encoded characters).
     """
     global _common
     with _common_lock:
         pool = ExprPool() if _common is None else _common.fork()
         for node in nodes:
             pool.intern(node)
+        pool.char_units = tuple(sorted({*pool.char_units, *(pool.intern(x) for x in char_units)}))
         _common = pool
 
 
@@ -75,6 +80,7 @@ class ExprPool:
         self._interned: dict[Node, int] = {}  # AST node (structural equality) -> its expression
         self._wide: dict[tuple, int] = {}  # codepoint ranges >= 0x80 -> their UTF-8 expression
         self.reps: list[int] | None = None  # one byte per global byte class, set by the DFA
+        self.char_units: tuple[int, ...] = ()  # see intern_common
         self._setup()
 
     def _setup(self) -> None:
@@ -109,7 +115,7 @@ class ExprPool:
         return cls() if common is None else common.fork()
 
     _TRANSIENT = ("_lock", "kind", "nullable", "has_bool", "counter", "min_len", "args", "first", "emptiness",
-                  "bound", "_checked", "_clamp_memo", "_cls_cache")  # fmt: skip
+                  "bound", "_checked", "_clamp_memo", "_cls_cache", "_completion_memo")  # fmt: skip
 
     def __getstate__(self):
         """The arena and the Python-side tables, without the AST memo (rebuilt as nodes are interned
@@ -120,6 +126,7 @@ class ExprPool:
         return state
 
     def __setstate__(self, state) -> None:
+        self.char_units = ()
         self.__dict__.update(state)
         self._setup()
 
@@ -132,6 +139,7 @@ class ExprPool:
         new._interned = dict(self._interned)
         new._wide = dict(self._wide)
         new.reps = None
+        new.char_units = self.char_units
         new._setup()
         return new
 
@@ -212,7 +220,8 @@ class ExprPool:
 
     # ------------------------------------------------------------------ counter clamping
     def clamp(self, e: int, limit: int) -> int:
-        """e with repeat counters above ``limit`` clamped (outside AND/NOT).
+        """e with repeat counters above ``limit`` clamped (outside AND/NOT), and a character count
+        bound made unbounded where it cannot bind within ``limit`` bytes (``_length_free``).
 
         A non-nullable item consumes a byte per iteration, so within ``limit - 1`` bytes counters past
         ``limit`` cannot be told apart: the clamped expression allows exactly the same tokens.
@@ -228,36 +237,94 @@ class ExprPool:
         def done(x: int) -> int:
             return x if counter[x] <= limit else memo[x]
 
-        # Post-order over the sub-expressions that need clamping, with an explicit stack (long
-        # concatenation chains and deep nesting must not cost Python stack depth).
-        stack = [e]
-        while stack:
-            x = stack[-1]
-            if x in memo:
-                stack.pop()
-                continue
+        def kids(x: int) -> tuple:
             k, a = self.kind[x], self.args[x]
-            kids = a if k in (K_CAT, K_OR) else (a[0],) if k == K_REP else ()
-            pending = [y for y in kids if counter[y] > limit and y not in memo]
-            if pending:
-                stack.extend(reversed(pending))
-                continue
-            stack.pop()
-            if k == K_CAT:
-                r = self.cat(done(a[0]), done(a[1]))
-            elif k == K_OR:
-                r = self.or_([done(y) for y in a])
+            if k == K_AND:
+                free = self._length_free(a, limit)
+                a = (free[0],) if free else ()
             elif k == K_REP:
+                a = (a[0],)
+            elif k != K_CAT and k != K_OR:
+                return ()
+            return tuple(y for y in a if counter[y] > limit)
+
+        def make(x: int) -> int:
+            k, a = self.kind[x], self.args[x]
+            if k == K_CAT:
+                return self.cat(done(a[0]), done(a[1]))
+            if k == K_OR:
+                return self.or_([done(y) for y in a])
+            if k == K_REP:
                 y, lo, hi = a
                 if lo > limit:
                     lo, hi = limit, INF
                 elif hi > limit:
                     hi = INF
-                r = self.rep(done(y), lo, hi)
-            else:
-                r = x
-            memo[x] = r
-        return memo[e]
+                return self.rep(done(y), lo, hi)
+            free = self._length_free(a, limit) if k == K_AND else None
+            return self.and_([done(free[0]), self.rep(free[1], 0, INF)]) if free else x
+
+        return _post_order(e, memo, kids, make)
+
+    def _length_free(self, kids: tuple, limit: int) -> tuple[int, int] | None:
+        """(A, X) when the intersection of ``kids`` is A & X{0,n} with X a character unit (``char_units``), A free
+        of intersections and complements, and n at least ``limit`` plus a bound of the shortest
+        completion of every derivative of A (``completion_bound``); else None.
+
+        Then within ``limit - 1`` bytes (c characters) the count cannot bind: A's derivative by those
+        bytes, when live, has a string of at most that bound's characters, which fits in the n - c
+        left; and the count is nullable at every point within them. So A & X* (with A's own counters
+        clamped) allows exactly the same tokens, and its states are the same for every n: a string
+        under ``pattern`` and ``maxLength`` shares its masks instead of making new ones at every
+        position (one schema's masks built 218k states, ~5 per character written)."""
+        units = self.char_units
+        if len(kids) != 2 or not units:
+            return None
+        for i in (0, 1):
+            r, other = kids[i], kids[1 - i]
+            if self.kind[r] != K_REP or self.has_bool[other]:
+                continue
+            item, lo, hi = self.args[r]
+            if item not in units or lo != 0 or hi == INF:
+                continue
+            bound = self.completion_bound(other)
+            if bound is not None and hi >= limit + bound:
+                return other, item
+        return None
+
+    def completion_bound(self, e: int) -> int | None:
+        """An upper bound of the bytes of the shortest string of every non-empty derivative of e (its
+        shortest completion from any point), for e free of AND/NOT (None otherwise). Memoised.
+
+        Rules (``min_len`` is exact without AND/NOT): a byte set 1; a union the largest of its
+        branches'; ``h t`` the larger of U(h) + min_len(t) (still in h) and U(t); ``x{lo,hi}``
+        the larger of lo * min_len(x) (before any iteration) and U(x) + (lo - 1) * min_len(x)
+        (inside one: at most lo - 1 mandatory iterations left)."""
+        memo = self.__dict__.setdefault("_completion_memo", {})
+        if e in memo:
+            return memo[e]
+        if self.has_bool[e]:
+            return None
+        min_len = self.min_len
+
+        def kids(x: int) -> tuple:
+            k, a = self.kind[x], self.args[x]
+            return a if k == K_CAT or k == K_OR else (a[0],) if k == K_REP else ()
+
+        def make(x: int) -> int:
+            k, a = self.kind[x], self.args[x]
+            if k == K_BYTES:
+                return 1
+            if k == K_CAT:
+                return max(memo[a[0]] + min_len[a[1]], memo[a[1]])
+            if k == K_OR:
+                return max(memo[y] for y in a)
+            if k == K_REP:
+                y, lo, _ = a
+                return max(lo * min_len[y], memo[y] + max(lo - 1, 0) * min_len[y])
+            return 0  # EMPTY, EPS
+
+        return _post_order(e, memo, kids, make)
 
     # ------------------------------------------------------------------ emptiness
     def is_live(self, e: int, budget: int = 200_000) -> bool:
@@ -418,6 +485,24 @@ class _Args(_Column):
         if k == K_REP:
             return a0, int(a[r + 2]), int(a[r + 3])
         return None
+
+
+def _post_order(e: int, memo: dict, kids, make):
+    """memo[e] = make(e), after make(y) for every y in kids(x) for every x reached, children first;
+    an explicit stack (long concatenation chains and deep nesting must not cost Python stack depth)."""
+    stack = [e]
+    while stack:
+        x = stack[-1]
+        if x in memo:
+            stack.pop()
+            continue
+        pending = [y for y in kids(x) if y not in memo]
+        if pending:
+            stack.extend(reversed(pending))
+            continue
+        stack.pop()
+        memo[x] = make(x)
+    return memo[e]
 
 
 def _split_ascii(ranges) -> tuple[int, tuple]:

@@ -78,7 +78,7 @@ from guided.schema.options import SchemaOptions
 from guided.schema.pydantic_models import json_schema_for
 from guided.schema.recursion import SchemaCfg, has_hole, hole_memo
 from guided.schema.shapes import check_shapes
-from guided.schema.strings import ANY_STRING_BODY, json_string, release_lowering_memos
+from guided.schema.strings import ANY_STRING_BODY, ENC_ANY_CHAR, json_string, release_lowering_memos
 from guided.schema.unique_plan import PlanError, UniquePlan, mentions_unique
 from guided.schema.unique_runtime import UniqueChecked
 
@@ -277,5 +277,5 @@ def _intern_common_lexemes() -> None:
         return
     free = json_schema_to_grammar({})
     nodes = [t.node for t in free.terminals.values()] if isinstance(free, CfgGrammar) else [free]
-    intern_common([ANY_STRING_BODY, json_string(), *nodes])
+    intern_common([ANY_STRING_BODY, json_string(), *nodes], char_units=[ENC_ANY_CHAR])
     _common_done.set()

@@ -45,6 +45,7 @@ __all__ = [
     "quoted",
     "string_body",
     "ANY_STRING_BODY",
+    "ENC_ANY_CHAR",
     "RAW_RANGES",
 ]
 

@@ -1,0 +1,85 @@
+"""Masks of strings under ``pattern`` and ``maxLength``: where the length cannot bind within one token,
+positions share their masks (``ExprPool.clamp`` makes the count unbounded in the mask's key), and
+every mask is still the exact automaton's answer, token by token, up to and past the length bound."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from grammar_oracle import tiny_vocab
+
+from guided.grammar import GrammarCompiler
+from guided.schema.compiler import compile_json_schema
+
+TOKENS = [b'"', b"a", b"b", b" ", b"ab", b"a ", b" a", b"ab ", b'a"', b'"', b"\\n", b"\\", b"n", b"\xc3\xa9",
+          b"\xc3", b"\xa9", b"  ", b"\\u00", b"01", b'b"']  # fmt: skip
+VOCAB = tiny_vocab(TOKENS)
+WORDS = "^(?:\\S+\\s+){0,29}\\S+$"
+
+
+def _compiled(schema):
+    return compile_json_schema(GrammarCompiler(VOCAB), schema)
+
+
+def _bits(mask) -> set[int]:
+    return {t for t in range(VOCAB.size) if (int(mask[t >> 5]) >> (t & 31)) & 1}
+
+
+def _exact(g, state) -> set[int]:
+    """The allowed tokens by the exact automaton: one walk per token from the state itself."""
+    allowed = {t for t in range(VOCAB.size) if not VOCAB.special[t] and g.next_state(state, t) >= 0}
+    return allowed | (set(VOCAB.eos_ids) if g.dfa.is_accepting(state) else set())
+
+
+def _walk(g, text: bytes) -> list[int]:
+    """The states along text, one byte at a time."""
+    states = [g.start_state]
+    for b in text:
+        states.append(g.dfa.step(states[-1], b))
+        assert states[-1] >= 0, text[: len(states)]
+    return states
+
+
+@pytest.mark.parametrize(
+    ("schema", "text"),
+    [
+        ({"type": "string", "pattern": WORDS, "maxLength": 40}, (b"ab a " * 8)[:39] + b"b"),
+        ({"type": "string", "pattern": WORDS, "maxLength": 40, "minLength": 3}, (b"ab a " * 8)[:39] + b"b"),
+        ({"type": "string", "pattern": "^[ab]+( [ab]+)*$", "maxLength": 30}, (b"ab a " * 6)[:29] + b"b"),
+        # completions of up to 16 characters: a length of 24 binds (no second word) from the first
+        ({"type": "string", "pattern": "^(?:ab){8}(?:(?:ab){8})*$", "maxLength": 24}, b"ab" * 8),
+    ],
+)
+def test_masks_under_a_length_bound_are_exact_at_every_position(schema, text):
+    g = _compiled(schema)
+    states = _walk(g, b'"' + text)
+    for s in states:
+        assert _bits(g.mask(s)) == _exact(g, s), (s, len(states))
+    if len(text) == schema["maxLength"]:  # at the bound: the closing quote and nothing more
+        last = _bits(g.mask(states[-1]))
+        assert VOCAB.tokens.index(b'"') in last and VOCAB.tokens.index(b"a") not in last
+        assert g.dfa.step(states[-1], ord("a")) < 0
+
+
+def test_positions_far_from_the_bound_share_one_mask_state():
+    """Before: every position of the string made its own mask key (the count in the intersection), and
+    each mask's walk built states for every position ahead of it."""
+    g = _compiled({"type": "string", "pattern": WORDS, "maxLength": 300})
+    states = _walk(g, b'"' + b"abababababab " * 19)  # 247 characters, 19 words
+    for s in states:
+        g.mask(s)
+    keys = {g._mask_key[s] for s in states}
+    assert len(states) == 249 and len(keys) <= 12, len(keys)
+    assert g.dfa.n_states < 3 * len(states), g.dfa.n_states
+    for s in states[::25]:
+        assert _bits(g.mask(s)) == _exact(g, s)
+
+
+def test_a_bound_within_reach_of_a_token_is_kept():
+    """A count the pattern's completion could exceed keeps its own masks: maxLength 5 under a pattern
+    of words, with tokens of three bytes."""
+    g = _compiled({"type": "string", "pattern": WORDS, "maxLength": 5})
+    states = _walk(g, b'"ab a')
+    for s in states:
+        assert _bits(g.mask(s)) == _exact(g, s)
+    assert np.any(g.mask(states[-1]))
