@@ -12,7 +12,7 @@ mask, later masks, accepts) and, under ``cProfile``, splitting the time by where
 * ``expressions``: ``automata.expr_pool`` and its compiled core ``expr_core`` (interning,
   derivatives, rows, searches; numba calls count here as a whole) and ``regex_ast``
 * ``emptiness``: ``automata.emptiness`` and ``automata.derivative_classes``
-* ``dfa rows``: ``automata.lazy_dfa`` (a row of a regular state)
+* ``dfa rows``: ``automata.lazy_dfa`` and ``automata.dfa_rows`` (rows of regular states)
 * ``earley``: ``automata.earley`` (parser configurations, lexer steps)
 * ``trie walk``: the numba walks and the Python rounds around them (``tokens.*``)
 * ``other``: the rest (the interpreter's own overhead is spread over the callers above)
@@ -41,7 +41,7 @@ PLACES = (
     ("lowering", ("/guided/schema/",)),
     ("emptiness", ("/automata/emptiness.py", "/automata/derivative_classes.py")),
     ("expressions", ("/automata/expr_pool.py", "/automata/expr_core.py", "/grammar/regex_ast.py", "/grammar/cfg_ir.py")),
-    ("dfa rows", ("/automata/lazy_dfa.py", "/automata/state_table.py")),
+    ("dfa rows", ("/automata/lazy_dfa.py", "/automata/state_table.py", "/automata/dfa_rows.py")),
     ("earley", ("/automata/earley.py",)),
     ("trie walk", ("/grammar/tokens/",)),
 )
