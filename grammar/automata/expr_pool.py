@@ -228,7 +228,7 @@ class ExprPool:
         """
         if self.counter[e] <= limit:
             return e
-        memo = self.__dict__.setdefault("_clamp_memo", {})
+        memo = self.__dict__.setdefault("_clamp_memo", {}).setdefault(limit, {})  # per limit
         r = memo.get(e)
         if r is not None:
             return r

@@ -3,7 +3,11 @@
 Holds the lazy byte DFA, the vocabulary trie and a per-state cache of token bitmasks (LRU, bounded in
 bytes). Masks are keyed by the state's *clamped* expression: counters past the longest token's length
 are indistinguishable within one token, so ``x{0,100000}`` shares one mask over most of its states
-(only where the expression has no intersection/complement, whose emptiness counters can decide).
+(only where the expression has no intersection/complement, whose emptiness counters can decide;
+``ExprPool.clamp`` also frees a character count beside a pattern when it cannot bind). A vocabulary's
+longest tokens are a few runs of spaces or dashes (Llama 3: 128 bytes, 231 tokens over 32): where
+clamping past 32 bytes frees more, the clamped state's mask serves the shorter tokens and the long
+ones are walked from the state itself (``_split_mask``), so ``maxLength: 100`` shares masks too.
 Immutable from the outside and safe to share across threads; pickles as its source AST plus the
 vocabulary, and rebuilds its caches on load. ``disk_state`` / ``from_disk_state`` keep the built
 automaton instead (the on-disk grammar cache, ``guided.grammar.disk_cache``).
@@ -241,17 +245,42 @@ class CompiledGrammar(AutomatonQueries):
                     key = self._clamped_state(state)
                 m = self._masks.get(key)
                 if m is None:
-                    m = self._masks.put(key, self._compute_mask(key))
+                    m = self._masks.put(key, self._split_mask(~key) if key < 0 else self._compute_mask(key))
         return m
 
     def _clamped_state(self, state: int) -> int:
-        dfa = self.dfa
+        """The mask key of a state: the state of its expression with counters clamped past the longest
+        token (itself when nothing changes), whose mask is the same. When clamping that expression
+        again past the vocabulary's few long tokens (``LongTokens``) changes more, the key is ~(its
+        state): the mask is then split (``_split_mask``)."""
+        dfa, long = self.dfa, self.index.long_tokens()
         with dfa.lock:
             e = dfa.exprs[state]
             c = self.pool.clamp(e, self.trie.max_token_len + 1)
             key = state if c == e else dfa.state_of(c)
+            if long is not None and self.pool.clamp(c, long.bytes + 1) != c:
+                key = ~key
         self._mask_key[state] = key
         return key
+
+    def _split_mask(self, state: int) -> np.ndarray:
+        """The mask of a state whose expression clamped past ``LongTokens.bytes`` (state ``base``) allows
+        the same short tokens: base's mask (cached under its own key, shared by every state clamped to
+        it: the positions of a string under ``maxLength: 100``, say) for those, and a walk of the long
+        tokens' paths (their subtrees alone) from the state itself for the rest."""
+        long = self.index.long_tokens()
+        with self.dfa.lock:
+            base = self.dfa.state_of(self.pool.clamp(self.dfa.exprs[state], long.bytes + 1))
+        base_mask = self._masks.get(base)
+        if base_mask is None:
+            base_mask = self._masks.put(base, self._compute_mask(base))
+        mask = base_mask & long.short
+        stack = np.zeros(self._stack_len, dtype=np.int32)
+        stack[0] = state
+        self.trie.fill(mask, stack, self.dfa, long.skip, 0)
+        if self.dfa.accepting[state]:
+            mask |= self._eos_mask
+        return mask
 
     def _bytes_needed(self, state: int) -> int:
         return self.pool.min_len[self.dfa.exprs[state]]  # a lower bound; exact without and/not

@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import threading
 
+import numba
 import numpy as np
 
 from guided.grammar.bounded_cache import BoundedCache
 from guided.grammar.tokens.slices import COMMON_CLASSES, Slice
-from guided.grammar.tokens.token_trie import TokenTrie, descendant_bytes, next_tokens
+from guided.grammar.tokens.token_trie import TokenTrie, descendant_bytes, next_tokens, trie_parents
 
-__all__ = ["VocabIndex", "TailRows", "vocab_index"]
+__all__ = ["VocabIndex", "TailRows", "LongTokens", "vocab_index"]
 
 MAX_SLICES = 256  # character classes with a slice per vocabulary
 MAX_INDEXES = 4  # vocabularies indexed at once
+LONG = 32  # tokens longer than this many bytes are "long" (LongTokens)
 
 
 class VocabIndex:
@@ -32,6 +34,7 @@ class VocabIndex:
         self._slices: BoundedCache[tuple, Slice] = BoundedCache(MAX_SLICES)
         self._cfg_tables: tuple | None = None
         self._by_bytes: dict[bytes, int] | None = None
+        self._long: LongTokens | None | bool = False  # not built yet
         self._lock = threading.Lock()
 
     def token_of(self) -> dict[bytes, int]:
@@ -49,6 +52,7 @@ class VocabIndex:
         """Compile the walk and build the slices JSON strings use (once per vocabulary): neither then
         counts against a mask's time bound."""
         self.trie.warm_up()
+        self.long_tokens()
         for key in COMMON_CLASSES:
             self.slice_for(key)
 
@@ -63,6 +67,13 @@ class VocabIndex:
             return None
         return sl if sl is not None else self._slices.setdefault(key, Slice(self.trie, key))
 
+    def long_tokens(self) -> LongTokens | None:
+        """The split of the vocabulary at ``LONG`` bytes (None when no token is longer), built once."""
+        with self._lock:
+            if self._long is False:
+                self._long = LongTokens(self.trie, self.vocab) if self.trie.max_token_len > LONG else None
+            return self._long
+
     def cfg_tables(self) -> tuple[np.ndarray, np.ndarray, TailRows]:
         """(descendant bytes per node, first token at or after each node, the tails rows), built once."""
         with self._lock:
@@ -74,6 +85,42 @@ class VocabIndex:
                     TailRows(self),
                 )
             return self._cfg_tables
+
+
+class LongTokens:
+    """The vocabulary split at ``LONG`` bytes: ``short`` (uint32 words) has the bits of the tokens of at
+    most LONG bytes; ``skip`` (a trie walk's skipcap with hi 0) leaves out every subtree without a
+    longer token, so a walk from a state visits only the paths of the long ones (231 of Llama 3's 128k
+    tokens are longer than 32 bytes: runs of spaces, dashes, slashes)."""
+
+    def __init__(self, trie: TokenTrie, vocab):
+        self.bytes = LONG
+        lengths = np.fromiter(map(len, vocab.tokens), dtype=np.int64, count=len(vocab.tokens))
+        special = np.asarray(vocab.special[: len(lengths)], dtype=bool)
+        ids = np.flatnonzero((lengths > 0) & (lengths <= LONG) & ~special)
+        self.short = np.zeros((vocab.size + 31) // 32, dtype=np.uint32)
+        np.bitwise_or.at(self.short, ids >> 5, np.uint32(1) << (ids & 31).astype(np.uint32))
+        self.skip = _long_skip(trie.node_depth, trie.tok_start, trie.tok_end, LONG)
+
+
+@numba.njit(cache=True)
+def _long_skip(node_depth, tok_start, tok_end, longest):
+    """int32 [nodes]: 0 where no token of the node's subtree is longer than ``longest`` bytes, else the
+    largest int32 (a skipcap for a walk with hi 0)."""
+    n = len(node_depth)
+    deepest = np.zeros(n, np.int32)  # the longest token ending in each node's subtree
+    parent = trie_parents(node_depth)
+    for j in range(n - 1, -1, -1):
+        if tok_end[j] > tok_start[j] and node_depth[j] > deepest[j]:
+            deepest[j] = node_depth[j]
+        p = parent[j]
+        if p >= 0 and deepest[j] > deepest[p]:
+            deepest[p] = deepest[j]
+    out = np.zeros(n, np.int32)
+    for j in range(n):
+        if deepest[j] > longest:
+            out[j] = np.iinfo(np.int32).max
+    return out
 
 
 class TailRows:

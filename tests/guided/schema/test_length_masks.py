@@ -83,3 +83,44 @@ def test_a_bound_within_reach_of_a_token_is_kept():
     for s in states:
         assert _bits(g.mask(s)) == _exact(g, s)
     assert np.any(g.mask(states[-1]))
+
+
+@pytest.fixture
+def split_at_two_bytes(monkeypatch):
+    """A vocabulary index whose "long" tokens are those over two bytes (LongTokens), so the split masks
+    run on the tiny vocabulary: a new vocabulary (its own fingerprint) gets a new index."""
+    from guided.grammar.tokens import vocab_index as vi
+
+    monkeypatch.setattr(vi, "LONG", 2)
+    return tiny_vocab([*TOKENS, b"ab a b"])
+
+
+@pytest.mark.parametrize(
+    ("schema", "text"),
+    [
+        ({"type": "string", "maxLength": 12}, b"ab a ab a ab"),
+        ({"type": "string", "pattern": WORDS, "maxLength": 20}, b"ab a ab a ab a ab ab"),
+        ({"type": "string", "pattern": "^(?:ab){3}(?:(?:ab){3})*$", "maxLength": 14}, b"ab" * 6),
+        ({"type": "array", "items": {"type": "string", "maxLength": 9}, "maxItems": 3}, b'ab a b", "ab'),
+    ],
+)
+def test_split_masks_are_exact(split_at_two_bytes, schema, text):
+    """Counters a long token could exhaust but a short one cannot: the short tokens' bits come from the
+    expression clamped past two bytes (shared by positions), the long tokens' from a walk of their
+    paths from the state itself; every mask equals the exact automaton's."""
+    vocab = split_at_two_bytes
+    g = compile_json_schema(GrammarCompiler(vocab), schema)
+    start = b'["' if schema["type"] == "array" else b'"'
+    states = [g.start_state]
+    for b in start + text:
+        states.append(g.dfa.step(states[-1], b))
+        assert states[-1] >= 0
+    split = 0
+    for s in states:
+        m = g.mask(s)
+        bits = {t for t in range(vocab.size) if (int(m[t >> 5]) >> (t & 31)) & 1}
+        exact = {t for t in range(vocab.size) if not vocab.special[t] and g.next_state(s, t) >= 0}
+        exact |= set(vocab.eos_ids) if g.dfa.is_accepting(s) else set()
+        assert bits == exact, (s, sorted(bits ^ exact))
+        split += g._mask_key[s] < 0
+    assert split  # the split path ran
