@@ -286,6 +286,10 @@ class CfgAutomaton(StateTable):
                 lexemes.append(b * LEX + self.set_lex[b])
         if not lexemes and not accepting:
             return DEAD
+        return self._intern_config(accepting, lexemes)
+
+    def _intern_config(self, accepting: bool, lexemes: list) -> int:
+        """The configuration (is-sentence, lexemes in flight), made on first use."""
         key = (accepting, tuple(sorted(set(lexemes))))
         i = self._config_ids.get(key)
         if i is None:
@@ -308,6 +312,26 @@ class CfgAutomaton(StateTable):
             # a byte no lexeme in flight can take is DEAD: known now, without a parser step
             self.trans[i, self._dead_classes(bits)] = DEAD
         return i
+
+    def clamped(self, cfg: int, limit: int) -> int:
+        """The configuration with every lexeme's lexer state clamped (``ExprPool.clamp`` on each
+        terminal's expression): within ``limit - 1`` bytes its lexemes go on, end and die where cfg's
+        do (what follows a lexeme depends on its terminal and origin alone), so it allows the same
+        tokens. The positions of a string under ``maxLength: 300`` share one, as in a regular grammar."""
+        with self.lock:
+            accepting, lexemes = self.configs[cfg]
+            out = [x - (x & (LEX - 1)) + self._clamped_lex(x & (LEX - 1), limit) for x in lexemes]
+            return cfg if out == list(lexemes) else self._intern_config(accepting, out)
+
+    def _clamped_lex(self, lex: int, limit: int) -> int:
+        memo = self.__dict__.setdefault("_lex_clamps", {})
+        key = lex << 16 | limit
+        r = memo.get(key)
+        if r is None:
+            state = self.lexstates[lex]
+            clamped = tuple(dict.fromkeys((t, self.pool.clamp(e, limit)) for t, e in state))
+            r = memo[key] = lex if clamped == state else self._lex_id(clamped)
+        return r
 
     def _first_bytes(self, lex: int) -> int:
         """256-bit int: the bytes lexer state lex may take (a superset: ``ExprPool.first``)."""

@@ -84,15 +84,31 @@ class CompiledCfg(AutomatonQueries):
 
     def cached_mask(self, state: int) -> np.ndarray | None:
         """The configuration's mask when it is computed already, else None; never computes."""
-        return self._masks.get(state)
+        key = self._mask_keys().get(state)
+        return self._masks.get(key) if key is not None else None
 
     def mask(self, state: int) -> np.ndarray:
-        """The allowed-token bitmask of a configuration: uint32 [words]. Do not modify."""
-        m = self._masks.get(state)
+        """The allowed-token bitmask of a configuration: uint32 [words]. Do not modify. Keyed by the
+        configuration with its lexer states' counters clamped past the longest token
+        (``CfgAutomaton.clamped``): the same tokens, shared by the positions of a long bounded string."""
+        keys = self._mask_keys()
+        key = keys.get(state)
+        m = self._masks.get(key) if key is not None else None
         if m is None:
             with self.pool.bound.limit(self.mask_timeout_s, "computing a token mask"):
-                m = self._masks.put(state, self._compute_mask(state))
+                if key is None:
+                    key = keys[state] = self.dfa.clamped(state, self.trie.max_token_len + 1)
+                m = self._masks.get(key)
+                if m is None:
+                    m = self._masks.put(key, self._compute_mask(key))
         return m
+
+    def _mask_keys(self) -> dict[int, int]:
+        """configuration -> its mask key (a dict of ints; a grammar from an older disk cache has none)."""
+        keys = self.__dict__.get("_mask_key")
+        if keys is None:
+            keys = self.__dict__.setdefault("_mask_key", {})
+        return keys
 
     def _compute_mask(self, state: int) -> np.ndarray:
         """Walk the trie in rounds: each numba pass skips the subtrees behind transitions not computed yet

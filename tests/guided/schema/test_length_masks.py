@@ -124,3 +124,28 @@ def test_split_masks_are_exact(split_at_two_bytes, schema, text):
         assert bits == exact, (s, sorted(bits ^ exact))
         split += g._mask_key[s] < 0
     assert split  # the split path ran
+
+
+TREE = {
+    "type": "object",
+    "properties": {"name": {"type": "string", "maxLength": 40, "pattern": WORDS}, "kids": {"type": "array", "items": {"$ref": "#"}}},
+    "required": ["name"],
+    "additionalProperties": False,
+}
+
+
+def test_context_free_masks_share_a_bounded_string_and_stay_exact():
+    """A recursive schema takes the context-free path, whose masks were keyed by the parser
+    configuration alone: every position of a bounded string had its own. Clamped lexer states
+    (``CfgAutomaton.clamped``) share them, and every mask equals the exact automaton's."""
+    from guided.grammar.tokens.compiled_cfg import CompiledCfg
+
+    g = compile_json_schema(GrammarCompiler(VOCAB), TREE, key_order="declared")
+    g = getattr(g, "compiled", g)  # the grammar under the run-time check of member names
+    assert isinstance(g, CompiledCfg)
+    doc = b'{"name":"' + (b"ab a " * 8)[:39] + b'b","kids":[{"name":"ab"}]}'
+    states = _walk(g, doc)
+    in_string = states[9:49]
+    for s in states:
+        assert _bits(g.mask(s)) == _exact(g, s), s
+    assert len({g._mask_key[s] for s in in_string}) < len(in_string) // 2
