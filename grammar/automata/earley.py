@@ -72,6 +72,7 @@ class CfgAutomaton(StateTable):
         self.lexstates: list[tuple] = []
         self._lex_ids: dict[tuple, int] = {}
         self._lex_trans: dict[int, int] = {}
+        self._lex_clamps: dict[int, int] = {}  # lexer state << 16 | limit -> clamped lexer state
         self._lex_acc: list[tuple[int, ...]] = []
         self._lex_cont: list[bool] = []
         self.configs: list[tuple] = []
@@ -324,13 +325,12 @@ class CfgAutomaton(StateTable):
             return cfg if out == list(lexemes) else self._intern_config(accepting, out)
 
     def _clamped_lex(self, lex: int, limit: int) -> int:
-        memo = self.__dict__.setdefault("_lex_clamps", {})
         key = lex << 16 | limit
-        r = memo.get(key)
+        r = self._lex_clamps.get(key)
         if r is None:
             state = self.lexstates[lex]
             clamped = tuple(dict.fromkeys((t, self.pool.clamp(e, limit)) for t, e in state))
-            r = memo[key] = lex if clamped == state else self._lex_id(clamped)
+            r = self._lex_clamps[key] = lex if clamped == state else self._lex_id(clamped)
         return r
 
     def _first_bytes(self, lex: int) -> int:

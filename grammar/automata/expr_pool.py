@@ -233,6 +233,7 @@ class ExprPool:
         if r is not None:
             return r
         counter = self.counter
+        frees: dict[int, tuple[int, int] | None] = {}  # intersection -> _length_free, asked once
 
         def done(x: int) -> int:
             return x if counter[x] <= limit else memo[x]
@@ -240,7 +241,7 @@ class ExprPool:
         def kids(x: int) -> tuple:
             k, a = self.kind[x], self.args[x]
             if k == K_AND:
-                free = self._length_free(a, limit)
+                free = frees[x] = self._length_free(a, limit)
                 a = (free[0],) if free else ()
             elif k == K_REP:
                 a = (a[0],)
@@ -261,7 +262,7 @@ class ExprPool:
                 elif hi > limit:
                     hi = INF
                 return self.rep(done(y), lo, hi)
-            free = self._length_free(a, limit) if k == K_AND else None
+            free = frees.get(x)
             return self.and_([done(free[0]), self.rep(free[1], 0, INF)]) if free else x
 
         return _post_order(e, memo, kids, make)

@@ -274,30 +274,26 @@ class CompiledGrammar(AutomatonQueries):
         base_mask = self._masks.get(base)
         if base_mask is None:
             base_mask = self._masks.put(base, self._compute_mask(base))
-        mask = base_mask & long.short
-        stack = np.zeros(self._stack_len, dtype=np.int32)
-        stack[0] = state
-        self.trie.fill(mask, stack, self.dfa, long.skip, 0)
-        if self.dfa.accepting[state]:
-            mask |= self._eos_mask
-        return mask
+        return self._fill(base_mask & long.short, state, long.skip, 0)
 
     def _bytes_needed(self, state: int) -> int:
         return self.pool.min_len[self.dfa.exprs[state]]  # a lower bound; exact without and/not
 
     def _compute_mask(self, state: int) -> np.ndarray:
-        stack = np.zeros(self._stack_len, dtype=np.int32)
-        stack[0] = state
         with self.dfa.lock:
             candidate = slice_candidate(self.pool, self.dfa.exprs[state])
         sl = None if candidate is None else self.index.slice_for(candidate[0], lazy=True)
         if sl is None:
-            mask = np.zeros(self._words, dtype=np.uint32)
-            self.trie.fill(mask, stack, self.dfa)
-        else:
-            hi = sl.bound(candidate[1])
-            mask = sl.masks[hi].copy()
-            self.trie.fill(mask, stack, self.dfa, sl.skipcap, hi)
+            return self._fill(np.zeros(self._words, dtype=np.uint32), state)
+        hi = sl.bound(candidate[1])
+        return self._fill(sl.masks[hi].copy(), state, sl.skipcap, hi)
+
+    def _fill(self, mask: np.ndarray, state: int, skipcap=None, hi: int = -1) -> np.ndarray:
+        """mask OR the tokens the trie walk from state allows (``TokenTrie.fill``), and EOS where the
+        state accepts."""
+        stack = np.zeros(self._stack_len, dtype=np.int32)
+        stack[0] = state
+        self.trie.fill(mask, stack, self.dfa, skipcap, hi)
         if self.dfa.accepting[state]:
             mask |= self._eos_mask
         return mask

@@ -60,6 +60,7 @@ class CompiledCfg(AutomatonQueries):
         self._attach()
         self._inside: dict[int, np.ndarray] = {}  # lexer state -> tokens inside its lexeme (any context)
         self._slice_keys: dict[int, tuple | None] = {}  # configuration -> slice_of
+        self._mask_key: dict[int, int] = {}  # configuration -> its clamped configuration (mask)
         self._lex_slices: dict[int, tuple | None] = {}  # lexer state -> its lexemes' widest slice
 
     def _attach(self) -> None:
@@ -84,14 +85,14 @@ class CompiledCfg(AutomatonQueries):
 
     def cached_mask(self, state: int) -> np.ndarray | None:
         """The configuration's mask when it is computed already, else None; never computes."""
-        key = self._mask_keys().get(state)
+        key = self._mask_key.get(state)
         return self._masks.get(key) if key is not None else None
 
     def mask(self, state: int) -> np.ndarray:
         """The allowed-token bitmask of a configuration: uint32 [words]. Do not modify. Keyed by the
         configuration with its lexer states' counters clamped past the longest token
         (``CfgAutomaton.clamped``): the same tokens, shared by the positions of a long bounded string."""
-        keys = self._mask_keys()
+        keys = self._mask_key
         key = keys.get(state)
         m = self._masks.get(key) if key is not None else None
         if m is None:
@@ -102,13 +103,6 @@ class CompiledCfg(AutomatonQueries):
                 if m is None:
                     m = self._masks.put(key, self._compute_mask(key))
         return m
-
-    def _mask_keys(self) -> dict[int, int]:
-        """configuration -> its mask key (a dict of ints; a grammar from an older disk cache has none)."""
-        keys = self.__dict__.get("_mask_key")
-        if keys is None:
-            keys = self.__dict__.setdefault("_mask_key", {})
-        return keys
 
     def _compute_mask(self, state: int) -> np.ndarray:
         """Walk the trie in rounds: each numba pass skips the subtrees behind transitions not computed yet
