@@ -22,7 +22,21 @@ from dataclasses import dataclass
 from guided.errors import CompileTimeoutError, GrammarError, LimitError, SchemaError
 from guided.grammar import ExprPool
 from guided.grammar.cfg_ir import CfgGrammar, EAlt, ERepeat, ESeq, Expr, GrammarBuilder, Lex, Ref, Rule
-from guided.grammar.regex_ast import EMPTY, Alt, And, ByteSet, Chars, Node, Not, Repeat, Seq, alt, repeat, seq
+from guided.grammar.regex_ast import (
+    EMPTY,
+    EPSILON,
+    Alt,
+    And,
+    ByteSet,
+    Chars,
+    Node,
+    Not,
+    Repeat,
+    Seq,
+    alt,
+    repeat,
+    seq,
+)
 
 __all__ = ["Hole", "SchemaCfg", "has_hole", "hole_memo", "hole_names", "fill_holes", "map_meets", "START"]
 
@@ -213,7 +227,7 @@ class SchemaCfg:
         self.seconds = seconds  # what is left of the compile time bound (SchemaOptions.timeout_s)
         self.deadline = time.monotonic() + seconds
         self._steps = 0
-        self.builder = GrammarBuilder(START)
+        self.builder = _HoleRules(START)
         self._holes: dict[int, bool] = {}
         self._parents: dict[int, int] = {}
         self._shared: dict[int, str] = {}
@@ -277,10 +291,19 @@ class SchemaCfg:
                 Lex(x) if x.__class__ in _LEAVES or holes.get(id(x)) is False else self.expr(x, False)
                 for x in node.items
             ])  # fmt: skip
-            return ESeq(items) if cls is Seq else EAlt(items)
+            for x in items:
+                if x.__class__ is not Lex:
+                    return ESeq(items) if cls is Seq else EAlt(items)
+            # every hole below was under an intersection that on_meet replaced: a regular piece
+            nodes = [x.node for x in items]
+            return Lex(seq(*nodes) if cls is Seq else alt(*nodes))
         assert cls is Repeat
         inner = self.expr(node.item, node.min == node.max == 1)
-        return inner if node.min == node.max == 1 else ERepeat(inner, node.min, node.max)
+        if node.min == node.max == 1:
+            return inner
+        if inner.__class__ is Lex:
+            return Lex(repeat(inner.node, node.min, node.max))
+        return ERepeat(inner, node.min, node.max)
 
     def _share(self, node: Node) -> str:
         name = self._shared.get(id(node))
@@ -312,6 +335,36 @@ class SchemaCfg:
                 alts = tuple(a for a in rule.alternatives if all(s in good for s in a))
                 rules[name] = Rule(name, alts, rule.priority)
         return CfgGrammar(rules, live, START).validate()
+
+
+class _HoleRules(GrammarBuilder):
+    """The GrammarBuilder of ``SchemaCfg.expr``'s output, where an expression is regular exactly when
+    it is a ``Lex``: every subtree without a hole became one (hole-free from the start, or once
+    ``on_meet`` replaced the intersections its holes were under), so each ``ESeq``, ``EAlt`` and
+    ``ERepeat`` holds a ``Ref`` (and no rule is inlined as regular). The generic builder asked
+    ``to_regex`` about every item of every sequence and alternative again and again (millions of
+    calls on a big schema, each answered "not regular"). A run of hole-free items shared by several places (each place
+    builds it from the same AST nodes) becomes its terminal once, found by its nodes' identities
+    instead of building and structurally comparing a new ``Seq`` each time."""
+
+    def __init__(self, start: str):
+        super().__init__(start)
+        self._runs: dict[tuple[int, ...], tuple[tuple[Node, ...], str]] = {}  # nodes kept: ids stay theirs
+
+    def to_regex(self, e: Expr) -> Node | None:
+        return e.node if e.__class__ is Lex else None
+
+    def _flush(self, run: list[Node], out: list[str]) -> None:
+        if not run:
+            return
+        key = tuple(map(id, run))
+        hit = self._runs.get(key)
+        if hit is None:
+            node = seq(*run)
+            hit = self._runs[key] = (tuple(run), "" if node == EPSILON else self.terminal_for(node))
+        run.clear()
+        if hit[1]:
+            out.append(hit[1])
 
 
 def _surely_empty(pool: ExprPool, node: Node, meets: dict[int, bool]) -> bool:

@@ -88,6 +88,37 @@ def test_recursion_and_schema_free_values_are_context_free():
         assert isinstance(json_schema_to_grammar(schema), CfgGrammar)
 
 
+# holes under an intersection that on_meet replaces (their parents become regular pieces), shared
+# definitions, repeats over holes, alternatives of both kinds
+BUILDER_SCHEMAS = [
+    TREE,
+    LINKED,
+    {},
+    {"allOf": [{"enum": [{"bar": 8}]}, {"not": {"not": {"oneOf": [
+        {"properties": {"bar": {}, "baz": {}}, "required": ["bar"]},
+        {"properties": {"foo": {}}, "required": ["foo"]}]}}}]},
+    {"allOf": [{"enum": [{"bar": 2, "foo": "quux"}]}, {"not": {
+        "properties": {"bar": {"type": "integer"}, "baz": {"type": "null"}}, "required": ["bar", "baz"]}}]},
+    {"type": "object", "properties": {"a": {"$ref": "#"}, "b": {"$ref": "#"}, "c": {"type": "array",
+        "items": {"anyOf": [{"$ref": "#"}, {"type": "string"}]}, "minItems": 2, "maxItems": 4}}},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("schema", BUILDER_SCHEMAS, ids=range(len(BUILDER_SCHEMAS)))
+def test_schema_rules_equal_the_generic_builders(schema, monkeypatch):
+    # SchemaCfg's builder takes every non-Lex expression as non-regular and finds a run's terminal
+    # by its nodes' identities: the grammar is the one the generic GrammarBuilder makes, name for name
+    from guided.grammar.cfg_ir import GrammarBuilder
+    from guided.schema import recursion
+
+    fast = json_schema_to_grammar(schema, key_order="any")
+    monkeypatch.setattr(recursion, "_HoleRules", GrammarBuilder)
+    generic = json_schema_to_grammar(schema, key_order="any")
+    assert isinstance(fast, CfgGrammar) and isinstance(generic, CfgGrammar)
+    assert list(fast.rules.items()) == list(generic.rules.items())
+    assert list(fast.terminals.items()) == list(generic.terminals.items())
+
+
 def test_regex_api_keeps_its_bounds():
     with pytest.raises(SchemaError, match="context-free path"):
         json_schema_to_node(TREE)
