@@ -21,7 +21,20 @@ from guided.errors import GrammarError, LimitError, SchemaError
 from guided.grammar import EMPTY_ID, ExprPool, parse_regex
 from guided.grammar.bounded_cache import BoundedCache
 from guided.grammar.languages import is_empty
-from guided.grammar.regex_ast import EMPTY, EPSILON, Node, Not, alt, intersect, literal, optional, repeat, seq
+from guided.grammar.regex_ast import (
+    EMPTY,
+    EPSILON,
+    Alt,
+    Node,
+    Not,
+    Seq,
+    alt,
+    intersect,
+    literal,
+    optional,
+    repeat,
+    seq,
+)
 from guided.schema.key_order import MAX_PERMUTED, bag_fits
 from guided.schema.keywords import ANNOTATIONS
 from guided.schema.object_bags import bag
@@ -366,23 +379,71 @@ def _members(lowering: SchemaLowering, slots, other: Node, lo: int, hi: int | No
     sep = lowering.sep
     tail_rest = repeat(seq(sep, other)) if other != EMPTY else EPSILON
     around = around and other != EMPTY
-    # after[i]: members from slot i on, when one member has already been written
+    # after(i): members from slot i on, when one member has already been written
     start, tail = _any_order_parts(lowering, free, tail_rest) if free else (None, tail_rest)
-    after = [tail]
-    for member, req in reversed(slots):
-        item = seq(sep, member)
-        after.append(seq(item if req else optional(item), after[-1]))
-    after.reverse()
-    # first[i]: members from slot i on, when none has been written yet (others first: below)
+    after = _Suffixes([seq(sep, m) if req else optional(seq(sep, m)) for m, req in slots], tail)
+    # first[i]: members from slot i on, when none has been written yet (others first: below). Only
+    # the first slot and those after a run of optional ones begin a member list: the others' nodes
+    # are not built (a long list of required members made every suffix, quadratic in its length)
     if start is not None:
         first = start
     else:
         first = alt(EPSILON, seq(other, tail_rest)) if other != EMPTY and not around else EPSILON
-    for i in range(len(slots) - 1, -1, -1):
+    begins = next((i for i, (_, req) in enumerate(slots) if req), len(slots) - 1)
+    for i in range(begins, -1, -1):
         member, req = slots[i]
-        taken = seq(member, after[i + 1])
+        taken = seq(member, after(i + 1))
         first = taken if req else alt(taken, first)
-    return alt(first, seq(other, tail_rest, after[0])) if around else first
+    return alt(first, seq(other, tail_rest, after(0))) if around else first
+
+
+class _Suffixes:
+    """``after(i)``: ``seq(items[i], seq(items[i + 1], ... seq(items[-1], tail)))``, the same node that
+    chain of ``seq`` calls makes (``seq`` flattens a sequence argument one level, so each suffix is
+    a flat copy of the next one's items), built on demand from one shared list of the flattened
+    items in reverse: a suffix costs its own length, and suffixes never asked for cost nothing."""
+
+    def __init__(self, items: list[Node], tail: Node):
+        n = len(items)
+        self.items, self.tail = items, tail
+        rev = list(reversed(_flat(tail)))
+        self.ends = [0] * (n + 1)  # ends[i]: how much of rev spells after(i)
+        self.ends[n] = len(rev)
+        self.empty_upto = n if _is_empty(tail) else -1  # after(i) is EMPTY for every i up to it
+        self.chain = False  # a lone sequence would be flattened once more: build the chain itself
+        for i in range(n - 1, -1, -1):
+            x = items[i]
+            if self.empty_upto < 0 and _is_empty(x):
+                self.empty_upto = i
+            fx = _flat(x)
+            if len(fx) + len(rev) == 1 and (fx[0] if fx else rev[0]).__class__ is Seq:
+                self.chain = True
+            rev.extend(reversed(fx))
+            self.ends[i] = len(rev)
+        self.rev = rev
+
+    def __call__(self, i: int) -> Node:
+        if i == len(self.items):
+            return self.tail
+        if i <= self.empty_upto:
+            return EMPTY
+        if self.chain:
+            node = self.tail
+            for x in reversed(self.items[i:]):
+                node = seq(x, node)
+            return node
+        end = self.ends[i]
+        flat = self.rev[end - 1 :: -1] if end else []
+        return flat[0] if len(flat) == 1 else Seq(tuple(flat))
+
+
+def _is_empty(node: Node) -> bool:
+    return node is EMPTY or (node.__class__ is Alt and not node.items)
+
+
+def _flat(node: Node) -> tuple[Node, ...] | list[Node]:
+    """What ``seq`` puts in place of an argument."""
+    return node.items if node.__class__ is Seq else [node]
 
 
 def any_order(lowering: SchemaLowering, members: list[Node]) -> Node:

@@ -266,3 +266,51 @@ def test_bound_is_the_place_not_the_schema():
         assert not accepts(node, json.dumps(inst)) or is_valid(schema, inst), inst
     ordered = {n: 1 for n in names[:3]}
     assert accepts(node, json.dumps(ordered)) == is_valid(schema, ordered)
+
+
+def _chain(items, tail):
+    from guided.grammar.regex_ast import seq
+
+    node = tail
+    for x in reversed(items):
+        node = seq(x, node)
+    return node
+
+
+@pytest.mark.parametrize("shape", ["required", "optional", "mixed", "empty-member", "lone-tail", "epsilon"])
+def test_member_suffixes_equal_the_seq_chain(shape):
+    # _members builds only the suffixes it uses (a long list of required members made every one,
+    # quadratic in its length); each must be the node the chain of seq calls made, so the grammar
+    # stays the same
+    from guided.grammar.regex_ast import EMPTY, EPSILON, Seq, literal, optional, repeat, seq
+    from guided.schema.objects import _Suffixes
+
+    sep = literal(",")
+    member = [seq(literal(f'"k{i}":'), literal(str(i))) for i in range(7)]
+    req = {"required": [True] * 7, "optional": [False] * 7, "mixed": [i % 3 == 0 for i in range(7)],
+           "empty-member": [True] * 7, "lone-tail": [False], "epsilon": [True] * 3}[shape]  # fmt: skip
+    items = [seq(sep, m) if r else optional(seq(sep, m)) for m, r in zip(member, req, strict=False)]
+    if shape == "empty-member":
+        items[4] = seq(sep, EMPTY)
+    tail = {"lone-tail": EPSILON, "epsilon": EPSILON}.get(shape, repeat(seq(sep, literal("x"))))
+    after = _Suffixes(items, tail)
+    for i in range(len(items) + 1):
+        want = _chain(items[i:], tail)
+        got = after(i)
+        assert got == want and got.__class__ is want.__class__, (shape, i)
+    assert _Suffixes([Seq((Seq((literal("a"), literal("b"))),))], EPSILON)(0) == _chain(
+        [Seq((Seq((literal("a"), literal("b"))),))], EPSILON
+    )
+
+
+def test_many_required_members_in_declared_order():
+    names = [f"p{i}" for i in range(120)]
+    schema = {"type": "object", "properties": {n: {"type": "integer"} for n in names}, "required": names[::2]}
+    node = json_schema_to_node(schema)
+    good = {n: i for i, n in enumerate(names) if i % 3}
+    good.update({n: 0 for n in names[::2]})
+    ordered = {n: good[n] for n in names if n in good}
+    assert is_valid(schema, ordered) and fullmatch(node, json.dumps(ordered))
+    missing = dict(ordered)
+    del missing["p4"]
+    assert not fullmatch(node, json.dumps(missing))
