@@ -100,47 +100,65 @@ def checkout(ref: str, into: Path) -> Path:
     return pkg
 
 
-def percentile(values: list[float], q: float) -> float:
-    v = sorted(values)
-    return v[min(len(v) - 1, int(len(v) * q))]
-
-
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("a", help="git ref of version A (the baseline)")
-    p.add_argument("b", help="git ref of version B")
-    p.add_argument("--sets", default="maskbench,maskbench-hard", help="data sets under ../shared/data")
-    p.add_argument("--every", type=int, default=40)
-    p.add_argument("--offset", type=int, default=0)
-    p.add_argument("--reps", type=int, default=3, help="compiles per schema and version (the fastest counts)")
-    p.add_argument("--tokenizer", default=str(SHARED / "tokenizers" / "llama3"))
-    p.add_argument("--json", default=None, help="write the per-schema figures here")
-    p.add_argument("--replay", action="store_true", help="MaskBench's measure: wall-clock TTFM and every mask (TBM)")
-    args = p.parse_args()
-    files = [f for s in args.sets.split(",") for f in sorted((SHARED / "data" / s).glob("*.json"))]
-    files = files[args.offset :: args.every]
-    if not files:
-        sys.exit(f"no schemas under {SHARED / 'data'} for {args.sets}")
+def run_paired(refs: tuple[str, str], code: list[str], files: list[Path]) -> list[dict]:
+    """One worker per ref (``python -c *code``, importing that version of the package), handed the
+    same files one after the other, alternating which goes first: per version, {file name: the JSON
+    line its worker answered}. A worker prints "ready" once set up, then one line per file."""
     with tempfile.TemporaryDirectory() as tmp:
         workers = []
-        for name, ref in (("a", args.a), ("b", args.b)):
-            pkg = checkout(ref, Path(tmp) / name)
-            env = {**os.environ, "PYTHONPATH": str(pkg)}
-            code = [REPLAY, args.tokenizer] if args.replay else [WORKER, args.tokenizer, str(args.reps)]
+        for name, ref in zip(("a", "b"), refs, strict=True):
+            env = {**os.environ, "PYTHONPATH": str(checkout(ref, Path(tmp) / name))}
             w = subprocess.Popen([sys.executable, "-c", *code], cwd=tmp, env=env,
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
             if w.stdout.readline().strip() != "ready":
                 sys.exit(f"the worker for {ref} did not start")
             workers.append(w)
-        times: list[dict] = [{}, {}]
+        got: list[dict] = [{}, {}]
         for i, f in enumerate(files):
             for k in (0, 1) if i % 2 == 0 else (1, 0):
                 workers[k].stdin.write(f"{f}\n")
                 workers[k].stdin.flush()
-                times[k][f.name] = json.loads(workers[k].stdout.readline())
+                got[k][f.name] = json.loads(workers[k].stdout.readline())
         for w in workers:
             w.stdin.close()
             w.wait(timeout=60)
+    return got
+
+
+def percentile(values: list[float], q: float) -> float:
+    v = sorted(values)
+    return v[min(len(v) - 1, int(len(v) * q))]
+
+
+def paired_parser(description: str, every: int) -> argparse.ArgumentParser:
+    """The arguments of a paired run: two refs and which MaskBench schemas (``selected``)."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("a", help="git ref of version A (the baseline)")
+    p.add_argument("b", help="git ref of version B")
+    p.add_argument("--sets", default="maskbench,maskbench-hard", help="data sets under ../shared/data")
+    p.add_argument("--every", type=int, default=every)
+    p.add_argument("--offset", type=int, default=0)
+    return p
+
+
+def selected(args) -> list[Path]:
+    files = [f for s in args.sets.split(",") for f in sorted((SHARED / "data" / s).glob("*.json"))]
+    files = files[args.offset :: args.every]
+    if not files:
+        sys.exit(f"no schemas under {SHARED / 'data'} for {args.sets}")
+    return files
+
+
+def main() -> None:
+    p = paired_parser(__doc__.split("\n")[0], every=40)
+    p.add_argument("--reps", type=int, default=3, help="compiles per schema and version (the fastest counts)")
+    p.add_argument("--tokenizer", default=str(SHARED / "tokenizers" / "llama3"))
+    p.add_argument("--json", default=None, help="write the per-schema figures here")
+    p.add_argument("--replay", action="store_true", help="MaskBench's measure: wall-clock TTFM and every mask (TBM)")
+    args = p.parse_args()
+    files = selected(args)
+    code = [REPLAY, args.tokenizer] if args.replay else [WORKER, args.tokenizer, str(args.reps)]
+    times = run_paired((args.a, args.b), code, files)
     a, b = times
     names = [f.name for f in files]
     if args.replay:

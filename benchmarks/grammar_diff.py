@@ -1,0 +1,98 @@
+"""Whether two versions of guided lower the same schemas to the same grammars.
+
+A refactor of the JSON Schema lowering that should not change what it builds (a faster conversion,
+a memo) is checked here: each version, laid out from ``git archive REF`` in its own worker (see
+``compile_ab.py``), lowers every selected MaskBench schema with ``json_schema_to_grammar`` and
+reports a digest of the result: for a context-free grammar its rules, its terminals and their
+regex ASTs, in order; for a regular one its AST. The digest numbers AST nodes by structure, so it
+does not depend on the hash seed or on which objects are shared. Prints the schemas whose digests
+differ (or whose errors differ). It times nothing: in a fresh checkout the compiled core is
+JIT-compiled at its first uses, inside whichever schema needs it (``compile_ab.py`` times).
+
+    python benchmarks/grammar_diff.py f8bcd58 HEAD --every 8 --key-order any
+
+A ref is anything ``git archive`` takes: commit a change to check it.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from compile_ab import paired_parser, run_paired, selected
+
+WORKER = r"""
+import hashlib, json, sys, warnings
+warnings.simplefilter("ignore")
+from guided.grammar.cfg_ir import CfgGrammar
+from guided.grammar.regex_ast import And, Alt, ByteSet, Chars, Not, Repeat, Seq
+from guided.schema.compiler import json_schema_to_grammar
+
+def canon(nodes):
+    num, table, rows = {}, {}, []
+    for root in nodes:
+        stack = [(root, False)]
+        while stack:
+            x, expanded = stack.pop()
+            if id(x) in num:
+                continue
+            c = x.__class__
+            kids = x.items if c in (Seq, Alt, And) else (x.item,) if c in (Repeat, Not) else ()
+            if kids and not expanded:
+                stack.append((x, True))
+                stack.extend((k, False) for k in kids)
+                continue
+            if c in (Chars, ByteSet):
+                key = (c.__name__, x.ranges)
+            elif c is Repeat:
+                key = ("Repeat", num[id(x.item)], x.min, x.max)
+            else:
+                key = (c.__name__, tuple(num[id(k)] for k in kids))
+            if key not in table:
+                table[key] = len(rows)
+                rows.append(key)
+            num[id(x)] = table[key]
+    return [num[id(n)] for n in nodes], rows
+
+def digest(g):
+    h = hashlib.sha256()
+    if isinstance(g, CfgGrammar):
+        h.update(repr([(r.name, r.alternatives, r.priority) for r in g.rules.values()]).encode())
+        refs, rows = canon([t.node for t in g.terminals.values()])
+        h.update(repr([(t.name, r, t.priority) for t, r in zip(g.terminals.values(), refs)]).encode())
+        h.update(repr((rows, g.start, g.ignore)).encode())
+        return "cfg:" + h.hexdigest()[:20]
+    h.update(repr(canon([g])).encode())
+    return "regular:" + h.hexdigest()[:20]
+
+key_order = sys.argv[1]
+json_schema_to_grammar({"type": "object"})
+print("ready", flush=True)
+for line in sys.stdin:
+    schema = json.loads(open(line.strip()).read())["schema"]
+    try:
+        out = digest(json_schema_to_grammar(schema, key_order=key_order))
+    except Exception as e:
+        out = f"error: {type(e).__name__}: {str(e)[:120]}"
+    print(json.dumps([out]), flush=True)
+"""
+
+
+def main() -> None:
+    p = paired_parser(__doc__.split("\n")[0], every=8)
+    p.add_argument("--key-order", default="any", choices=["declared", "any"])
+    args = p.parse_args()
+    files = selected(args)
+    got = run_paired((args.a, args.b), [WORKER, args.key_order], files)
+    a, b = got
+    differ = [f.name for f in files if a[f.name][0] != b[f.name][0]]
+    kinds = {k: sum(v[0].startswith(k) for v in a.values()) for k in ("cfg", "regular", "error")}
+    print(f"{len(files)} schemas (key_order {args.key_order}; A: {kinds['cfg']} context-free, "
+          f"{kinds['regular']} regular, {kinds['error']} errors); A = {args.a}, B = {args.b}")  # fmt: skip
+    print(f"  grammars that differ: {len(differ)}")
+    for name in differ:
+        print(f"    {name}: A {a[name][0]} | B {b[name][0]}")
+    sys.exit(1 if differ else 0)
+
+
+if __name__ == "__main__":
+    main()
