@@ -24,7 +24,6 @@ from guided.grammar.languages import is_empty
 from guided.grammar.regex_ast import (
     EMPTY,
     EPSILON,
-    Alt,
     Node,
     Not,
     Seq,
@@ -409,11 +408,11 @@ class _Suffixes:
         rev = list(reversed(_flat(tail)))
         self.ends = [0] * (n + 1)  # ends[i]: how much of rev spells after(i)
         self.ends[n] = len(rev)
-        self.empty_upto = n if _is_empty(tail) else -1  # after(i) is EMPTY for every i up to it
+        self.empty_upto = n if tail == EMPTY else -1  # after(i) is EMPTY for every i up to it
         self.chain = False  # a lone sequence would be flattened once more: build the chain itself
         for i in range(n - 1, -1, -1):
             x = items[i]
-            if self.empty_upto < 0 and _is_empty(x):
+            if self.empty_upto < 0 and x == EMPTY:
                 self.empty_upto = i
             fx = _flat(x)
             if len(fx) + len(rev) == 1 and (fx[0] if fx else rev[0]).__class__ is Seq:
@@ -435,10 +434,6 @@ class _Suffixes:
         end = self.ends[i]
         flat = self.rev[end - 1 :: -1] if end else []
         return flat[0] if len(flat) == 1 else Seq(tuple(flat))
-
-
-def _is_empty(node: Node) -> bool:
-    return node is EMPTY or (node.__class__ is Alt and not node.items)
 
 
 def _flat(node: Node) -> tuple[Node, ...] | list[Node]:

@@ -343,9 +343,9 @@ class _HoleRules(GrammarBuilder):
     ``on_meet`` replaced the intersections its holes were under), so each ``ESeq``, ``EAlt`` and
     ``ERepeat`` holds a ``Ref`` (and no rule is inlined as regular). The generic builder asked
     ``to_regex`` about every item of every sequence and alternative again and again (millions of
-    calls on a big schema, each answered "not regular"). A run of hole-free items shared by several places (each place
-    builds it from the same AST nodes) becomes its terminal once, found by its nodes' identities
-    instead of building and structurally comparing a new ``Seq`` each time."""
+    calls on a big schema, each answered "not regular"). A run of hole-free items shared by several
+    places (each place builds it from the same AST nodes) becomes its terminal once, found by its
+    nodes' identities instead of building and structurally comparing a new ``Seq`` each time."""
 
     def __init__(self, start: str):
         super().__init__(start)
