@@ -36,7 +36,7 @@ __all__ = ["GrammarDiskCache", "code_fingerprint"]
 logger = logging.getLogger("guided.grammar.disk_cache")
 
 MAGIC = b"GUIDEDG1"
-FORMAT = 1
+FORMAT = 2
 _HEADER = len(MAGIC) + 32
 _SUFFIX = ".grammar"
 _STALE_TMP_S = 3600.0  # temporary files older than this are leftovers of a killed writer

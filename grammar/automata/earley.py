@@ -26,6 +26,7 @@ from __future__ import annotations
 import threading
 from array import array
 
+import numba
 import numpy as np
 
 from guided.errors import GrammarError, LimitError
@@ -34,12 +35,15 @@ from guided.grammar.automata.expr_pool import EMPTY_ID, EPS_ID, ExprPool, byte_c
 from guided.grammar.automata.state_table import StateTable
 from guided.grammar.cfg_ir import CfgGrammar
 
-__all__ = ["CfgAutomaton", "DEAD", "UNKNOWN"]
+__all__ = ["CfgAutomaton", "DEAD", "UNKNOWN", "LEX", "LEX_ACCEPTS", "LEX_GOES_ON", "pure_slot"]
 
 DEAD = -1
 UNKNOWN = -2  # a transition not computed yet
 COMPLETE = 1 << 30  # next_sym of an item whose dot is at the end
-_FILL = {"trans": UNKNOWN, "computed": 0, "accepting": 0, "internal": 0, "exit_bytes": ~np.uint64(0)}
+_FILL = {"trans": UNKNOWN, "computed": 0, "accepting": 0, "internal": 0, "pure": -1,
+         "lex_trans": UNKNOWN, "lex_flags": 0, "lex_exit": ~np.uint64(0)}  # fmt: skip
+LEX_ACCEPTS = 1  # lex_flags: some terminal of the lexer state accepts here
+LEX_GOES_ON = 2  # lex_flags: some terminal of the lexer state can take another byte
 # Items and lexemes are plain ints, not tuples, so the garbage collector has little to traverse (tuple
 # items made gen-2 collections take ~0.4 s on large automata): item = lr0 << 32 | (origin + 1), origin
 # -1 meaning the set itself; a lexeme in flight = origin set << 24 | lexer state.
@@ -86,10 +90,24 @@ class CfgAutomaton(StateTable):
         self.accepting = np.zeros(cap, dtype=np.uint8)
         self.internal = np.zeros((cap, self.n_classes), dtype=np.uint8)  # 1: trans[s, c] stays in s's lexeme
         self.pure_lex = array("q")  # config -> lexer state when it is one non-accepting lexeme, else -1
-        self.exit_bytes = np.full((cap, 4), ~np.uint64(0), dtype=np.uint64)  # [configs, 256 bits] _exit_mask
+        # the pure configurations again, for mask walks in lexeme mode (``compiled_cfg._walk``): per
+        # configuration its one lexeme (origin set * LEX + lexer state) or -1, and a hash table
+        # lexeme -> configuration (open addressing, pure_slot; keys -1 where empty)
+        self.pure = np.full(cap, -1, dtype=np.int64)
+        self.pure_keys = np.full(64, -1, dtype=np.int64)
+        self.pure_vals = np.zeros(64, dtype=np.int32)
+        self._pure_count = 0
+        # the lexer's transitions as a table (lexer state, byte class) -> lexer state, DEAD or UNKNOWN,
+        # and per lexer state its LEX_* flags and exit mask (_exit_mask: 256 bits as uint64 [4], all
+        # ones, no pruning, until prepare_exits): a lexeme in flight alone steps the same way from
+        # every origin, so walks in lexeme mode share these rows across parser contexts
+        lcap = 64
+        self.lex_trans = np.full((lcap, self.n_classes), UNKNOWN, dtype=np.int32)
+        self.lex_flags = np.zeros(lcap, dtype=np.uint8)
+        self.lex_exit = np.full((lcap, 4), ~np.uint64(0), dtype=np.uint64)
+        self._exits_done = 0  # lexer states below this have their lex_exit row
         self._exit_cache: dict[int, np.ndarray] = {}
         self._term_exit_cache: dict[int, int] = {}
-        self._exit_pending: list[int] = []
         self._live_cache: dict[int, int] = {}
         self._dead_cache: dict[int, np.ndarray] = {}
         start = self._closure({self.start_item * ITEM})
@@ -246,10 +264,16 @@ class CfgAutomaton(StateTable):
     def _lex_id(self, state: tuple) -> int:
         i = self._lex_ids.get(state)
         if i is None:
-            i = self._lex_ids[state] = len(self.lexstates)
+            i = len(self.lexstates)
+            if i >= len(self.lex_flags):
+                self._grow(("lex_trans", "lex_flags", "lex_exit"))
+            acc = tuple(t for t, e in state if self.pool.nullable[e])
+            cont = any(self._can_continue(e) for _, e in state)
             self.lexstates.append(state)
-            self._lex_acc.append(tuple(t for t, e in state if self.pool.nullable[e]))
-            self._lex_cont.append(any(self._can_continue(e) for _, e in state))
+            self._lex_acc.append(acc)
+            self._lex_cont.append(cont)
+            self.lex_flags[i] = (LEX_ACCEPTS if acc else 0) | (LEX_GOES_ON if cont else 0)
+            self._lex_ids[state] = i
         return i
 
     def _can_continue(self, e: int) -> bool:
@@ -274,6 +298,7 @@ class CfgAutomaton(StateTable):
                 if d != EMPTY_ID and (not pool.has_bool[d] or pool.is_live(d)):
                     out.append((t, d))
             r = self._lex_trans[key] = self._lex_id(tuple(out)) if out else DEAD
+            self.lex_trans[lex, c] = r  # after _lex_id, which may have regrown the table
         return r
 
     # ------------------------------------------------------------------ configurations
@@ -305,8 +330,8 @@ class CfgAutomaton(StateTable):
             lexemes = key[1]
             pure = not accepting and len(lexemes) == 1 and not self._lex_acc[lexemes[0] & (LEX - 1)]
             self.pure_lex.append(lexemes[0] & (LEX - 1) if pure else -1)
-            if pure:  # its exit_bytes row stays all ones (no pruning) until prepare_exits
-                self._exit_pending.append(i)
+            if pure:
+                self._add_pure(lexemes[0], i)
             bits = 0
             for x in lexemes:
                 bits |= self._first_bytes(x & (LEX - 1))
@@ -351,13 +376,38 @@ class CfgAutomaton(StateTable):
             r = self._dead_cache[bits] = np.array(dead, dtype=np.intp)
         return r
 
-    def prepare_exits(self) -> None:
-        """Fill the exit_bytes rows of the pure configurations made since the last call (only mask walks
-        that prune read them, so grammars whose walks never prune never pay for them)."""
+    def _add_pure(self, lexeme: int, cfg: int) -> None:
+        """Record pure configuration cfg under its one lexeme (``pure``, ``pure_keys``/``pure_vals``).
+        A slot's value is written before its key: a walk reading the table without the lock finds a
+        key only with its value."""
+        self.pure[cfg] = lexeme
+        self._pure_count += 1
+        if 2 * self._pure_count > len(self.pure_keys):
+            n = 2 * len(self.pure_keys)
+            keys, vals = np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=np.int32)
+            for c in np.flatnonzero(self.pure[: len(self.configs)] >= 0).tolist():
+                _pure_put(keys, vals, int(self.pure[c]), c)
+            self.pure_vals, self.pure_keys = vals, keys
+        else:
+            _pure_put(self.pure_keys, self.pure_vals, lexeme, cfg)
+
+    def pure_entry(self, lexeme: int, c: int) -> None:
+        """What a mask walk in lexeme mode stopped at (the lexeme ``origin * LEX + lexer state`` in
+        flight alone, byte class c): the lexer's step, and where the lexeme may end there, the pure
+        configuration and its transition (the parser's step). Idempotent, thread-safe."""
         with self.lock:
-            for i in self._exit_pending:
-                self.exit_bytes[i] = self._exit_mask(self.pure_lex[i])
-            self._exit_pending.clear()
+            lex2 = self._lex_step(lexeme & (LEX - 1), c)
+            if lex2 >= 0 and self._lex_acc[lex2]:
+                self.entry(self._intern_config(False, [lexeme]), c)
+
+    def prepare_exits(self) -> None:
+        """Fill the lex_exit rows of the lexer states made since the last call (only mask walks that
+        prune read them, so grammars whose walks never prune never pay for them)."""
+        with self.lock:
+            n = len(self.lexstates)
+            for lex in range(self._exits_done, n):
+                self.lex_exit[lex] = self._exit_mask(lex)
+            self._exits_done = n
 
     def _exit_mask(self, lex: int) -> np.ndarray:
         """256-bit mask (uint64 [4]) of bytes that may end a lexeme begun in lexer state lex: a token
@@ -440,10 +490,11 @@ class CfgAutomaton(StateTable):
             r = self._closure_cache[kernel] = self._closure(kernel)
         return r
 
-    def _grow(self) -> None:
-        """Double the per-configuration arrays (old rows kept, new rows at their initial value)."""
-        cap = 2 * len(self.computed)
-        for name in ("trans", "computed", "accepting", "internal", "exit_bytes"):
+    def _grow(self, names=("trans", "computed", "accepting", "internal", "pure")) -> None:
+        """Double the per-configuration arrays, or those named (old rows kept, new rows at their
+        initial value)."""
+        cap = 2 * len(getattr(self, names[0]))
+        for name in names:
             old = getattr(self, name)
             new = np.full((cap, *old.shape[1:]), _FILL[name], old.dtype)
             new[: len(old)] = old
@@ -610,3 +661,21 @@ def _nullable(n: int, prods) -> list[bool]:
             if not out[head] and all(s >= 0 and out[s] for s in body):
                 out[head] = changed = True
     return out
+
+
+@numba.njit(cache=True, nogil=True)
+def pure_slot(keys: np.ndarray, key: int) -> int:
+    """The slot of key in an open-addressing table of int64 keys (-1 where empty; a power-of-two
+    length, at most half full): where it is, or the empty slot where it goes."""
+    m = len(keys) - 1
+    i = (key * 0x9E3779B1) & m
+    while keys[i] != -1 and keys[i] != key:
+        i = (i + 1) & m
+    return i
+
+
+@numba.njit(cache=True, nogil=True)
+def _pure_put(keys: np.ndarray, vals: np.ndarray, key: int, val: int) -> None:
+    i = pure_slot(keys, key)
+    vals[i] = val
+    keys[i] = key

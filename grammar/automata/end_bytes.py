@@ -1,7 +1,7 @@
 """The bytes a regex's strings can end with, read off its AST (a superset, never missing one).
 
 A mask walk that starts inside a lexeme may skip a trie subtree when none of its bytes can end the
-lexeme (see ``CfgAutomaton.exit_bytes``); the last bytes of the terminal's regex bound those bytes for
+lexeme (see ``CfgAutomaton.lex_exit``); the last bytes of the terminal's regex bound those bytes for
 every lexer state of the terminal without exploring its derivatives.
 """
 

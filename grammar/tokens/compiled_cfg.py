@@ -18,7 +18,7 @@ from collections.abc import Callable
 import numba
 import numpy as np
 
-from guided.grammar.automata.earley import LEX, UNKNOWN, CfgAutomaton
+from guided.grammar.automata.earley import LEX, LEX_ACCEPTS, LEX_GOES_ON, UNKNOWN, CfgAutomaton, pure_slot
 from guided.grammar.automata.expr_pool import ExprPool
 from guided.grammar.automata.slice_forms import slice_candidate
 from guided.grammar.cfg_ir import CfgGrammar
@@ -47,7 +47,7 @@ class CompiledCfg(AutomatonQueries):
 
     _SOURCE = "grammar"
     _VOCABULARY_SIDE = (*AutomatonQueries._VOCABULARY_SIDE, "_desc", "_next_tok", "_tails", "_cfg_tail",
-                        "_tail_rows", "_tail_done", "_tail_lock")  # fmt: skip
+                        "_lex_tail", "_tail_rows", "_tail_done", "_lex_tail_done", "_tail_lock")  # fmt: skip
 
     def _build(self) -> None:
         pool = ExprPool.with_common()
@@ -68,8 +68,10 @@ class CompiledCfg(AutomatonQueries):
         # mid-token slices: configuration -> row of self._tails (an unbounded slice's tails) or -1; the
         # rows live in this process's vocabulary index, so a disk cache load starts them again
         self._cfg_tail = np.full(64, -1, dtype=np.int32)
+        self._lex_tail = np.full(64, -1, dtype=np.int32)  # the same per lexer state, for lexeme mode
         self._tail_rows: dict[tuple, int] = {}  # slice candidate -> its row or -1
         self._tail_done = 0  # configurations below this have their _cfg_tail entry
+        self._lex_tail_done = 0  # lexer states below this have their _lex_tail entry
         self._tail_lock = threading.Lock()
 
     # ------------------------------------------------------------------ queries
@@ -108,13 +110,20 @@ class CompiledCfg(AutomatonQueries):
         """Walk the trie in rounds: each numba pass skips the subtrees behind transitions not computed yet
         and lists them; Python computes those transitions and the next pass resumes in those subtrees.
 
-        When the walk starts inside one lexeme (a string body, a number), the tokens that stay inside it
-        depend on the lexer state alone: they are recorded once per lexer state, and later walks from
-        any parser context skip the subtrees whose bytes cannot end the lexeme, OR-ing the record in.
+        Where one lexeme is in flight alone (a pure configuration: a string body, a key, a number), the
+        walk goes on in lexeme mode: its state is (origin set, lexer state), its steps are the lexer's
+        (``CfgAutomaton.lex_trans``), shared by every parser context the lexeme occurs in, and the
+        parser is asked only where the lexeme may end. No configuration is made for the positions
+        inside a lexeme.
+
+        When the walk starts inside one lexeme, the tokens that stay inside it depend on the lexer state
+        alone: they are recorded once per lexer state, and later walks from any parser context skip the
+        subtrees whose bytes cannot end the lexeme, OR-ing the record in.
         """
         trie, dfa = self.trie, self.dfa
         inmask = np.zeros(self._words, dtype=np.uint32)
         stack = np.zeros(self._stack_len, dtype=np.int32)
+        keys = np.zeros(self._stack_len, dtype=np.int64)
         ins = np.zeros(self._stack_len, dtype=np.uint8)
         sl, hi = self._slice(state)
         if sl is not None:  # the slice's tokens are allowed; the walk skips the subtrees made of them
@@ -122,21 +131,31 @@ class CompiledCfg(AutomatonQueries):
         else:
             mask, skipcap, lex = np.zeros(self._words, dtype=np.uint32), trie.no_skip, dfa.pure_lex[state]
         known = self._inside.get(lex) if lex >= 0 else None
-        if known is not None:
-            dfa.prepare_exits()
         jobs, out = _buffers(trie.n_nodes)
-        jobs[0] = (0, state, 0, lex >= 0)  # the whole trie from state
+        pure = int(dfa.pure[state])
+        jobs[0] = (0, -1 if pure >= 0 else state, pure, 0, lex >= 0)  # the whole trie from state
         k, whole = 1, True
         while k:
             self.pool.bound.check()  # one clock read per round: a slow first visit fails its request
-            cfg_tail, tails = self._sync_tails()
+            if known is not None:
+                dfa.prepare_exits()
+            cfg_tail, lex_tail, tails = self._sync_tails()
+            with dfa.lock:  # arrays regrown together, read together
+                trans, internal, pure_of = dfa.trans, dfa.internal, dfa.pure
+                lex_trans, lex_flags, lex_exit = dfa.lex_trans, dfa.lex_flags, dfa.lex_exit
+                pure_keys, pure_vals = dfa.pure_keys, dfa.pure_vals
             k = _walk(
                 trie.node_byte, trie.node_depth, trie.node_end, trie.tok_start, trie.tok_end, trie.token_ids,
-                dfa.class_map, dfa.trans, dfa.internal, dfa.exit_bytes, self._desc, known is not None, skipcap, hi,
-                jobs[:k], whole, stack, ins, mask, inmask, out, cfg_tail, tails, self._next_tok,
+                dfa.class_map, trans, internal, pure_of, lex_trans, lex_flags, lex_exit, pure_keys, pure_vals,
+                self._desc, known is not None, skipcap, hi, jobs[:k], whole, stack, keys, ins, mask, inmask, out,
+                cfg_tail, lex_tail, tails, self._next_tok,
             )  # fmt: skip
-            for c, cls in set(zip(out[:k, 1].tolist(), out[:k, 2].tolist(), strict=True)):
-                dfa.entry(c, cls)
+            todo = set(zip(out[:k, 1].tolist(), out[:k, 2].tolist(), out[:k, 3].tolist(), strict=True))
+            for c, lexeme, cls in todo:
+                if c >= 0:
+                    dfa.entry(c, cls)
+                else:
+                    dfa.pure_entry(lexeme, cls)
             jobs, out, whole = out, jobs, False
         if known is not None:
             mask |= known
@@ -169,30 +188,38 @@ class CompiledCfg(AutomatonQueries):
             self._lex_slices[lex] = r
         return r
 
-    def _sync_tails(self) -> tuple[np.ndarray, np.ndarray]:
-        """(configuration -> row of ``TailRows`` or -1, the rows) with an entry for every configuration
-        made so far: the walk skips, below a node whose configuration has an unbounded slice, the
-        subtrees that spell only that slice's characters (``Slice.tails``), OR-ing in their tokens."""
-        n = self.dfa.n_states
-        if self._tail_done >= n:
-            return self._cfg_tail, self._tails.rows
+    def _sync_tails(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(configuration -> row of ``TailRows`` or -1, the same per lexer state, the rows) with an
+        entry for every configuration and lexer state made so far: the walk skips, below a node whose
+        configuration (lexer state, in lexeme mode) has an unbounded slice, the subtrees that spell
+        only that slice's characters (``Slice.tails``), OR-ing in their tokens."""
+        n, n_lex = self.dfa.n_states, len(self.dfa.lexstates)
+        if self._tail_done >= n and self._lex_tail_done >= n_lex:
+            return self._cfg_tail, self._lex_tail, self._tails.rows
         with self._tail_lock:
-            cfg_tail = self._cfg_tail
-            if len(cfg_tail) < n:
-                cfg_tail = np.full(max(n, 2 * len(cfg_tail)), -1, dtype=np.int32)
-                cfg_tail[: self._tail_done] = self._cfg_tail[: self._tail_done]
-            rows = self._tail_rows
-            for s in range(self._tail_done, n):
-                candidate = self.slice_of(s)
-                if candidate is None:
-                    cfg_tail[s] = -1
-                    continue
-                row = rows.get(candidate)
-                if row is None:
-                    row = rows[candidate] = self._tails.row(*candidate)
-                cfg_tail[s] = row
-            self._cfg_tail, self._tail_done = cfg_tail, n
-            return cfg_tail, self._tails.rows
+            self._cfg_tail = self._synced(self._cfg_tail, self._tail_done, n, self.slice_of)
+            self._lex_tail = self._synced(self._lex_tail, self._lex_tail_done, n_lex, self._lex_slice)
+            self._tail_done, self._lex_tail_done = n, n_lex
+            return self._cfg_tail, self._lex_tail, self._tails.rows
+
+    def _synced(self, table: np.ndarray, done: int, n: int, slice_of) -> np.ndarray:
+        """table with entries done..n-1 filled (state -> its slice's row of tails, or -1), regrown
+        into a new array when too short (a walk may still be reading the old one)."""
+        if len(table) < n:
+            grown = np.full(max(n, 2 * len(table)), -1, dtype=np.int32)
+            grown[:done] = table[:done]
+            table = grown
+        rows = self._tail_rows
+        for s in range(done, n):
+            candidate = slice_of(s)
+            if candidate is None:
+                table[s] = -1
+                continue
+            row = rows.get(candidate)
+            if row is None:
+                row = rows[candidate] = self._tails.row(*candidate)
+            table[s] = row
+        return table
 
     def _slice(self, state: int):
         """(Slice, bound) of the character class some lexeme in flight loops on, or (None, -1)."""
@@ -212,35 +239,47 @@ def _wider_slice(best: tuple | None, c: tuple | None) -> tuple | None:
 
 
 @numba.njit(cache=True, nogil=True)
-def _walk(node_byte, node_depth, node_end, tok_start, tok_end, token_ids, class_map, trans, internal, exit_bytes,
-          desc, prune, skipcap, hi, jobs, whole, stack, ins, mask, inmask, out, cfg_tail, tails, next_tok):  # fmt: skip
+def _walk(node_byte, node_depth, node_end, tok_start, tok_end, token_ids, class_map, trans, internal, pure,
+          lex_trans, lex_flags, lex_exit, pure_keys, pure_vals, desc, prune, skipcap, hi, jobs, whole, stack, keys,
+          ins, mask, inmask, out, cfg_tail, lex_tail, tails, next_tok):  # fmt: skip
     """Depth-first over the trie subtrees of the nodes jobs[r, 0] (the whole trie when ``whole``), the
-    configuration before each being jobs[r, 1]; one configuration per depth in stack, and in ins whether
-    the path so far stayed inside the starting lexeme (jobs[r, 3] at the job's node). Nodes whose
-    transition is still UNKNOWN are written to out as (node, configuration, byte class, inside) and their
-    subtree skipped; a DEAD transition skips the subtree for good. Tokens reached inside the starting
-    lexeme also go to inmask; with ``prune``, a subtree inside it whose bytes (desc) cannot end the
-    lexeme (exit_bytes) is skipped: its tokens are in the caller's record. Subtrees with skipcap <= hi
-    (tokens of a slice the caller put in mask) are skipped too. Below a configuration s with
-    ``cfg_tail[s] >= 0``, a node whose subtree spells only that slice's characters (``tails[row]``) has
-    its subtree's tokens (token_ids[next_tok[node]:next_tok[node_end[node]]]) OR-ed in and is skipped;
-    on a path inside the starting lexeme they go to inmask too: s's lexer state follows from the
-    starting one and the path alone, and the slice from the lexer state alone, so they are allowed in
-    every parser context that the record serves.
+    state before each being jobs[r, 1] (a configuration) or, when that is -1, jobs[r, 2] (lexeme mode:
+    the one lexeme in flight, origin set * LEX + lexer state, of a pure configuration); one state per
+    depth in stack and keys, and in ins whether the path so far stayed inside the starting lexeme
+    (jobs[r, 4] at the job's node). A transition into a pure configuration goes on in lexeme mode; in
+    lexeme mode a lexer step (``lex_trans``) that cannot end the lexeme stays in it, and one that can
+    goes through the pure configuration's own transition (found in the ``pure_keys``/``pure_vals``
+    table). Nodes whose step is still UNKNOWN, or whose pure configuration is not made yet, are
+    written to out as (node, configuration or -1, lexeme or -1, byte class, inside) and their subtree
+    skipped; a DEAD transition skips the subtree for good. Tokens reached inside the starting lexeme
+    also go to inmask; with ``prune``, a subtree inside it whose bytes (desc) cannot end the lexeme
+    (lex_exit) is skipped: its tokens are in the caller's record. Subtrees with skipcap <= hi (tokens of
+    a slice the caller put in mask) are skipped too. Below a state s whose slice row (``cfg_tail``,
+    ``lex_tail`` in lexeme mode) is >= 0, a node whose subtree spells only that slice's characters
+    (``tails[row]``) has its subtree's tokens (token_ids[next_tok[node]:next_tok[node_end[node]]])
+    OR-ed in and is skipped; on a path inside the starting lexeme they go to inmask too: s's lexer
+    state follows from the starting one and the path alone, and the slice from the lexer state alone,
+    so they are allowed in every parser context that the record serves.
     Returns how many were written."""
     n_out = 0
     for r in range(len(jobs)):
         i = jobs[r, 0]
         end = len(node_byte) if whole else node_end[i]
         stack[node_depth[i] - 1] = jobs[r, 1]
-        ins[node_depth[i] - 1] = jobs[r, 3]
+        keys[node_depth[i] - 1] = jobs[r, 2]
+        ins[node_depth[i] - 1] = jobs[r, 4]
         while i < end:
             if skipcap[i] <= hi:  # a subtree of slice tokens: already in mask
                 i = node_end[i]
                 continue
             d = node_depth[i]
             s = stack[d - 1]
-            row = cfg_tail[s]
+            key = keys[d - 1]
+            lex = key & (LEX - 1)
+            if s >= 0:
+                row = cfg_tail[s] if s < len(cfg_tail) else -1
+            else:
+                row = lex_tail[lex] if lex < len(lex_tail) else -1
             if row >= 0 and tails[row, i] == 1:  # X-characters from here on: all allowed
                 record = ins[d - 1] == 1
                 for k in range(next_tok[i], next_tok[node_end[i]]):
@@ -252,20 +291,47 @@ def _walk(node_byte, node_depth, node_end, tok_start, tok_end, token_ids, class_
                 i = node_end[i]
                 continue
             c = class_map[node_byte[i]]
-            t = trans[s, c]
+            inside = False
+            t = UNKNOWN
+            if s < 0:  # lexeme mode
+                lex2 = lex_trans[lex, c]
+                if lex2 == UNKNOWN:
+                    t = UNKNOWN
+                elif lex2 < 0 or lex_flags[lex2] & (LEX_ACCEPTS | LEX_GOES_ON) == 0:  # no lexeme: dead
+                    i = node_end[i]
+                    continue
+                elif lex_flags[lex2] & LEX_ACCEPTS == 0:  # the lexeme goes on, nothing else can happen
+                    stack[d] = -1
+                    keys[d] = key - lex + lex2
+                    inside = ins[d - 1] == 1
+                    t = 0
+                else:  # it may end here: the parser's step, from the pure configuration
+                    slot = pure_slot(pure_keys, key)
+                    if pure_keys[slot] == key:
+                        s = pure_vals[slot]
+                        t = trans[s, c]
+            else:
+                t = trans[s, c]
             if t == UNKNOWN:
                 out[n_out, 0] = i
-                out[n_out, 1] = s
-                out[n_out, 2] = c
-                out[n_out, 3] = ins[d - 1]
+                out[n_out, 1] = stack[d - 1]
+                out[n_out, 2] = key
+                out[n_out, 3] = c
+                out[n_out, 4] = ins[d - 1]
                 n_out += 1
                 i = node_end[i]
                 continue
             if t < 0:
                 i = node_end[i]
                 continue
-            stack[d] = t
-            inside = ins[d - 1] == 1 and internal[s, c] == 1
+            if s >= 0:  # a configuration's transition
+                inside = ins[d - 1] == 1 and internal[s, c] == 1
+                if pure[t] >= 0:
+                    stack[d] = -1
+                    keys[d] = pure[t]
+                else:
+                    stack[d] = t
+                    keys[d] = -1
             ins[d] = inside
             for k in range(tok_start[i], tok_end[i]):
                 tid = token_ids[k]
@@ -273,13 +339,14 @@ def _walk(node_byte, node_depth, node_end, tok_start, tok_end, token_ids, class_
                 mask[tid >> 5] |= bit
                 if inside:
                     inmask[tid >> 5] |= bit
-            if (
-                inside and prune
-                and (desc[i, 0] & exit_bytes[t, 0]) == 0 and (desc[i, 1] & exit_bytes[t, 1]) == 0
-                and (desc[i, 2] & exit_bytes[t, 2]) == 0 and (desc[i, 3] & exit_bytes[t, 3]) == 0
-            ):  # fmt: skip
-                i = node_end[i]
-                continue
+            if inside and prune:  # inside: the state reached is lexeme mode
+                x = keys[d] & (LEX - 1)
+                if (
+                    (desc[i, 0] & lex_exit[x, 0]) == 0 and (desc[i, 1] & lex_exit[x, 1]) == 0
+                    and (desc[i, 2] & lex_exit[x, 2]) == 0 and (desc[i, 3] & lex_exit[x, 3]) == 0
+                ):  # fmt: skip
+                    i = node_end[i]
+                    continue
             i += 1
     return n_out
 
@@ -288,10 +355,10 @@ _LOCAL = threading.local()
 
 
 def _buffers(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Two int32 [n, 4] job lists for the walk rounds (reused per thread: a mask writes what it reads)."""
+    """Two int64 [n, 5] job lists for the walk rounds (reused per thread: a mask writes what it reads)."""
     bufs = getattr(_LOCAL, "bufs", None)
     if bufs is None or len(bufs[0]) < n:
-        bufs = _LOCAL.bufs = (np.empty((n, 4), dtype=np.int32), np.empty((n, 4), dtype=np.int32))
+        bufs = _LOCAL.bufs = (np.empty((n, 5), dtype=np.int64), np.empty((n, 5), dtype=np.int64))
     return bufs
 
 

@@ -8,7 +8,7 @@ import random
 
 import numpy as np
 import pytest
-from grammar_oracle import byte_splits, check_masks_on_random_paths, tiny_vocab
+from grammar_oracle import allowed_tokens, byte_splits, check_masks_on_random_paths, tiny_vocab
 
 from guided.grammar.automata.cfg_recognizer import CfgState
 from guided.grammar.automata.earley import CfgAutomaton
@@ -76,12 +76,55 @@ def test_exit_masks_cover_every_lexeme_end():
     a = CfgAutomaton(_grammar("lark_strings"))
     CfgState(a).feed_bytes(b'["ab", "c')
     a.prepare_exits()
-    for i, lex in enumerate(a.pure_lex):
-        if lex < 0:
-            continue
-        bits = a.exit_bytes[i]
+    assert any(lex >= 0 for lex in a.pure_lex)
+    for lex in range(len(a.lexstates)):
+        bits = a.lex_exit[lex]
         for c in range(a.n_classes):
             y = a._lex_step(lex, c)
             if y >= 0 and a._lex_acc[y]:
                 for b in np.flatnonzero(a.class_map == c):
-                    assert (int(bits[b >> 6]) >> (b & 63)) & 1, (i, b)
+                    assert (int(bits[b >> 6]) >> (b & 63)) & 1, (lex, b)
+
+
+# A lexeme with a long inside (x, then ab/cd pairs, then y) met in two parser contexts ("[" and "{"),
+# and two terminals that share prefixes (KEY and NAME), so lexer states hold one or two terminals.
+LEXEME_GRAMMAR = (
+    'start: "[" item ("," item)* "]" | "{" item "}"\n'
+    'item: WORD ";" | KEY "=" WORD | NAME\n'
+    "WORD: /x(ab|cd)*y/\nKEY: /ab(cd)*/\nNAME: /a[a-d]*/\n"
+)
+LEXEME_TOKENS = sorted(
+    {b"x", b"xab", b"xabcd", b"ab", b"abab", b"cd", b"cdab", b"abcd", b"a", b"b", b"c", b"d", b"y", b"aby"}
+    | {b"cdy", b"y;", b";", b"=", b"=x", b",", b"[", b"{", b"]", b"}", b"[x", b"{x", b"abc", b"da"}
+)
+LEXEME_VOCAB = tiny_vocab(LEXEME_TOKENS)
+
+
+def test_lexeme_mode_masks_are_exact():
+    """Masks walked in lexeme mode (lexer steps shared by every parser context, the parser asked only
+    where a lexeme may end) equal the byte-level recognizer's answers, token by token."""
+    g = parse_lark(LEXEME_GRAMMAR)
+    compiled = compile_cfg(LEXEME_VOCAB, g, regular_fast_path=False)
+    oracle = CfgAutomaton(g)
+    check_masks_on_random_paths(
+        compiled, lambda: CfgState(oracle), LEXEME_TOKENS, LEXEME_VOCAB, random.Random(7), 30, 14
+    )
+
+
+def test_mask_walks_make_no_configuration_inside_a_lexeme():
+    """A mask walk steps through a lexeme's inside on the lexer's table alone: the configurations it
+    makes are where lexemes may end, never the positions inside one, in either context it occurs in."""
+    g = parse_lark(LEXEME_GRAMMAR)
+    compiled = compile_cfg(LEXEME_VOCAB, g, regular_fast_path=False)
+    dfa = compiled.dfa
+    starts = {dfa.pure_lex[0]}  # the opener's lexeme, at the start
+    for opener in (b"[", b"{"):
+        m = compiled.matcher()
+        assert m.accept_token(LEXEME_TOKENS.index(opener))
+        starts.add(dfa.pure_lex[m.state])  # the lexer state a lexeme begins in, in this context
+        allowed = allowed_tokens(m, LEXEME_VOCAB)
+        assert allowed[LEXEME_TOKENS.index(b"xabcd")] and allowed[LEXEME_TOKENS.index(b"abab")]
+        assert not allowed[LEXEME_TOKENS.index(b"y")]
+    inside = {lex for lex in dfa.pure_lex if lex >= 0} - starts
+    assert starts and not inside, [dfa.lexstates[lex] for lex in inside]
+    assert len(dfa.lexstates) > 6  # the walks did step through the lexemes' insides
