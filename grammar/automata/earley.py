@@ -274,6 +274,8 @@ class CfgAutomaton(StateTable):
             self._lex_cont.append(cont)
             self.lex_flags[i] = (LEX_ACCEPTS if acc else 0) | (LEX_GOES_ON if cont else 0)
             self._lex_ids[state] = i
+            # a byte none of its terminals can take is DEAD: known now, without a lexer step
+            self.lex_trans[i, self._dead_classes(self._first_bytes(i))] = DEAD
         return i
 
     def _can_continue(self, e: int) -> bool:
