@@ -5,6 +5,7 @@ recognizer of a separate automaton on a tiny vocabulary, token by token."""
 from __future__ import annotations
 
 import random
+import threading
 
 import numpy as np
 import pytest
@@ -128,3 +129,42 @@ def test_mask_walks_make_no_configuration_inside_a_lexeme():
     inside = {lex for lex in dfa.pure_lex if lex >= 0} - starts
     assert starts and not inside, [dfa.lexstates[lex] for lex in inside]
     assert len(dfa.lexstates) > 6  # the walks did step through the lexemes' insides
+
+
+def test_threads_walking_one_cold_grammar_get_the_serial_masks():
+    """Eight threads fill masks of one context-free grammar from cold at once (lexer states,
+    configurations and the pure table grow under them); every mask equals the one a lone thread
+    computed on its own copy."""
+    g = parse_lark(LEXEME_GRAMMAR)
+    rng = random.Random(3)
+    serial = compile_cfg(LEXEME_VOCAB, g, regular_fast_path=False)
+    paths = []
+    for _ in range(8):
+        m, path = serial.matcher(), []
+        for _ in range(12):
+            allowed = allowed_tokens(m, LEXEME_VOCAB)
+            options = np.flatnonzero(allowed[: len(LEXEME_TOKENS)])
+            if not len(options):
+                break
+            tid = int(rng.choice(options))
+            path.append((allowed, tid))
+            assert m.accept_token(tid)
+        paths.append(path)
+    shared = compile_cfg(LEXEME_VOCAB, g, regular_fast_path=False)
+    errors: list = []
+
+    def run(path):
+        try:
+            m = shared.matcher()
+            for allowed, tid in path:
+                assert np.array_equal(allowed_tokens(m, LEXEME_VOCAB), allowed)
+                assert m.accept_token(tid)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(p,)) for p in paths]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads) and not errors, errors[:1]
