@@ -11,6 +11,13 @@ JIT-compiled at its first uses, inside whichever schema needs it (``compile_ab.p
 
     python benchmarks/grammar_diff.py f8bcd58 HEAD --every 8 --key-order any
 
+With ``--masks`` it compares what the compiled grammars do instead: each version compiles the
+schema as MaskBench does (``key_order`` any) and replays its test instances, and the digest covers
+every token mask filled on the way and the verdicts: the check for a change to the mask walk or the
+automata that should not change a single allowed token.
+
+    python benchmarks/grammar_diff.py a9b6476 HEAD --every 16 --masks
+
 A ref is anything ``git archive`` takes: commit a change to check it.
 """
 
@@ -18,7 +25,7 @@ from __future__ import annotations
 
 import sys
 
-from compile_ab import paired_parser, run_paired, selected
+from compile_ab import SHARED, paired_parser, run_paired, selected
 
 WORKER = r"""
 import hashlib, json, sys, warnings
@@ -76,19 +83,61 @@ for line in sys.stdin:
     print(json.dumps([out]), flush=True)
 """
 
+MASKS = r"""
+import hashlib, json, sys, warnings
+from pathlib import Path
+warnings.simplefilter("ignore")
+from guided.bench.engines import make_engine
+from guided.bench.maskbench import check_tests, warm_up
+from guided.builtin.tokenizers import load_tokenizer
+
+tokenizer = load_tokenizer(sys.argv[1])
+engine = make_engine("guided", tokenizer, key_order="any")
+warm_up(engine)
+seen = hashlib.sha256()
+
+def check(compiled, tokens):  # the engine's check, hashing each mask it fills
+    m, row = compiled.matcher(), engine.bitmask
+    for t in tokens:
+        m.fill_bitmask(row, 0)
+        seen.update(row.tobytes())
+        if not ((int(row[0][t >> 5]) >> (t & 31)) & 1 and m.accept_token(t)):
+            return False, False, [0.0]
+    return True, m.is_accepting(), [0.0]
+
+engine.check = check
+print("ready", flush=True)
+for line in sys.stdin:
+    doc = json.loads(open(line.strip()).read())
+    seen = hashlib.sha256()
+    try:
+        r = check_tests(engine, tokenizer, engine.compile(doc["schema"]), doc["tests"])
+        out = f"masks:{seen.hexdigest()[:20]} rejects_valid {r['rejects_valid']} accepts_invalid {r['accepts_invalid']}"
+    except Exception as e:
+        out = f"error: {type(e).__name__}: {str(e)[:120]}"
+    print(json.dumps([out]), flush=True)
+"""
+
 
 def main() -> None:
     p = paired_parser(__doc__.split("\n")[0], every=8)
     p.add_argument("--key-order", default="any", choices=["declared", "any"])
+    p.add_argument("--masks", action="store_true", help="compare every mask along the test instances instead")
+    p.add_argument("--tokenizer", default=str(SHARED / "tokenizers" / "llama3"), help="for --masks")
     args = p.parse_args()
     files = selected(args)
-    got = run_paired((args.a, args.b), [WORKER, args.key_order], files)
-    a, b = got
+    code = [MASKS, args.tokenizer] if args.masks else [WORKER, args.key_order]
+    a, b = run_paired((args.a, args.b), code, files)
     differ = [f.name for f in files if a[f.name][0] != b[f.name][0]]
-    kinds = {k: sum(v[0].startswith(k) for v in a.values()) for k in ("cfg", "regular", "error")}
-    print(f"{len(files)} schemas (key_order {args.key_order}; A: {kinds['cfg']} context-free, "
-          f"{kinds['regular']} regular, {kinds['error']} errors); A = {args.a}, B = {args.b}")  # fmt: skip
-    print(f"  grammars that differ: {len(differ)}")
+    what = "masks" if args.masks else "grammars"
+    if args.masks:
+        errors = sum(v[0].startswith("error") for v in a.values())
+        print(f"{len(files)} schemas replayed (key_order any; A: {errors} errors); A = {args.a}, B = {args.b}")
+    else:
+        kinds = {k: sum(v[0].startswith(k) for v in a.values()) for k in ("cfg", "regular", "error")}
+        print(f"{len(files)} schemas (key_order {args.key_order}; A: {kinds['cfg']} context-free, "
+              f"{kinds['regular']} regular, {kinds['error']} errors); A = {args.a}, B = {args.b}")  # fmt: skip
+    print(f"  {what} that differ: {len(differ)}")
     for name in differ:
         print(f"    {name}: A {a[name][0]} | B {b[name][0]}")
     sys.exit(1 if differ else 0)
