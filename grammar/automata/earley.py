@@ -75,7 +75,6 @@ class CfgAutomaton(StateTable):
         self._set_ids: dict[tuple[int, ...], int] = {}
         self.lexstates: list[tuple] = []
         self._lex_ids: dict[tuple, int] = {}
-        self._lex_trans: dict[int, int] = {}
         self._lex_clamps: dict[int, int] = {}  # lexer state << 16 | limit -> clamped lexer state
         self._lex_acc: list[tuple[int, ...]] = []
         self._lex_cont: list[bool] = []
@@ -106,7 +105,6 @@ class CfgAutomaton(StateTable):
         self.lex_flags = np.zeros(lcap, dtype=np.uint8)
         self.lex_exit = np.full((lcap, 4), ~np.uint64(0), dtype=np.uint64)
         self._exits_done = 0  # lexer states below this have their lex_exit row
-        self._exit_cache: dict[int, np.ndarray] = {}
         self._term_exit_cache: dict[int, int] = {}
         self._live_cache: dict[int, int] = {}
         self._dead_cache: dict[int, np.ndarray] = {}
@@ -290,16 +288,16 @@ class CfgAutomaton(StateTable):
         return any(pool.is_live(pool.deriv(e, b)) for b in self.reps)
 
     def _lex_step(self, lex: int, c: int) -> int:
-        key = lex << 8 | c
-        r = self._lex_trans.get(key)
-        if r is None:
+        """The lexer state after byte class c from lex (or DEAD), from ``lex_trans`` or made there."""
+        r = int(self.lex_trans[lex, c])
+        if r == UNKNOWN:
             pool, b = self.pool, self.reps[c]
             out = []
             for t, e in self.lexstates[lex]:
                 d = pool.deriv(e, b)
                 if d != EMPTY_ID and (not pool.has_bool[d] or pool.is_live(d)):
                     out.append((t, d))
-            r = self._lex_trans[key] = self._lex_id(tuple(out)) if out else DEAD
+            r = self._lex_id(tuple(out)) if out else DEAD
             self.lex_trans[lex, c] = r  # after _lex_id, which may have regrown the table
         return r
 
@@ -413,15 +411,12 @@ class CfgAutomaton(StateTable):
 
     def _exit_mask(self, lex: int) -> np.ndarray:
         """256-bit mask (uint64 [4]) of bytes that may end a lexeme begun in lexer state lex: a token
-        without them cannot end it. A superset, from the terminals alone (see ``_term_exit``)."""
-        r = self._exit_cache.get(lex)
-        if r is None:
-            bits = 0
-            for t, _ in self.lexstates[lex]:
-                bits |= self._term_exit(t)
-            words = [(bits >> (64 * w)) & ((1 << 64) - 1) for w in range(4)]
-            r = self._exit_cache[lex] = np.array(words, dtype=np.uint64)
-        return r
+        without them cannot end it. A superset, from the terminals alone (see ``_term_exit``); each
+        lexer state's is computed once, into ``lex_exit`` (``prepare_exits``)."""
+        bits = 0
+        for t, _ in self.lexstates[lex]:
+            bits |= self._term_exit(t)
+        return np.array([(bits >> (64 * w)) & ((1 << 64) - 1) for w in range(4)], dtype=np.uint64)
 
     def __getstate__(self):
         """As ``StateTable``, without the terminals' AST nodes (``release_nodes``)."""
