@@ -4,6 +4,8 @@
 types, constant values, string patterns that share no string, discriminator properties, closed
 objects' required names, and a branch that is the ``not`` of another; a branch's ``allOf`` members
 (and their ``$ref`` targets) are read with it.
+``discriminator``: a property by which ``oneOf`` branches are told apart although none requires
+it (then ``oneOf`` is ``anyOf`` of the branches with that property required).
 ``within``: a string language already implies length bounds (then no length intersection).
 ``json_equal``: JSON value equality (``1 == 1.0``, ``True != 1``).
 """
@@ -12,13 +14,16 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from guided.errors import GrammarError, LimitError
+from guided.errors import GrammarError, LimitError, SchemaError
 from guided.grammar import ExprPool, parse_regex
 from guided.grammar.regex_ast import Alt, Chars, Node, Repeat, Seq, intersect, literal
 
-__all__ = ["TYPES", "disjoint", "within", "json_equal"]
+__all__ = ["TYPES", "ANNOTATIONS", "disjoint", "discriminator", "within", "json_equal"]
 
 TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
+# keywords that never change the language
+ANNOTATIONS = frozenset({"title", "description", "$comment", "default", "examples"})
+MAX_CONJUNCTS = 64  # a branch read as more conjuncts than this is not examined by ``discriminator``
 
 
 def within(parts: list[Node], lo: int, hi: int | None) -> bool:
@@ -81,6 +86,102 @@ def disjoint(subs: list, resolver, base: str, context: dict | None = None) -> bo
         or _negates(followed[j], followed[i], resolver, base)
         for i in range(len(sigs)) for j in range(i + 1, len(sigs))
     )  # fmt: skip
+
+
+def discriminator(subs: list, resolver, base: str) -> str | None:
+    """A property name P that tells ``oneOf`` branches apart although no branch requires it, when
+    the branches also accept nothing without it; then ``oneOf`` is exactly ``anyOf`` of
+    ``{"allOf": [branch, {"type": "object", "required": [P]}]}``. Else None.
+
+    The common shape is inheritance: ``{"allOf": [{"$ref": "#/definitions/base"}, {"properties":
+    {"kind": {"enum": ["x"]}, ...}}]}`` per branch, with ``kind`` optional. Each branch is read as
+    its conjuncts (its ``allOf`` members and ``$ref`` targets, flattened; the branch holds exactly
+    when all of them do), and the proof has two halves:
+
+    - P present: each branch has exactly one conjunct whose ``properties`` names P, with ``const``
+      or ``enum`` scalars, and no value is in two branches' lists; so an instance with P matches at
+      most one branch, and exactly one is the same as at least one.
+    - P absent (every non-object too): on such an instance a branch means its conjuncts with P taken
+      out of that one ``properties`` (which then says nothing). When two branches a != b have the
+      same conjuncts so stripped (compared as JSON, each with the base its ``$ref`` targets resolve
+      against) and every branch's stripped conjuncts include theirs, any branch that matches makes
+      a and b match too: no such instance matches exactly one branch."""
+    conj = []
+    for s in subs:
+        c = _conjuncts(s, resolver, base, 0, [])
+        if c is None or len(c) > MAX_CONJUNCTS:
+            return None
+        conj.append(c)
+    names = [n for x, _ in conj[0] if isinstance(x.get("properties"), dict) for n in x["properties"]]
+    for name in dict.fromkeys(n for n in names if isinstance(n, str)):
+        stripped, seen = [], set()
+        for c in conj:
+            sites = [k for k, (x, _) in enumerate(c) if isinstance(x.get("properties"), dict) and name in x["properties"]]
+            if len(sites) != 1:
+                break
+            x, b = c[sites[0]]
+            p = resolver.followed(x["properties"][name], b)
+            values = _values(p) if isinstance(p, dict) else None
+            if values is None or values & seen:
+                break
+            seen |= values
+            rest = {k: v for k, v in x.items() if k != "properties"}
+            props = {k: v for k, v in x["properties"].items() if k != name}
+            if props:
+                rest["properties"] = props
+            kept = [*c[: sites[0]], (rest, b), *c[sites[0] + 1 :]]
+            stripped.append([(x, b) for x, b in kept if set(x) - ANNOTATIONS])
+        else:
+            if _covered_twice(stripped):
+                return name
+    return None
+
+
+def _conjuncts(s, resolver, base: str, depth: int, out: list) -> list | None:
+    """``s`` as (schema, base) pairs that all hold exactly when ``s`` does: ``allOf`` members and
+    lone ``$ref`` targets read in; None for what is not read so (a ``$ref`` with siblings, whose
+    meaning depends on the draft, a new ``$id``, a ``false``, or nesting past 8)."""
+    if s is True:
+        return out
+    if not isinstance(s, dict) or depth > 8 or "$id" in s or "id" in s:
+        return None
+    if "$ref" in s:
+        if set(s) - ANNOTATIONS != {"$ref"}:
+            return None
+        try:
+            target, tbase, _ = resolver.resolve(s["$ref"], base, "#")
+        except SchemaError:  # a dangling $ref: the lowering reports it
+            return None
+        return _conjuncts(target, resolver, tbase, depth + 1, out)
+    members = s.get("allOf", [])
+    if not isinstance(members, list):
+        return None
+    for m in members:
+        if _conjuncts(m, resolver, base, depth + 1, out) is None:
+            return None
+    rest = {k: v for k, v in s.items() if k != "allOf"}
+    if set(rest) - ANNOTATIONS:
+        out.append((rest, base))
+    return out
+
+
+def _covered_twice(stripped: list) -> bool:
+    """Whether two branches' conjunct lists are equal and included in every branch's (see
+    ``discriminator``)."""
+
+    def has(c: list, item: tuple) -> bool:
+        x, b = item
+        return any(b == b2 and (x is y or json_equal(x, y)) for y, b2 in c)
+
+    def within(c: list, d: list) -> bool:
+        return all(has(d, item) for item in c)
+
+    for a, ca in enumerate(stripped):
+        if all(within(ca, d) for d in stripped) and any(
+            within(d, ca) for j, d in enumerate(stripped) if j != a
+        ):
+            return True
+    return False
 
 
 def _alternatives(s: dict, resolver, base: str) -> list[dict]:

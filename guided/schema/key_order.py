@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 
-from guided.schema.facts import disjoint
+from guided.schema.facts import discriminator, disjoint
 from guided.schema.keywords import takes_all
 from guided.schema.object_bags import MAX_BAG_STATES, MAX_TRACKED_REQUIRED
 from guided.schema.resolver import SchemaResolver
@@ -299,7 +299,7 @@ class KeyOrder:
 def _costly_exclusivity(schema: dict, resolver: SchemaResolver, base: str) -> bool:
     """A ``oneOf`` not provably disjoint with two or more branches that are intersections."""
     subs = schema.get("oneOf")
-    if not isinstance(subs, list) or disjoint(subs, resolver, base):
+    if not isinstance(subs, list) or disjoint(subs, resolver, base) or discriminator(subs, resolver, base):
         return False
     branches = [resolver.followed(s, base) for s in subs]
     meets = [b for b in branches if isinstance(b, dict) and ("allOf" in b or ("$ref" in b and len(b) > 1))]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from guided.schema.facts import TYPES
+from guided.schema.facts import ANNOTATIONS, TYPES
 
 __all__ = ["takes_all", "UNSUPPORTED_KEYWORDS", "UNSUPPORTED_FORMATS", "SIMPLE_SIBLINGS", "ALL_TYPES", "TYPE_KEYWORDS",
            "ANNOTATIONS", "OBJECT_ONLY", "OLD_DRAFTS", "MAX_ENUM"]  # fmt: skip
@@ -28,8 +28,6 @@ TYPE_KEYWORDS = frozenset(
      "maxContains", "uniqueItems", "unevaluatedItems", "minLength", "maxLength", "pattern", "format",
      "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
 )  # fmt: skip
-# keywords that never change the language
-ANNOTATIONS = frozenset({"title", "description", "$comment", "default", "examples"})
 
 
 def takes_all(schema) -> bool:

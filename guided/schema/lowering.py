@@ -59,7 +59,7 @@ from guided.grammar.regex_ast import (
 from guided.schema.any_value import ANY_PLAIN, AnyValue
 from guided.schema.arrays import array_node
 from guided.schema.complement import MEMBER, complement, complement_schema, member_node
-from guided.schema.facts import TYPES, disjoint, json_equal, within
+from guided.schema.facts import TYPES, discriminator, disjoint, json_equal, within
 from guided.schema.formats import format_node
 from guided.schema.intersections import Unresolved, disjoint_upper, distributed, holes_meet, meet_one
 from guided.schema.key_order import KeyOrder
@@ -496,6 +496,8 @@ class SchemaLowering:
         if len(live) <= 1 or disjoint([subs[i] for i, _ in live], self.resolver, base, beside):
             return alt(*(n for _, n in live)) if live else EMPTY
         objects = self._apart_on_objects(subs, [i for i, _ in live], base)
+        if objects is None:  # told apart by a property no branch requires, nothing valid without it
+            objects = self._apart_on_discriminator(subs, [i for i, _ in live], base)
         if objects is not None:  # no non-object is valid (two branches take it), objects are apart
             return alt(*(self.lower(b, f"{path}/{i}", base, place) for (i, _), b in zip(live, objects, strict=True)))
         if any(has_hole(n) for _, n in live):  # proved on languages holding every plain spelling
@@ -545,6 +547,19 @@ class SchemaLowering:
                     extra = {"minProperties": 1} if sum(map(_accepts_empty_object, branches)) >= 2 else {}
                 if extra is not None:
                     out = [{"allOf": [{"type": "object", **extra}, subs[i]]} for i in live]
+            self.rewrites[key] = out
+            self.keep((subs, out))
+        return self.rewrites[key]
+
+    def _apart_on_discriminator(self, subs: list, live: list[int], base: str) -> list[dict] | None:
+        """The branches each as ``{"allOf": [branch, {"type": "object", "required": [P]}]}`` when
+        ``facts.discriminator`` finds P (kept, for the memo), else None."""
+        key = (id(subs), base, "discriminator")
+        if key not in self.rewrites:
+            name = discriminator([subs[i] for i in live], self.resolver, base)
+            out = None
+            if name is not None:
+                out = [{"allOf": [subs[i], {"type": "object", "required": [name]}]} for i in live]
             self.rewrites[key] = out
             self.keep((subs, out))
         return self.rewrites[key]

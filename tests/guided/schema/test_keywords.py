@@ -530,6 +530,51 @@ def test_one_of_branches_apart_only_beside_their_siblings_skip_the_complements()
         assert accepts(node, dumps(value)) == validator.is_valid(value), value
 
 
+def test_one_of_told_apart_by_an_optional_discriminator():
+    """The inheritance shape (vzlogger's meters): each branch is ``allOf`` of a shared base and a
+    ``properties`` naming its own ``protocol`` value, which no branch requires. With P present at
+    most one branch matches; without it, two branches are the bare base and every branch lies in
+    it, so nothing matches exactly one: oneOf is anyOf of the branches with ``protocol`` required
+    (no complement). Without the second bare branch ``{}`` matches exactly one branch and the
+    complements stay; both exact against jsonschema, in either key order."""
+    import jsonschema
+
+    from guided.schema.facts import discriminator
+    from guided.schema.resolver import SchemaResolver
+
+    def kind(values, **more):
+        own = {"properties": {"protocol": {"type": "string", "enum": values}, **more.pop("properties", {})}, **more}
+        return {"allOf": [{"$ref": "#/$defs/base"}, own]}
+
+    defs = {"base": {"type": "object", "properties": {"on": {"type": "boolean"}, "n": {"type": "integer"}}},
+            "invalid": kind(["invalid"]), "therm": kind(["w1therm"]),
+            "s0": kind(["s0"], properties={"dev": {"type": "string"}}, required=["dev"]),
+            "oms": kind(["oms", "mbus"], properties={"key": {"type": "string"}})}  # fmt: skip
+    refs = [{"$ref": f"#/$defs/{k}"} for k in ("invalid", "s0", "oms", "therm")]
+    values = [{}, {"on": True}, {"dev": "x"}, {"protocol": "s0", "dev": "x"}, {"protocol": "s0"},
+              {"n": 2, "protocol": "oms", "key": "k"}, {"protocol": "mbus", "key": 1}, {"protocol": "w1therm"},
+              {"protocol": "invalid", "dev": 3}, {"protocol": "other"}, {"n": "2", "protocol": "oms"}, 1, "s",
+              None, []]  # fmt: skip
+    for branches, name in ((refs, "protocol"), (refs[:2], None)):
+        schema = {"$defs": defs, "oneOf": branches}
+        resolver = SchemaResolver(schema)
+        assert discriminator(branches, resolver, resolver.root_base) == name
+        validator = jsonschema.Draft202012Validator(schema)
+        assert validator.is_valid({}) == (name is None)
+        for key_order in ("declared", "any"):
+            node = json_schema_to_node(schema, key_order=key_order)
+            for value in values:
+                got, want = accepts(node, dumps(value)), validator.is_valid(value)
+                assert got == want, (key_order, len(branches), value)
+    # values shared by two branches, or a $ref beside other keywords: not read as a discriminator
+    resolver = SchemaResolver({"$defs": defs})
+    overlapping = [kind(["invalid", "b"]), kind(["b"]), kind(["c"])]
+    assert discriminator(overlapping, resolver, resolver.root_base) is None
+    beside = [{"$ref": "#/$defs/invalid", "minProperties": 1}, {"$ref": "#/$defs/therm"}, {"$ref": "#/$defs/s0"}]
+    assert discriminator(beside, resolver, resolver.root_base) is None
+    assert discriminator(beside[1:] + refs[:1], resolver, resolver.root_base) == "protocol"
+
+
 def test_string_patterns_are_apart_only_when_no_string_matches_both():
     """Discriminators spelled as patterns: anchored literals are apart, unanchored ones are not
     (``"atomic compound"`` matches both), nor is a constant a pattern takes."""
