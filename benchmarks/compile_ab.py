@@ -138,12 +138,17 @@ def paired_parser(description: str, every: int) -> argparse.ArgumentParser:
     p.add_argument("--sets", default="maskbench,maskbench-hard", help="data sets under ../shared/data")
     p.add_argument("--every", type=int, default=every)
     p.add_argument("--offset", type=int, default=0)
+    p.add_argument("--only", default=None, help="comma-separated schema file names (then --every/--offset are ignored)")
     return p
 
 
 def selected(args) -> list[Path]:
     files = [f for s in args.sets.split(",") for f in sorted((SHARED / "data" / s).glob("*.json"))]
-    files = files[args.offset :: args.every]
+    if args.only:
+        names = set(args.only.split(","))
+        files = [f for f in files if f.name in names or f.stem in names]
+    else:
+        files = files[args.offset :: args.every]
     if not files:
         sys.exit(f"no schemas under {SHARED / 'data'} for {args.sets}")
     return files
