@@ -78,7 +78,11 @@ engine = make_engine("guided", tokenizer, key_order="any")
 warm_up(engine)
 print("ready", flush=True)
 for line in sys.stdin:
-    r = run_file(engine, tokenizer, Path(line.strip()))
+    try:
+        r = run_file(engine, tokenizer, Path(line.strip()))
+    except Exception as e:  # a mask past its bound, say: the schema fails, the run goes on
+        print(f"{line.strip()}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+        r = {"status": "error"}
     print(json.dumps([r.get("ttfm_s", 0.0), r["status"] == "ok" and r["passed"], r.get("tbm_s", [])]), flush=True)
 """
 

@@ -20,8 +20,9 @@ memoised per state like masks), plus EOS. The engine keeps ``need <= room`` from
 A state whose shortest completion the bounded search cannot find counts as not fitting (the
 guarantee is kept); a start state without one leaves that sequence unsteered (it may end by length
 as without steering), and so does, while it lasts, a state without one that a row entered because
-no ending could be found either (inside an array of unique items). Rows of the rest of the batch are
-never resampled.
+no ending could be found either (a search past its bound). Inside an array of unique items the
+ending is one that repeats no item (``UniqueMatcher.shortest_completion``). Rows of the rest of the
+batch are never resampled.
 """
 
 from __future__ import annotations
@@ -163,7 +164,7 @@ class BudgetSteering:
 
     def _known(self, seq: Sequence) -> bool:
         """Whether the need of ``seq``'s state is known: where it is not (a row that entered such a
-        state when no ending could be found, e.g. inside an array of unique items), no draw can be
+        state when no ending could be found, a search past its bound), no draw can be
         steered, and each would be refused: the row samples as without steering until it is known."""
         try:
             return self.need(seq.constraint) is not None

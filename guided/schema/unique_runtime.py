@@ -62,6 +62,7 @@ _CONTROL = re.compile(rb"[\x00-\x1f]")
 _REFUSED_MEMO = 1 << 15
 _ADVANCE_MEMO = 1 << 14
 _PART_IDS = 1 << 17  # numbered tracks per checked grammar (never renumbered: memo keys stay true)
+_WHITESPACE = frozenset(b" \t\n\r")  # JSON's whitespace between tokens
 # token shapes in an object whose names are checked (``UniqueMatcher._by_shape``): where a name is due, a
 # quote and the name begun; in a string value or a scalar, its rest, a comma and maybe a name begun
 _DUE_SHAPE = re.compile(rb'(?P<pre>)[ \t\r\n]*"(?P<name>[^"\\]*)', re.S)
@@ -1394,8 +1395,10 @@ class UniqueMatcher:
     def shortest_completion(self):
         """A shortest way to end the output that the checks take too (``Matcher.shortest_completion``):
         the grammar's when no repeated item or name is in it, else a search along the checked
-        matcher, guided by the grammar's shortest from each state (None past its bound, or where
-        items must be unique: their text counts, so states cannot be told apart)."""
+        matcher, guided by the grammar's shortest from each state (None past its bound). Inside an
+        array of unique items (where the grammar's shortest would repeat an item) states cannot be
+        told apart, as their items' text counts: the search then merges none, and what it returns is
+        the shortest in bytes, verified, its token count an upper bound of the fewest."""
         out = self.inner.shortest_completion()
         if out is None or self._takes(out.tokens):  # (checked even outside a container: it may open one)
             return out
@@ -1407,21 +1410,22 @@ class UniqueMatcher:
 
     def _checked_completion(self, max_states: int = 5000):
         """Best-first over bytes with copies of this matcher; states are (grammar state, ``_part``),
-        ranked by bytes so far plus the grammar's shortest from there (a lower bound: the first
-        accepting one is a shortest), the deepest first among equals."""
+        or (grammar state, the bytes so far) under a unique array, ranked by bytes so far plus the
+        grammar's shortest from there (a lower bound: the first accepting one is a shortest), the
+        deepest first among equals."""
         compiled = self.checked.compiled
         dfa = compiled.dfa
 
-        def key(m: UniqueMatcher):
+        def key(m: UniqueMatcher, text: bytes = b""):
             part = m._part(m._tracks[-1])
-            return None if part < 0 else (m.inner.state, part)
+            return (m.inner.state, part) if part >= 0 else (m.inner.state, -1, text)
 
         def needed(m: UniqueMatcher) -> int | None:
             got = compiled.shortest_completion(m.inner.state)
             return None if got is None else len(got.text)
 
         start, h = key(self), needed(self)
-        if start is None or h is None:
+        if h is None:
             return None
         heap, seen, n = [(h, 0, 0, self, b"")], {start}, 0
         while heap and n < max_states:
@@ -1431,16 +1435,23 @@ class UniqueMatcher:
                 return Completion(text, tokens) if self._takes(tokens) else None
             s = m.inner.state
             dfa.materialize(s)
-            for c in np.flatnonzero(dfa.trans[s] >= 0).tolist():
+            steps = [byte_of_class(dfa, c) for c in np.flatnonzero(dfa.trans[s] >= 0).tolist()]
+            lex = m._tracks[-1].lex
+            if m._part(m._tracks[-1]) < 0 and (lex is None or lex[0] != "s"):
+                # merging no states, whitespace between tokens would multiply them; it only lengthens
+                # an ending, so the shortest has none (unless nothing else is allowed)
+                steps = [b for b in steps if b not in _WHITESPACE] or steps
+            for b in steps:
                 nxt = m.copy()
-                if not nxt.accept_bytes(bytes((byte_of_class(dfa, c),))):
+                if not nxt.accept_bytes(bytes((b,))):
                     continue
-                k, h = key(nxt), needed(nxt)
-                if k is None or h is None or k in seen:
+                longer = text + bytes((b,))
+                k, h = key(nxt, longer), needed(nxt)
+                if h is None or k in seen:
                     continue
                 seen.add(k)
                 n += 1
-                heapq.heappush(heap, (len(text) + 1 + h, -len(text) - 1, n, nxt, text + bytes((byte_of_class(dfa, c),))))  # ties: deepest first
+                heapq.heappush(heap, (len(longer) + h, -len(longer), n, nxt, longer))  # ties: deepest first
         return None
 
     def __repr__(self) -> str:

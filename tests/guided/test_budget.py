@@ -130,6 +130,30 @@ def test_schemas_without_fast_forward(llm_no_ff, schemas):
         assert_complete(out, budget, _validator(schema))
 
 
+UNIQUE = [  # arrays of unique items, where an ending must not repeat an item
+    {"type": "array", "items": {"type": "string"}, "uniqueItems": True, "minItems": 2},
+    {"type": "array", "items": {"type": "string", "maxLength": 2}, "uniqueItems": True, "minItems": 3},
+    {"type": "array", "items": {"type": "integer"}, "uniqueItems": True, "minItems": 3},
+    {"type": "array", "items": {"type": "object", "properties": {"k": {"type": "integer"}}}, "uniqueItems": True,
+     "minItems": 2},
+    {"type": "array", "items": {}, "uniqueItems": True, "minItems": 3},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", [None, 1, 2, 3])
+def test_unique_items_end_complete_within_small_budgets(llm, seed):
+    """Inside an array of unique items the grammar's shortest ending may repeat an item; the checked
+    search finds one that does not, so these outputs are steered and end complete and valid too
+    (each schema at every slack, the random model wandering until the budget ends it)."""
+    cases = [(s, need(llm, JsonSchema(s)) + slack) for s in UNIQUE for slack in SLACKS]
+    outs = generate(llm, [JsonSchema(s) for s, _ in cases], [b for _, b in cases], seed)
+    for (schema, budget), out in zip(cases, outs, strict=True):
+        try:
+            assert_complete(out, budget, _validator(schema))
+        except (AssertionError, jsonschema.ValidationError, json.JSONDecodeError) as e:
+            pytest.fail(f"{schema} (budget {budget}): {e}")
+
+
 # ---------------------------------------------------------------------- shared grammars
 GRAMMARS = [f"gbnf/{n}.gbnf" for n in ("arithmetic", "c", "chess", "english", "japanese", "json", "json_arr",
                                        "list", "vllm-sql")] + [f"lark/{n}.lark" for n in ("csv", "json", "verilog")]  # fmt: skip

@@ -169,6 +169,40 @@ def test_checked_completions_are_verified_before_any_container_opens(compiler):
         _check_tokens(compiler, m, got)
 
 
+@pytest.mark.parametrize(
+    "items, prefix, alphabet",
+    [
+        ({"type": "string"}, '["","', 'a"],'),
+        ({"type": "string"}, '["ab","ab', 'ab"],'),
+        ({"type": "object", "properties": {"k": {"type": "integer"}}}, "[{},{", '{}"k:0],'),
+        ({"type": "integer"}, "[1,1", "0],1"),
+        ({}, '[{},"",[],{', '{}":0],'),
+    ],
+)
+def test_inside_unique_items_a_completion_that_repeats_none_is_found(compiler, items, prefix, alphabet):
+    """Inside an item of an array of unique items, where the grammar's shortest ending repeats an
+    earlier item: the checked search (merging no states, their items' text counts) finds an ending
+    the checks take, as short in bytes as any over a small alphabet (brute force, jsonschema); it
+    was None here, and budget steering could not end such an output."""
+    schema = {"type": "array", "items": items, "uniqueItems": True}
+    m = compile_json_schema(compiler, schema).matcher()
+    assert m.accept_text(prefix)
+    got = m.shortest_completion()
+    assert got is not None
+    _check_tokens(compiler, m, got)
+    jsonschema.validate(json.loads(prefix + got.text.decode()), schema)
+    validator = jsonschema.Draft202012Validator(schema)
+
+    def valid(text: str) -> bool:
+        try:
+            return validator.is_valid(json.loads(prefix + text))
+        except json.JSONDecodeError:
+            return False
+
+    shortest = next(n for n in range(1, 7) if any(valid("".join(t)) for t in itertools.product(alphabet, repeat=n)))
+    assert len(got.text) == shortest, got.text
+
+
 def test_equally_short_completions_break_ties_by_their_bytes(compiler):
     # Three completions of two bytes each, listed in every order: the answer is the smallest bytes,
     # whatever order the automaton numbers its states in (before: the first state id won).
