@@ -140,11 +140,12 @@ UNIQUE = [  # arrays of unique items, where an ending must not repeat an item
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("seed", [None, 1, 2, 3])
+@pytest.mark.parametrize("seed", [None, 1])
 def test_unique_items_end_complete_within_small_budgets(llm, seed):
     """Inside an array of unique items the grammar's shortest ending may repeat an item; the checked
     search finds one that does not, so these outputs are steered and end complete and valid too
-    (each schema at every slack, the random model wandering until the budget ends it)."""
+    (each schema at every slack, greedy and sampled, the random model wandering until the budget
+    ends it)."""
     cases = [(s, need(llm, JsonSchema(s)) + slack) for s in UNIQUE for slack in SLACKS]
     outs = generate(llm, [JsonSchema(s) for s, _ in cases], [b for _, b in cases], seed)
     for (schema, budget), out in zip(cases, outs, strict=True):
