@@ -23,6 +23,7 @@ __all__ = ["TYPES", "ANNOTATIONS", "disjoint", "discriminator", "within", "json_
 TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
 # keywords that never change the language
 ANNOTATIONS = frozenset({"title", "description", "$comment", "default", "examples"})
+_UNREAD = frozenset({"$id", "id", "unevaluatedProperties", "unevaluatedItems"})  # see _conjuncts
 MAX_CONJUNCTS = 64  # a branch read as more conjuncts than this is not examined by ``discriminator``
 
 
@@ -140,10 +141,12 @@ def discriminator(subs: list, resolver, base: str) -> str | None:
 def _conjuncts(s, resolver, base: str, depth: int, out: list) -> list | None:
     """``s`` as (schema, base) pairs that all hold exactly when ``s`` does: ``allOf`` members and
     lone ``$ref`` targets read in; None for what is not read so (a ``$ref`` with siblings, whose
-    meaning depends on the draft, a new ``$id``, a ``false``, or nesting past 8)."""
+    meaning depends on the draft, a new ``$id``, ``unevaluatedProperties``/``unevaluatedItems``,
+    which see the annotations of the schemas around them, so a conjunct alone means something
+    else, a ``false``, or nesting past 8)."""
     if s is True:
         return out
-    if not isinstance(s, dict) or depth > 8 or "$id" in s or "id" in s:
+    if not isinstance(s, dict) or depth > 8 or not _UNREAD.isdisjoint(s):
         return None
     if "$ref" in s:
         if set(s) - ANNOTATIONS != {"$ref"}:

@@ -573,6 +573,10 @@ def test_one_of_told_apart_by_an_optional_discriminator():
     beside = [{"$ref": "#/$defs/invalid", "minProperties": 1}, {"$ref": "#/$defs/therm"}, {"$ref": "#/$defs/s0"}]
     assert discriminator(beside, resolver, resolver.root_base) is None
     assert discriminator(beside[1:] + refs[:1], resolver, resolver.root_base) == "protocol"
+    # unevaluatedProperties sees the annotations around it: as a conjunct alone it means something else
+    assert discriminator([kind(["x"]), kind(["y"]), kind(["z"])], resolver, resolver.root_base) == "protocol"
+    closed = [{"allOf": [*kind([v])["allOf"], {"unevaluatedProperties": False}]} for v in "xyz"]
+    assert discriminator(closed, resolver, resolver.root_base) is None
 
 
 def test_string_patterns_are_apart_only_when_no_string_matches_both():
