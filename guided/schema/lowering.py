@@ -278,20 +278,25 @@ class SchemaLowering:
         under ``anyOf`` a variant keeps the non-objects. Equivalent, and it needs no intersection:
         properties whose values recurse stay context-free (WashingtonPost's content schemas). None
         when the schema is not of that shape or the variants would exceed 32."""
-        key = (id(schema), base, "presence")
-        if key in self.rewrites:
-            return self.rewrites[key]
-        out = None
-        kws = [k for k in ("oneOf", "anyOf") if k in schema]
-        if len(kws) == 1 and not any(k in schema for k in ("allOf", "not", "if", "$ref", "$dynamicRef")):
-            out = _presence_variants(schema, kws[0])
-        self.rewrites[key] = out
-        self.keep((schema, out))
-        return out
+        def make():
+            kws = [k for k in ("oneOf", "anyOf") if k in schema]
+            if len(kws) == 1 and not any(k in schema for k in ("allOf", "not", "if", "$ref", "$dynamicRef")):
+                return _presence_variants(schema, kws[0])
+            return None
+
+        return self._memo_rewrite((id(schema), base, "presence"), schema, make)
 
     def keep(self, obj) -> None:
         """Keep a rewritten schema alive: memo keys use id()."""
         self._keep.append(obj)
+
+    def _memo_rewrite(self, key: tuple, source, make):
+        """``make()``, memoised under ``key`` (which holds ``id(source)``): the rewrite is kept
+        alive beside its source, so the id stays theirs."""
+        if key not in self.rewrites:
+            out = self.rewrites[key] = make()
+            self.keep((source, out))
+        return self.rewrites[key]
 
     def _without_not(self, schema: dict, base: str):
         """``schema`` with ``not: X`` replaced by ``allOf: [complement_schema(X)]`` (kept, so the
@@ -535,34 +540,30 @@ class SchemaLowering:
         ``enum`` values), or closed objects (``additionalProperties: false``) whose names are pairwise
         apart, which share only ``{}``: when two or more accept it, every branch also gets
         ``minProperties: 1`` (an empty object matches more than one, so oneOf refuses it)."""
-        key = (id(subs), base, "objects")
-        if key not in self.rewrites:
+
+        def make():
             branches = [self._object_only(subs[i], base) for i in live]
-            out = None
-            if all(b is not None for b in branches):
-                extra = None
-                if disjoint([{**b, "type": "object"} for b in branches], self.resolver, base):
-                    extra = {}
-                elif _closed_and_apart(branches):
-                    extra = {"minProperties": 1} if sum(map(_accepts_empty_object, branches)) >= 2 else {}
-                if extra is not None:
-                    out = [{"allOf": [{"type": "object", **extra}, subs[i]]} for i in live]
-            self.rewrites[key] = out
-            self.keep((subs, out))
-        return self.rewrites[key]
+            if not all(b is not None for b in branches):
+                return None
+            if disjoint([{**b, "type": "object"} for b in branches], self.resolver, base):
+                extra = {}
+            elif _closed_and_apart(branches):
+                extra = {"minProperties": 1} if sum(map(_accepts_empty_object, branches)) >= 2 else {}
+            else:
+                return None
+            return [{"allOf": [{"type": "object", **extra}, subs[i]]} for i in live]
+
+        return self._memo_rewrite((id(subs), base, "objects"), subs, make)
 
     def _apart_on_discriminator(self, subs: list, live: list[int], base: str) -> list[dict] | None:
         """The branches each as ``{"allOf": [branch, {"type": "object", "required": [P]}]}`` when
         ``facts.discriminator`` finds P (kept, for the memo), else None."""
-        key = (id(subs), base, "discriminator")
-        if key not in self.rewrites:
+
+        def make():
             name = discriminator([subs[i] for i in live], self.resolver, base)
-            out = None
-            if name is not None:
-                out = [{"allOf": [subs[i], {"type": "object", "required": [name]}]} for i in live]
-            self.rewrites[key] = out
-            self.keep((subs, out))
-        return self.rewrites[key]
+            return None if name is None else [{"allOf": [subs[i], {"type": "object", "required": [name]}]} for i in live]
+
+        return self._memo_rewrite((id(subs), base, "discriminator"), subs, make)
 
     def _object_only(self, schema, base: str) -> dict | None:
         """The schema (a ``$ref`` resolved) when all its keywords constrain objects only, else None."""

@@ -62,7 +62,6 @@ _CONTROL = re.compile(rb"[\x00-\x1f]")
 _REFUSED_MEMO = 1 << 15
 _ADVANCE_MEMO = 1 << 14
 _PART_IDS = 1 << 17  # numbered tracks per checked grammar (never renumbered: memo keys stay true)
-_WHITESPACE = frozenset(b" \t\n\r")  # JSON's whitespace between tokens
 # token shapes in an object whose names are checked (``UniqueMatcher._by_shape``): where a name is due, a
 # quote and the name begun; in a string value or a scalar, its rest, a comma and maybe a name begun
 _DUE_SHAPE = re.compile(rb'(?P<pre>)[ \t\r\n]*"(?P<name>[^"\\]*)', re.S)
@@ -1440,7 +1439,7 @@ class UniqueMatcher:
             if m._part(m._tracks[-1]) < 0 and (lex is None or lex[0] != "s"):
                 # merging no states, whitespace between tokens would multiply them; it only lengthens
                 # an ending, so the shortest has none (unless nothing else is allowed)
-                steps = [b for b in steps if b not in _WHITESPACE] or steps
+                steps = [b for b in steps if b not in _WS] or steps
             for b in steps:
                 nxt = m.copy()
                 if not nxt.accept_bytes(bytes((b,))):
