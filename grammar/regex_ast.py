@@ -94,6 +94,9 @@ class Chars(Node):
         object.__setattr__(self, "_hash", hash(("Chars", self.ranges)))
 
 
+_ASCII = tuple(Chars(((o, o),)) for o in range(128))  # the one node of each ASCII character (literal)
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class ByteSet(Node):
     """One raw byte from sorted, disjoint, inclusive byte ranges (for byte-level constraints)."""
@@ -244,7 +247,7 @@ def byte_set(ranges, negate: bool = False) -> Node:
 
 
 def literal(text: str) -> Node:
-    return seq(*(Chars(((ord(c), ord(c)),)) for c in text))
+    return seq(*(_ASCII[o] if o < 128 else Chars(((o, o),)) for o in map(ord, text)))
 
 
 def seq(*items: Node) -> Node:

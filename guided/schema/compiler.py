@@ -71,12 +71,13 @@ from guided.grammar.regex_ast import EMPTY, Node
 from guided.limits import check_schema
 from guided.schema.any_value import ANY
 from guided.schema.drafts import for_draft
+from guided.schema.formats import format_node
 from guided.schema.intersections import meet_one
 from guided.schema.key_order import KeyOrder, has_bag, repeats_names, root_place
 from guided.schema.lowering import SchemaLowering
 from guided.schema.options import SchemaOptions
 from guided.schema.pydantic_models import json_schema_for
-from guided.schema.recursion import SchemaCfg, has_hole, hole_memo
+from guided.schema.recursion import SchemaCfg, has_hole, hole_memo, keep_hole_free
 from guided.schema.shapes import check_shapes
 from guided.schema.strings import ANY_STRING_BODY, ENC_ANY_CHAR, json_string, release_lowering_memos
 from guided.schema.unique_plan import PlanError, UniquePlan, mentions_unique
@@ -277,5 +278,8 @@ def _intern_common_lexemes() -> None:
         return
     free = json_schema_to_grammar({})
     nodes = [t.node for t in free.terminals.values()] if isinstance(free, CfgGrammar) else [free]
-    intern_common([ANY_STRING_BODY, json_string(), *nodes], char_units=[ENC_ANY_CHAR])
+    # date-time (in one schema of eight): its leap seconds are two thousand expressions, met by has_hole too
+    date_time = json_string(format_node("date-time"))
+    keep_hole_free(date_time)
+    intern_common([ANY_STRING_BODY, json_string(), *nodes, date_time], char_units=[ENC_ANY_CHAR])
     _common_done.set()

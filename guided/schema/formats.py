@@ -1,8 +1,7 @@
 """String ``format`` languages as regexes over decoded characters, from the RFCs' grammars.
 
 Each is the RFC's ABNF written as a regular expression (all of these grammars are regular), with
-two deliberate restrictions that only narrow what is generated: a leap second (``:60``) is accepted
-only at 23:59 UTC spelled with a zero offset, and hostnames have no A-labels (``xn--...``: their
+deliberate restrictions that only narrow what is generated: hostnames have no A-labels (``xn--...``: their
 punycode validity is not a regular language), as RFC 5891 forbids "--" in a label's 3rd and 4th
 positions otherwise, and ``regex`` is narrowed to patterns of bounded group nesting that every
 common dialect compiles (``regex_format_node``). Formats with no grammar here (``idn-*``: IDNA needs Unicode tables)
@@ -26,11 +25,45 @@ _MONTH_DAY = (
 DATE = rf"(?:{_YEAR}-{_MONTH_DAY}|{_LEAP_YEAR}-02-29)"
 _OFFSET = r"(?:[Zz]|[+-](?:[01]\d|2[0-3]):[0-5]\d)"
 _FRAC = r"(?:\.\d+)?"
-TIME = (
-    rf"(?:(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d{_FRAC}{_OFFSET}"
-    rf"|23:59:60{_FRAC}(?:[Zz]|[+-]00:00))"
-)
-DATE_TIME = rf"{DATE}[Tt]{TIME}"
+
+_TIME = rf"(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d{_FRAC}{_OFFSET}"
+
+
+def _leap_seconds() -> Node:
+    """RFC 3339 5.7: a leap second is ``:60`` at 23:59 UTC, so a local ``hh:mm:60`` takes the offset
+    that makes it 23:59 UTC: -(23-hh):(59-mm), or +hh:(mm+1) (+(hh+1):00 at mm = 59), or at 23:59 a
+    zero offset. The hours and the minutes of a negative or positive offset follow from the local
+    ones each on their own: one branch per hour intersected with one per minute (a tree of all
+    1,440 local minutes would be 15 times the expressions, and every compile interns them)."""
+    frac = parse_regex(_FRAC)
+    hours, minutes = "(?:[01]\\d|2[0-3])", "[0-5]\\d"
+
+    def side(sign: str, spans: list[tuple[int, int]], hour_side: bool) -> Node:
+        """A branch per (local, offset) pair of ``spans``: hours (the minutes any) or minutes."""
+        branches = []
+        for local, off in spans:
+            if hour_side:
+                head, tail = f"{local:02d}:{minutes}", f"{off:02d}:{minutes}"
+            else:
+                head, tail = f"{hours}:{local:02d}", f"{hours}:{off:02d}"
+            branches.append(seq(parse_regex(head), literal(":60"), frac, literal(sign), parse_regex(tail)))
+        return alt(*branches)
+
+    negative = intersect(side("-", [(h, 23 - h) for h in range(24)], True),
+                         side("-", [(m, 59 - m) for m in range(60)], False))  # fmt: skip
+    positive = intersect(side("+", [(h, h) for h in range(24)], True),
+                         side("+", [(m, m + 1) for m in range(59)], False))  # fmt: skip
+    carry = alt(*(seq(literal(f"{h:02d}:59:60"), frac, literal(f"+{h + 1:02d}:00")) for h in range(23)))
+    zero = seq(literal("23:59:60"), frac, parse_regex("[Zz]|[+-]00:00"))
+    return alt(negative, positive, carry, zero)
+
+
+def _time_node() -> Node:
+    return alt(parse_regex(_TIME), _leap_seconds())
+
+
+def _date_time_node() -> Node:
+    return seq(parse_regex(rf"{DATE}[Tt]"), format_node("time"))
 _D = r"\d+"
 _DUR_TIME = rf"T(?:{_D}H(?:{_D}M(?:{_D}S)?)?|{_D}M(?:{_D}S)?|{_D}S)"
 _DUR_DATE = rf"(?:{_D}D|{_D}M(?:{_D}D)?|{_D}Y(?:{_D}M(?:{_D}D)?)?)(?:{_DUR_TIME})?"
@@ -156,8 +189,6 @@ def regex_format_node(depth: int = 3) -> Node:
 
 FORMATS = {
     "date": DATE,
-    "time": TIME,
-    "date-time": DATE_TIME,
     "duration": DURATION,
     "email": EMAIL,
     "hostname": HOSTNAME,
@@ -172,7 +203,7 @@ FORMATS = {
     "json-pointer": JSON_POINTER,
     "relative-json-pointer": RELATIVE_JSON_POINTER,
 }
-_NODES = {"regex": regex_format_node}  # formats built as regex ASTs
+_NODES = {"regex": regex_format_node, "time": _time_node, "date-time": _date_time_node}  # formats built as regex ASTs
 _MAX_LEN = {"hostname": 253, "email": 254}
 
 

@@ -44,6 +44,10 @@ START = "root"
 _EMPTINESS_BUDGET = 20_000
 _scope = threading.local()  # the has_hole memo of the hole_memo() scope in progress, per thread
 _LEAVES = frozenset((Chars, ByteSet))  # hole-free by construction
+# ids of nodes kept for the life of the process (``keep_hole_free``) and of their subtrees: every
+# has_hole memo starts from them. Replaced, never modified (threads copy it without a lock).
+_HOLE_FREE: dict[int, bool] = {}
+_KEPT: list[Node] = []
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -105,11 +109,23 @@ def hole_memo() -> Iterator[None]:
     if getattr(_scope, "memo", None) is not None:
         yield
         return
-    _scope.memo, _scope.keep, _scope.names, _scope.fills = {}, [], {}, {}
+    _scope.memo, _scope.keep, _scope.names, _scope.fills = dict(_HOLE_FREE), [], {}, {}
     try:
         yield
     finally:
         _scope.memo = _scope.keep = _scope.names = _scope.fills = None
+
+
+def keep_hole_free(node: Node) -> None:
+    """Keep ``node`` (a language nearly every lowering meets, such as a format's) for the life of the
+    process, and start every ``hole_memo`` scope knowing it and its subtrees hole-free, so that no
+    lowering walks it again."""
+    global _HOLE_FREE
+    memo = dict(_HOLE_FREE)
+    if _has_hole(node, memo):
+        raise ValueError("keep_hole_free: the node has a hole")
+    _KEPT.append(node)
+    _HOLE_FREE = memo
 
 
 def _memo_for(node: Node) -> dict[int, bool]:
