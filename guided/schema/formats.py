@@ -137,11 +137,12 @@ _UCSCHAR = "\u00a0-\ud7ff\uf900-\ufdcf\ufdf0-\uffef" + "".join(
 )
 _IPRIVATE = "\ue000-\uf8ff" + f"{chr(0xF0000)}-{chr(0xFFFFD)}{chr(0x100000)}-{chr(0x10FFFD)}"
 IRI, IRI_REFERENCE = _uri_grammar(_UCSCHAR, _IPRIVATE)
-# RFC 6570 2: literals and {expressions} (operators, varspecs with a prefix or explode modifier)
+# RFC 6570 2: literals and {expressions} (operators, varspecs with a prefix or explode modifier); a
+# literal may hold an apostrophe (%x27, left out of the RFC's ABNF by mistake: erratum 6937)
 _PCT = r"%[0-9A-Fa-f]{2}"
 _VARCHAR = rf"(?:[A-Za-z0-9_]|{_PCT})"
 _VARSPEC = rf"{_VARCHAR}(?:\.?{_VARCHAR})*(?::[1-9]\d{{0,3}}|\*)?"
-_TEMPLATE_LITERAL = rf"(?:[\x21\x23\x24\x26\x28-\x3b\x3d\x3f-\x5b\x5d\x5f\x61-\x7a\x7e{_UCSCHAR}{_IPRIVATE}]|{_PCT})"
+_TEMPLATE_LITERAL = rf"(?:[\x21\x23\x24\x26-\x3b\x3d\x3f-\x5b\x5d\x5f\x61-\x7a\x7e{_UCSCHAR}{_IPRIVATE}]|{_PCT})"
 URI_TEMPLATE = rf"(?:{_TEMPLATE_LITERAL}|\{{[+#./;?&=,!@|]?{_VARSPEC}(?:,{_VARSPEC})*\}})*"
 JSON_POINTER = r"(?:/(?:[^~/]|~[01])*)*"
 RELATIVE_JSON_POINTER = rf"(?:0|[1-9]\d*)(?:#|{JSON_POINTER})"

@@ -283,6 +283,8 @@ FORMATS = [
     ("uri-template", "http://example.com/dictionary/{term:1}/{term", False),
     ("uri-template", "{}", False),
     ("uri-template", "a b", False),
+    ("uri-template", "a'b{c}", True),
+    ("uri-template", "a%4", False),
 ]
 
 
