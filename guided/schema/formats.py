@@ -3,8 +3,8 @@
 Each is the RFC's ABNF written as a regular expression (all of these grammars are regular), with
 deliberate restrictions that only narrow what is generated: hostnames have no A-labels (``xn--...``: their
 punycode validity is not a regular language), as RFC 5891 forbids "--" in a label's 3rd and 4th
-positions otherwise, and ``regex`` is narrowed to patterns of bounded group nesting that every
-common dialect compiles (``regex_format_node``). Formats with no grammar here (``idn-*``: IDNA needs Unicode tables)
+positions otherwise, and ``regex`` (ECMA-262 in unicode mode) is narrowed to patterns of bounded
+group nesting, with at most one named group (``regex_format_node``). Formats with no grammar here (``idn-*``: IDNA needs Unicode tables)
 raise ``SchemaError`` unless the caller is lenient.
 """
 
@@ -150,43 +150,62 @@ RELATIVE_JSON_POINTER = rf"(?:0|[1-9]\d*)(?:#|{JSON_POINTER})"
 
 
 def regex_format_node(depth: int = 3) -> Node:
-    """ECMA-262 patterns (format "regex"), narrowed to those every common dialect compiles alike (Python's
-    ``re`` too) and to groups nested at most ``depth`` deep, which keeps the language regular: literal
-    characters, ``.``, the escapes ``\\d \\D \\w \\W \\s \\S \\t \\n \\r \\f \\v \\xHH \\uHHHH``
-    and escaped syntax characters, classes of those with digit / letter ranges in order, ``^ $ \\b \\B``,
-    the quantifiers ``* + ? {n} {n,} {n,m}`` (n < 100, n <= m < 1000), lazy or not, ``|``, capturing and
-    ``(?:`` groups. Named groups, backreferences, lookaround, ``\\c``, ``\\0`` and a bare ``-``/``{``/``}``
-    are left out: every pattern generated is valid, some valid ones are refused."""
+    """ECMA-262 patterns as ``new RegExp(p, "u")`` reads them (format "regex": the JSON Schema Test
+    Suite's dialect, where ``\\a`` is an error), narrowed to groups nested at most ``depth`` deep,
+    which keeps the language regular, and to what needs no counting: literal characters (not
+    ``<``), ``.``, the escapes ``\\d \\D \\w \\W \\s \\S \\t \\n \\r \\f \\v \\cX \\xHH
+    \\uHHHH`` and escaped syntax characters, classes of those with digit / letter ranges in order
+    (``[]`` and ``[^]`` too), ``^ $ \\b \\B``, the quantifiers ``* + ? {n} {n,} {n,m}`` (n < 100,
+    n <= m < 1000), lazy or not, ``|``, capturing, ``(?:`` and lookaround groups, and at most one
+    named group ``(?<name>`` (ASCII names), to which ``\\k<name>`` may refer after it where its name
+    is one lowercase letter. Left out: numbered backreferences and ``\\0`` (they count groups), ``\\p{..}``,
+    ``\\u{..}``, a second named group (names must differ), a ``-`` not last in a class: every
+    pattern generated is valid, some valid ones are refused."""
     syntax = r"\^$\\.*+?()[\]{}|"
-    hex_escape = r"x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4}"
+    char_escape = r"[tnrfv]|c[A-Za-z]|x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4}"
+    name = r"[A-Za-z$_][A-Za-z0-9$_]*"
 
     def ranges(chars: str) -> str:
         return "|".join(f"{lo}-[{lo}-{chars[-1]}]" for lo in chars)
 
     def class_item(unwritten: str) -> str:
         """A range, a class escape, or one character: any but ``unwritten`` as it is, else escaped."""
-        char = rf"[^{unwritten}]|\\(?:[tnrfv]|{hex_escape}|[{syntax}/\-])"
+        char = rf"[^{unwritten}<]|\\(?:{char_escape}|[{syntax}/\-])"
         return rf"{ranges(digits)}|{ranges(lower)}|{ranges(lower.upper())}|\\[dDwWsS]|{char}"
 
     digits, lower = "0123456789", "abcdefghijklmnopqrstuvwxyz"
-    # a class: "^" first is a negation and needs an item after it ("[^]" differs between dialects); a "-"
-    # is literal only last
+    # a class: "^" first is a negation, a "-" is literal only last; either may be all there is
     item, first = class_item(r"\\\]\[\-"), class_item(r"\\\]\[\-^")
-    char_class = rf"\[(?:\^(?:{item})|{first})(?:{item})*-?\]"
-    atom = parse_regex(rf"[^{syntax}]|\.|\\(?:[dDwWsStnrfv]|{hex_escape}|[{syntax}/])|{char_class}")
+    char_class = rf"\[(?:\^(?:{item})*|(?:(?:{first})(?:{item})*)?)-?\]"
+    atom = parse_regex(rf"[^{syntax}<]|\.|\\(?:[dDwWsS]|{char_escape}|[{syntax}/]|k<{name}>)|{char_class}")
     # {n,m} with n <= m: n of one digit d and m in d..999, or n = ab of two digits and m in ab..999
     pairs = [rf"{d},(?:[{d}-9]|[1-9]\d{{1,2}})" for d in range(10)]
     pairs += [rf"{a}{b},(?:{a}[{b}-9]" + (rf"|[{a + 1}-9]\d" if a < 9 else "") + r"|[1-9]\d\d)"
               for a in range(1, 10) for b in range(10)]  # fmt: skip
     quantifier = parse_regex(rf"(?:[*+?]|\{{(?:(?:0|[1-9]\d?),?|{'|'.join(pairs)})\}})\??")
     assertion = parse_regex(r"[\^$]|\\[bB]")
+    opener, look = parse_regex(rf"\((?:\?:|\?<{name}>)?"), parse_regex(r"\(\?(?:=|!|<=|<!)")
     disjunction = None
     for level in range(depth + 1):  # a group holds the disjunction of the level below (shared, not copied)
-        group = seq(literal("("), optional(literal("?:")), disjunction, literal(")")) if level else None
-        term = alt(assertion, seq(alt(atom, group) if group else atom, optional(quantifier)))
+        group = seq(opener, disjunction, literal(")")) if level else None
+        around = seq(look, disjunction, literal(")")) if level else None
+        term = alt(assertion, around, seq(alt(atom, group), optional(quantifier))) if level else alt(
+            assertion, seq(atom, optional(quantifier)))  # fmt: skip
         alternative = repeat(term)
         disjunction = seq(alternative, repeat(seq(literal("|"), alternative)))
-    return disjunction
+    return intersect(disjunction, _named_groups(name))
+
+
+def _named_groups(name: str) -> Node:
+    """Flat text where every ``<`` is syntax (the grammar writes no literal one): at most one named
+    group, and ``\\k<c>`` only after the group named with the one lowercase letter c. A ``<`` is lookbehind when
+    ``=`` or ``!`` follows, else a group's or a reference's name."""
+    plain = parse_regex(r"(?:[^<]|<[=!])*")
+    after = [seq(parse_regex(name), literal(">"), plain)]
+    for c in "abcdefghijklmnopqrstuvwxyz":
+        after.append(seq(literal(c + ">"), repeat(alt(parse_regex(r"[^<]|<[=!]"), literal(rf"\k<{c}>")))))
+    return seq(plain, optional(seq(literal("(?<"), alt(*after))))
+
 
 FORMATS = {
     "date": DATE,

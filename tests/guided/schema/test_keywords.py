@@ -288,31 +288,86 @@ FORMATS = [
 ]
 
 
-# format "regex": patterns every common dialect compiles (ECMA-262 and Python's re), groups nested to 3
+# format "regex": ECMA-262 patterns as `new RegExp(p, "u")` reads them (the JSON Schema Test Suite's
+# dialect), groups nested to 3, at most one named group
 _REGEX_VALID = [r"([abc])+\s+$", "^\\s*(it|describe)\\(\\s*['\"]([^'\"]+)['\"]", r"^[A-Za-z0-9_-]+$",
                 r"^(feat|fix)(\(.+\))?: .{1,72}$", r"x{2}y{3,}z{10,10}w{9,999}?", r"\{\{.*?\}\}|\u00e9\x41",
-                r"((a(b))|)", r"[^^]\b[\d-]", ""]  # fmt: skip
-_REGEX_INVALID = ["^(abc]", "\\a", "(?P<name>x)", "(?i)abc", "a**", "[z-a]", "x{3,2}", "x{10,9}", "(", ")", "[",
-                  "[^]", "a{", "\\", "*a", "^*"]  # fmt: skip
-_REGEX_NARROWED = ["(?<name>x)", "(?=a)b", "\\cA", "[]", "((((a))))", "x{1,1000}"]  # valid, not generated
+                r"((a(b))|)", r"[^^]\b[\d-]", "", "[]", "[^]", "[-]", r"\cA[\cz-]", "(?<name>x)", r"(?<n>a)\k<n>",
+                r"((?<n>a)|b)*\k<n>+", "(?=a)b", "(?!a)", "(?<=a+)b", "(?<!a)b", r"\x3c"]  # fmt: skip
+_REGEX_INVALID = ["^(abc]", "\\a", "(?P<name>x)", "(?P<n>a)(?P=n)", "(?#comment)a", "(?i)abc", "(?ims)abc", "a**",
+                  "[z-a]", "x{3,2}", "x{10,9}", "(", ")", "[", "a{", "\\", "*a", "^*", "(?=a)*", "(?<=a)?",
+                  r"\k<n>", r"(?<n>a)\k<m>", "(?<a>x)(?<a>y)", "(?<>x)", "(?<1>x)", "]", "}"]  # fmt: skip
+# valid, not generated: groups nested 4 deep, bounds past 999, two named groups, a reference before its
+# group or to a longer name, a literal "<" (written \x3c instead)
+_REGEX_NARROWED = ["((((a))))", "x{1,1000}", "(?<a>x)(?<b>y)", r"\k<n>(?<n>a)", r"(?<ab>a)\k<ab>", "a<b"]
 FORMATS += [("regex", p, True) for p in _REGEX_VALID] + [("regex", p, False) for p in _REGEX_INVALID + _REGEX_NARROWED]
 
 
+def _ecma_valid(patterns: list[str]) -> list[bool]:
+    """Whether each pattern compiles as ``new RegExp(p, "u")`` in Node.js (skips without node)."""
+    import json
+    import shutil
+    import subprocess
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("Node.js is not installed: no ECMA-262 engine to check generated patterns against")
+    script = ("const ps = JSON.parse(require('fs').readFileSync(0, 'utf8'));"
+              "console.log(JSON.stringify(ps.map(p => { try { new RegExp(p, 'u'); return true } catch (e) "
+              "{ return false } })))")  # fmt: skip
+    out = subprocess.run([node, "-e", script], input=json.dumps(patterns), capture_output=True, text=True,
+                         timeout=60, check=True)  # fmt: skip
+    return json.loads(out.stdout)
+
+
+def test_regex_format_cases_agree_with_an_ecma_engine():
+    """The examples above are what an ECMA-262 engine says (the narrowed ones are valid there)."""
+    valid = _REGEX_VALID + _REGEX_NARROWED
+    assert _ecma_valid(valid + _REGEX_INVALID) == [True] * len(valid) + [False] * len(_REGEX_INVALID)
+
+
 def test_generated_regex_formats_compile_everywhere():
-    """Every string of up to 3 characters over the syntax characters that the "regex" format accepts is
-    a pattern Python's re compiles (without a warning); the valid examples above are accepted."""
+    """Every string of up to 3 characters over the syntax characters that the "regex" format accepts,
+    and the patterns of random walks through its grammar (from openings that name a group or look
+    around), compile in an ECMA-262 engine in unicode mode."""
     import itertools
-    import re
+    import json
+    import random
+
+    import numpy as np
+    from grammar_oracle import allowed_tokens, tiny_vocab
+
+    from guided.grammar.compiler import GrammarCompiler
+    from guided.schema.compiler import compile_json_schema
 
     node = json_schema_to_node({"type": "string", "format": "regex"})
-    alphabet = list("a()[]{}\\-^$*+?|.,1d")
+    alphabet = list("a()[]{}\\-^$*+?|.,1d<>k=!:c")
+    found = []
     for n in range(4):
         for chars in itertools.product(alphabet, repeat=n):
             text = "".join(chars)
             if accepts(node, dumps(text)):
-                with warnings.catch_warnings():
-                    warnings.simplefilter("error")
-                    re.compile(text)
+                found.append(text)
+    chars = [bytes([b]) for b in range(32, 127)]
+    vocab = tiny_vocab(chars)
+    grammar = compile_json_schema(GrammarCompiler(vocab), {"type": "string", "format": "regex"})
+    rng, walked = random.Random(7), []
+    weights = [10.0 if chr(32 + i) in "()[]{}\\<>k?=!*+^$|-c" else 1.0 for i in range(len(chars))]
+    for opening in ['"', '"(?<n>', '"(?<=', '"(?<ab>', '"a(?!', '"((?<k>a)|b)\\\\k<k>']:  # (JSON: one backslash)
+        for _ in range(40):
+            m, text = grammar.matcher(), opening.encode()
+            assert m.accept_bytes(text)
+            for _ in range(rng.randrange(40)):
+                ids = [int(i) for i in np.flatnonzero(allowed_tokens(m, vocab)) if i < len(chars) and i != 2]
+                i = rng.choices(ids, weights=[weights[i] for i in ids])[0]  # (2: the closing quote)
+                assert m.accept_token(i)
+                text += chars[i]
+            end = m.shortest_completion()  # the grammar's shortest way to close the groups and the string
+            assert m.accept_tokens(end.tokens) == len(end.tokens) and m.is_accepting()
+            walked.append(json.loads(text + end.text))
+    assert len(found) > 1000 and len(walked) == 240
+    patterns = found + walked
+    assert [p for p, ok in zip(patterns, _ecma_valid(patterns), strict=True) if not ok] == []
 
 
 @pytest.mark.parametrize("fmt, text, expected", FORMATS)
