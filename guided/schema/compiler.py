@@ -71,6 +71,7 @@ from guided.grammar.regex_ast import EMPTY, Node
 from guided.limits import check_schema
 from guided.schema.any_value import ANY
 from guided.schema.drafts import for_draft
+from guided.schema.dynamic_refs import static_dynamic_refs
 from guided.schema.formats import format_node
 from guided.schema.intersections import meet_one
 from guided.schema.key_order import KeyOrder, has_bag, repeats_names, root_place
@@ -151,6 +152,7 @@ def json_schema_to_grammar(
     opts = options.pop("options", None) or SchemaOptions(**options)
     schema = for_draft(schema_dict(schema))
     check_schema(schema, opts.limits)  # sizes, depth, counts: LimitError naming the limit and JSON pointer
+    schema, registry = static_dynamic_refs(schema, registry)  # dynamic references that are plain $refs
     check_shapes(schema)  # malformed keywords: SchemaError naming the keyword and JSON pointer
     lowering = SchemaLowering(schema, opts, registry)
     lowering.unique_runtime = isinstance(unique_runtime, UniquePlan)
@@ -258,6 +260,7 @@ def unique_plan(schema, registry: dict | None, opts: SchemaOptions) -> tuple[Uni
     if not mentions_unique(schema):
         return None, None
     try:
+        schema, registry = static_dynamic_refs(schema, registry)
         plan = UniquePlan(schema, registry, strict=opts.strict)
         plan.check()
     except PlanError as e:

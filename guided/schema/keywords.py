@@ -7,7 +7,8 @@ from guided.schema.facts import ANNOTATIONS, TYPES
 __all__ = ["takes_all", "UNSUPPORTED_KEYWORDS", "UNSUPPORTED_FORMATS", "SIMPLE_SIBLINGS", "ALL_TYPES", "TYPE_KEYWORDS",
            "ANNOTATIONS", "OBJECT_ONLY", "OLD_DRAFTS", "MAX_ENUM"]  # fmt: skip
 
-# keywords guided refuses (dynamic scopes have no static grammar)
+# keywords the lowering refuses (dynamic scopes have no static grammar): dynamic_refs rewrites the static ones
+# as $ref before it, and refuses the others with their reason
 UNSUPPORTED_KEYWORDS = ("$dynamicRef", "$recursiveRef")
 # formats with no exact grammar here: a SchemaError (lenient: relaxed to any string)
 UNSUPPORTED_FORMATS = frozenset(

@@ -62,6 +62,9 @@ class SchemaResolver:
         anchor = schema.get("$anchor")
         if isinstance(anchor, str):
             self.anchors[urldefrag(base)[0] + "#" + anchor] = (schema, path)
+        anchor = schema.get("$dynamicAnchor")  # also a plain-name fragment for $ref (2020-12)
+        if isinstance(anchor, str):
+            self.anchors.setdefault(urldefrag(base)[0] + "#" + anchor, (schema, path))
         self.base_of[id(schema)] = base
         for key, value in schema.items():
             if key not in _DATA_KEYWORDS and isinstance(value, (dict, list)):
