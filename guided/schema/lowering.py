@@ -34,6 +34,7 @@ only (a restriction of what is generated, never a relaxation).
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 import warnings
@@ -132,6 +133,9 @@ class SchemaLowering:
         self.anys.sibling, self.anys_p.sibling = self.anys_p, self.anys
         self.plain_used = False  # whether the any_c nonterminal was handed out
         self.rewrites: dict[tuple, dict | None] = {}  # (id(schema), base) -> schema without `not`
+        # ids of rewritten schemas that evaluate the names and items of their source (allOf merged
+        # without if/not): the schema's own, or these, are what _evaluated_split may split
+        self.faithful: set[int] = set()
         self.leaves: set[int] = set()  # keywords a complement schema leaves under `not` (no rewrite)
         self.member_specs: set[int] = set()  # ids of the MEMBER specs complement schemas wrote
         self.complements: dict[tuple, object] = {}  # (id(schema), base) -> its complement schema
@@ -234,6 +238,9 @@ class SchemaLowering:
             finally:
                 for t in inlined:
                     self.inlined[t] -= 1
+        split = self._evaluated_split(schema, base)
+        if split is not None:  # unevaluated* beside a oneOf/anyOf of disjoint branches: one variant each
+            return self.lower(split, path, base, place)
         split = self._presence_split(schema, base)
         if split is not None:  # oneOf/anyOf of required sets: object variants, no intersection
             return self.lower(split, path, base, place)
@@ -285,6 +292,45 @@ class SchemaLowering:
             return None
 
         return self._memo_rewrite((id(schema), base, "presence"), schema, make)
+
+    def _evaluated_split(self, schema: dict, base: str) -> dict | None:
+        """``unevaluatedProperties``/``unevaluatedItems`` beside one ``oneOf`` or ``anyOf`` (no other
+        in-place applicator), rewritten as ``anyOf`` of variants, one per set of branches that may
+        hold together: the siblings with those branches as ``allOf`` members (the merge spreads them
+        into plain keywords, so unevaluated* reads what they evaluate), beside the complement of
+        every other branch (which evaluates nothing). ``oneOf``: each branch alone; ``anyOf``: each
+        nonempty set of up to 4 branches. Where no instance matches two branches (``facts.disjoint``,
+        read with the siblings) each branch alone, with no complement. Exact; None otherwise (the
+        keyword stays refused)."""
+        if "unevaluatedProperties" not in schema and "unevaluatedItems" not in schema:
+            return None
+        if id(schema) not in self.resolver.base_of and id(schema) not in self.faithful:
+            return None  # an if split into cases, a not made plain: they evaluate other names
+
+        def make():
+            kws = [k for k in ("oneOf", "anyOf") if k in schema]
+            if len(kws) != 1 or any(k in schema for k in ("allOf", "not", "if", "$ref", "dependentSchemas")):
+                return None
+            subs = schema[kws[0]]
+            if not isinstance(subs, list) or not subs or len(subs) > 32:
+                return None
+            beside = {k: v for k, v in schema.items() if k != kws[0]}
+            n = len(subs)
+            if n == 1 or disjoint(subs, self.resolver, base, beside):
+                return {"anyOf": [{**beside, "allOf": [sub]} for sub in subs]}
+            if kws[0] == "oneOf":
+                sets = [(i,) for i in range(n)]
+            elif n <= 4:
+                sets = [t for k in range(1, n + 1) for t in itertools.combinations(range(n), k)]
+            else:
+                return None
+            variants = []
+            for held in sets:
+                nots = [{"not": subs[j]} for j in range(n) if j not in held]
+                variants.append({"allOf": [{**beside, "allOf": [subs[i] for i in held]}, *nots]})
+            return {"anyOf": variants}
+
+        return self._memo_rewrite((id(schema), base, "evaluated"), schema, make)
 
     def keep(self, obj) -> None:
         """Keep a rewritten schema alive: memo keys use id()."""
@@ -363,6 +409,8 @@ class SchemaLowering:
                 return None
             parts += spread
         merged = merge(parts, outer=True)
+        if merged is not None and not any(isinstance(p, dict) and ("if" in p or "not" in p) for p in parts):
+            self.faithful.add(id(merged))  # kept alive by _lower: the members' names are its names
         if merged is None and sum(isinstance(p, dict) and "if" in p for p in parts) >= 2:
             # a chain of ifs: spread into cases (not for anyOf members alone, whose spread can be
             # far larger than the intersection it replaces)
