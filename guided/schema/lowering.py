@@ -294,31 +294,45 @@ class SchemaLowering:
         return self._memo_rewrite((id(schema), base, "presence"), schema, make)
 
     def _evaluated_split(self, schema: dict, base: str) -> dict | None:
-        """``unevaluatedProperties``/``unevaluatedItems`` beside one ``oneOf`` or ``anyOf`` (no other
-        in-place applicator), rewritten as ``anyOf`` of variants, one per set of branches that may
-        hold together: the siblings with those branches as ``allOf`` members (the merge spreads them
-        into plain keywords, so unevaluated* reads what they evaluate), beside the complement of
-        every other branch (which evaluates nothing). ``oneOf``: each branch alone; ``anyOf``: each
-        nonempty set of up to 4 branches. Where no instance matches two branches (``facts.disjoint``,
-        read with the siblings) each branch alone, with no complement. Exact; None otherwise (the
-        keyword stays refused)."""
+        """``unevaluatedProperties``/``unevaluatedItems`` beside one in-place applicator that
+        evaluates names only where it holds, rewritten so that every applicator left beside them is
+        an ``allOf`` the merge spreads into plain keywords (then unevaluated* reads what they
+        evaluate), and every complement sits outside them (it evaluates nothing):
+
+        * ``oneOf``/``anyOf``: ``anyOf`` of one variant per set of branches that may hold together
+          (``oneOf``: each alone; ``anyOf``: each nonempty set of up to 4), the siblings with those
+          branches as ``allOf`` members beside the other branches' complements; where no instance
+          matches two branches (``facts.disjoint``, read with the siblings), one per branch, alone;
+        * ``if``: the siblings with ``if`` and ``then``, or the siblings with ``else`` beside the
+          complement of ``if``;
+        * ``not``: the siblings beside it.
+
+        Exact. None otherwise (the keyword stays refused)."""
         if "unevaluatedProperties" not in schema and "unevaluatedItems" not in schema:
             return None
         if id(schema) not in self.resolver.base_of and id(schema) not in self.faithful:
             return None  # an if split into cases, a not made plain: they evaluate other names
 
         def make():
-            kws = [k for k in ("oneOf", "anyOf") if k in schema]
-            if len(kws) != 1 or any(k in schema for k in ("allOf", "not", "if", "$ref", "dependentSchemas")):
+            kws = [k for k in ("oneOf", "anyOf", "if", "not") if k in schema]
+            if len(kws) != 1 or any(k in schema for k in ("allOf", "$ref", "dependentSchemas")):
                 return None
-            subs = schema[kws[0]]
+            kw = kws[0]
+            if kw == "not":
+                return {"allOf": [{k: v for k, v in schema.items() if k != "not"}, {"not": schema["not"]}]}
+            if kw == "if":
+                beside = {k: v for k, v in schema.items() if k not in ("if", "then", "else")}
+                cond, then, other = schema["if"], schema.get("then", True), schema.get("else", True)
+                return {"anyOf": [{**beside, "allOf": [cond, then]},
+                                  {"allOf": [{**beside, "allOf": [other]}, {"not": cond}]}]}  # fmt: skip
+            subs = schema[kw]
             if not isinstance(subs, list) or not subs or len(subs) > 32:
                 return None
-            beside = {k: v for k, v in schema.items() if k != kws[0]}
+            beside = {k: v for k, v in schema.items() if k != kw}
             n = len(subs)
             if n == 1 or disjoint(subs, self.resolver, base, beside):
                 return {"anyOf": [{**beside, "allOf": [sub]} for sub in subs]}
-            if kws[0] == "oneOf":
+            if kw == "oneOf":
                 sets = [(i,) for i in range(n)]
             elif n <= 4:
                 sets = [t for k in range(1, n + 1) for t in itertools.combinations(range(n), k)]
@@ -394,6 +408,8 @@ class SchemaLowering:
     def _merged(self, schema: dict, base: str, inlined: list[int]) -> dict | None:
         """``allOf`` and object-shaped ``if`` rewritten into plain keywords, when exact (schema_merge)."""
         if "if" in schema and "allOf" not in schema and "anyOf" not in schema:
+            if "unevaluatedProperties" in schema or "unevaluatedItems" in schema:
+                return None  # its cases would evaluate other names than the if does: _evaluated_split
             return split_if(schema)
         subs = schema.get("allOf")
         if "$ref" in schema and "unevaluatedProperties" in schema and not self.old_draft:

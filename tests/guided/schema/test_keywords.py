@@ -693,12 +693,12 @@ def test_unevaluated_properties_beside_all_of_and_ref_see_their_names():
             assert accepts(node, dumps(value)) == validator.is_valid(value), (schema, value)
 
 
-def test_unevaluated_properties_beside_one_of_and_any_of_see_the_branches_that_hold():
+def test_unevaluated_properties_beside_one_of_any_of_if_and_not_see_what_holds():
     """unevaluatedProperties beside a oneOf/anyOf sees the names of the branches that hold: one
     variant per set of branches that may hold together (the others' complements beside it, which
-    evaluate nothing), or per branch where no instance matches two. Exact against jsonschema in any
-    key order (was a SchemaError); an if/then/else beside it is still refused (its cases evaluate
-    other names than the if does)."""
+    evaluate nothing), or per branch where no instance matches two; beside an if, the if's and the
+    then's names where the if holds, else the else's; a not evaluates nothing. Exact against
+    jsonschema in any key order (was a SchemaError)."""
     import jsonschema
 
     branches = [{"properties": {"bar": {"const": "bar"}}, "required": ["bar"]},
@@ -708,17 +708,20 @@ def test_unevaluated_properties_beside_one_of_and_any_of_see_the_branches_that_h
     kinds = [{"properties": {"kind": {"const": k}, extra: {"type": "integer"}}, "required": ["kind"]}
              for k, extra in (("a", "x"), ("b", "y"))]  # fmt: skip
     cases = [{**beside, "oneOf": branches[:2]}, {**beside, "anyOf": branches},
-             {"type": "object", "oneOf": kinds, "unevaluatedProperties": {"type": "string"}}]  # fmt: skip
+             {"type": "object", "oneOf": kinds, "unevaluatedProperties": {"type": "string"}},
+             {**beside, "if": branches[0], "then": branches[2], "else": branches[1]},
+             {**beside, "if": branches[0]}, {**beside, "if": branches[2], "else": branches[0]},
+             {"type": "object", "not": branches[0], "unevaluatedProperties": False},
+             {**beside, "not": {"properties": {"foo": {"const": "f"}}}}]  # fmt: skip
     values = [{}, {"bar": "bar"}, {"baz": "baz", "bar": "bar"}, {"foo": "f", "bar": "bar"}, {"bar": "bar", "x": 1},
               {"q": 2, "baz": "baz", "bar": "bar"}, {"q": 1, "foo": 2}, {"kind": "a", "x": 1}, {"kind": "a", "y": 1},
-              {"kind": "b", "y": 2, "z": "s"}, {"kind": "b", "z": 3}, {"kind": "c"}, 5]  # fmt: skip
+              {"kind": "b", "y": 2, "z": "s"}, {"kind": "b", "z": 3}, {"kind": "c"}, {"foo": "f"}, {"foo": "g"},
+              {"q": 1, "bar": "bar"}, {"baz": "baz"}, {"foo": "f", "baz": "baz"}, 5]  # fmt: skip
     for schema in cases:
         node = json_schema_to_node(schema, key_order="any")
         validator = jsonschema.Draft202012Validator(schema)
         for value in values:
             assert accepts(node, dumps(value)) == validator.is_valid(value), (schema, value)
-    with pytest.raises(SchemaError, match="unevaluatedProperties"):
-        json_schema_to_node({"if": branches[0], "then": branches[1], "else": branches[2], **beside})
 
 
 def test_dependencies_on_one_discriminator_split_by_its_value():
