@@ -130,8 +130,9 @@ def run_paired(refs: tuple[str, str], code: list[str], files: list[Path]) -> lis
 
 
 def percentile(values: list[float], q: float) -> float:
+    """The q-th value of ``values`` (NaN when there is none: every schema failed in a version)."""
     v = sorted(values)
-    return v[min(len(v) - 1, int(len(v) * q))]
+    return v[min(len(v) - 1, int(len(v) * q))] if v else float("nan")
 
 
 def paired_parser(description: str, every: int) -> argparse.ArgumentParser:
@@ -193,12 +194,15 @@ def main() -> None:
 def replay_report(args, names: list[str], a: dict, b: dict) -> None:
     print(f"{len(names)} schemas replayed as MaskBench does (wall clock); A = {args.a}, B = {args.b}")
     ok = [n for n in names if a[n][1] and b[n][1]]
+    if not ok:  # nothing to pair (a failing schema has no figures)
+        print(f"  passing: A {sum(a[n][1] for n in names)}, B {sum(b[n][1] for n in names)} of {len(names)}")
+        return
     ta, tb = [a[n][0] for n in ok], [b[n][0] for n in ok]
     ma, mb = [t for n in ok for t in a[n][2]], [t for n in ok for t in b[n][2]]
     for label, xa, xb in (("TTFM", ta, tb), ("TBM", ma, mb)):
         row = "   ".join(f"p{int(q * 100)} {percentile(xa, q) * 1e3:8.2f} / {percentile(xb, q) * 1e3:8.2f}"
                          for q in (0.5, 0.9, 0.99))  # fmt: skip
-        print(f"  {label:4s} ms, A / B:  {row}   max {max(xa) * 1e3:8.1f} / {max(xb) * 1e3:8.1f}")
+        print(f"  {label:4s} ms, A / B:  {row}   max {max(xa, default=0.0) * 1e3:8.1f} / {max(xb, default=0.0) * 1e3:8.1f}")
     ratios = sorted(b[n][0] / a[n][0] for n in ok if a[n][0] > 0)
     print(f"  TTFM B/A per schema: median {percentile(ratios, 0.5):.3f}, p10 {percentile(ratios, 0.1):.3f}, "
           f"p90 {percentile(ratios, 0.9):.3f}; total {sum(tb) / sum(ta):.3f}")  # fmt: skip
