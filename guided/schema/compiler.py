@@ -152,9 +152,11 @@ def json_schema_to_grammar(
     opts = options.pop("options", None) or SchemaOptions(**options)
     schema = for_draft(schema_dict(schema))
     check_schema(schema, opts.limits)  # sizes, depth, counts: LimitError naming the limit and JSON pointer
-    schema, registry = static_dynamic_refs(schema, registry)  # dynamic references that are plain $refs
     check_shapes(schema)  # malformed keywords: SchemaError naming the keyword and JSON pointer
     lowering = SchemaLowering(schema, opts, registry)
+    static = static_dynamic_refs(schema, registry, lowering.resolver)  # dynamic references that are plain $refs
+    if static[0] is not schema or static[1] is not registry:
+        lowering = SchemaLowering(static[0], opts, static[1])
     lowering.unique_runtime = isinstance(unique_runtime, UniquePlan)
     lowering.names_runtime = names_runtime
     lowering.unique_refusal = unique_runtime if isinstance(unique_runtime, (str, PlanError)) else None
@@ -260,8 +262,10 @@ def unique_plan(schema, registry: dict | None, opts: SchemaOptions) -> tuple[Uni
     if not mentions_unique(schema):
         return None, None
     try:
-        schema, registry = static_dynamic_refs(schema, registry)
         plan = UniquePlan(schema, registry, strict=opts.strict)
+        static = static_dynamic_refs(schema, registry, plan.resolver)
+        if static[0] is not schema or static[1] is not registry:
+            plan = UniquePlan(static[0], static[1], strict=opts.strict)
         plan.check()
     except PlanError as e:
         return None, e

@@ -22,12 +22,12 @@ from collections import Counter
 from urllib.parse import urldefrag
 
 from guided.errors import SchemaError
-from guided.schema.resolver import SchemaResolver, _escape, _join
+from guided.limits import DATA_KEYWORDS
+from guided.schema.resolver import SchemaResolver, escape_pointer, join_uri
 
-__all__ = ["static_dynamic_refs", "mentions_dynamic_refs"]
+__all__ = ["static_dynamic_refs"]
 
 _KEYS = ("$dynamicRef", "$recursiveRef")
-_DATA = frozenset({"enum", "const", "default", "examples", "example"})
 
 
 def _dicts(node, path: str = "#"):
@@ -37,24 +37,22 @@ def _dicts(node, path: str = "#"):
         value, where = stack.pop()
         if isinstance(value, dict):
             yield value, where
-            stack.extend((v, f"{where}/{_escape(k)}") for k, v in value.items()
-                         if k not in _DATA and isinstance(v, (dict, list)))  # fmt: skip
+            stack.extend((v, f"{where}/{escape_pointer(k)}") for k, v in value.items()
+                         if k not in DATA_KEYWORDS and isinstance(v, (dict, list)))  # fmt: skip
         elif isinstance(value, list):
             stack.extend((v, f"{where}/{i}") for i, v in enumerate(value) if isinstance(v, (dict, list)))
 
 
-def mentions_dynamic_refs(schema, registry: dict | None = None) -> bool:
-    docs = [schema, *(registry or {}).values()]
-    return any(k in d for doc in docs for d, _ in _dicts(doc) for k in _KEYS)
-
-
-def static_dynamic_refs(schema, registry: dict | None = None) -> tuple[object, dict | None]:
+def static_dynamic_refs(schema, registry: dict | None, resolver: SchemaResolver) -> tuple[object, dict | None]:
     """(schema, registry) with every dynamic reference that is a plain ``$ref`` written as one
-    (copied where changed; the same objects when there is none); raises SchemaError for the others."""
-    if not mentions_dynamic_refs(schema, registry):
+    (copied where changed; the same objects when there is none); raises SchemaError for the others.
+    ``resolver``: one built over them, which counted the dynamic references it indexed (without a
+    registry the schema is walked no further when it has none)."""
+    if not registry and not resolver.dynamic_refs:
         return schema, registry
-    resolver = SchemaResolver(schema, registry)
-    docs = _reached(schema, registry or {}, resolver)
+    docs = _reached(schema, registry or {}, resolver)  # (indexes the registry documents reached)
+    if not resolver.dynamic_refs:
+        return schema, registry
     dynamic, recursive = Counter(), 0
     for doc, at in docs:
         for d, _ in _dicts(doc, at):
@@ -71,7 +69,7 @@ def static_dynamic_refs(schema, registry: dict | None = None) -> tuple[object, d
                 base = resolver.base_of.get(id(d), resolver.root_base)
                 target = resolver.resolve(ref, base, f"{where}/{key}")[0]  # (a dangling one raises)
                 if key == "$dynamicRef":
-                    name = urldefrag(_join(base, ref))[1]
+                    name = urldefrag(join_uri(base, ref))[1]
                     bookend = isinstance(target, dict) and target.get("$dynamicAnchor") == name
                     scoped = bookend and bool(name) and not name.startswith("/") and dynamic[name] > 1
                     what = f"$dynamicAnchor {name!r}"
@@ -101,7 +99,7 @@ def _reached(schema, registry: dict, resolver: SchemaResolver) -> list[tuple[obj
                 ref = d.get(key)
                 if not isinstance(ref, str):
                     continue
-                uri = urldefrag(_join(resolver.base_of.get(id(d), resolver.root_base), ref))[0]
+                uri = urldefrag(join_uri(resolver.base_of.get(id(d), resolver.root_base), ref))[0]
                 if uri in registry and uri not in seen:
                     seen.add(uri)
                     resolver.resolve(uri, uri, "#")  # indexed: its bases and anchors are known
@@ -117,7 +115,7 @@ def _rewrite(node, static: set[int]):
         return node if all(a is b for a, b in zip(items, node, strict=True)) else items
     if not isinstance(node, dict):
         return node
-    out = {k: (v if k in _DATA else _rewrite(v, static)) for k, v in node.items()}
+    out = {k: (v if k in DATA_KEYWORDS else _rewrite(v, static)) for k, v in node.items()}
     if id(node) in static:
         for key in _KEYS:
             if key in out:

@@ -10,15 +10,14 @@ from __future__ import annotations
 from urllib.parse import unquote, urldefrag, urljoin
 
 from guided.errors import SchemaError
+from guided.limits import DATA_KEYWORDS
 
-__all__ = ["SchemaResolver", "DEFAULT_BASE"]
+__all__ = ["SchemaResolver", "DEFAULT_BASE", "join_uri", "escape_pointer"]
 
 DEFAULT_BASE = "https://schema.invalid/root.json"
-# Keywords whose values are data, not subschemas: never indexed for $id/$anchor.
-_DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples", "example"})
 
 
-def _join(base: str, ref: str) -> str:
+def join_uri(base: str, ref: str) -> str:
     if ref.startswith("#"):
         return urldefrag(base)[0] + ref
     if ":" in ref.split("/", 1)[0]:  # absolute (http:, urn:, tag:, ...)
@@ -36,10 +35,11 @@ class SchemaResolver:
         self._registry = dict(registry or {})
         self._indexed: set[str] = set()
         self.places: dict[tuple, object] = {}  # KeyOrder.at: (id(schema), base) pairs -> their place
+        self.dynamic_refs = 0  # schema objects indexed with $dynamicRef or $recursiveRef (dynamic_refs)
         self.root = root
         self.id_keys = _id_keywords(root.get("$schema") if isinstance(root, dict) else None)
         root_id = _schema_id(root, self.id_keys) if isinstance(root, dict) else None
-        self.root_base = _join(DEFAULT_BASE, root_id) if isinstance(root_id, str) else DEFAULT_BASE
+        self.root_base = join_uri(DEFAULT_BASE, root_id) if isinstance(root_id, str) else DEFAULT_BASE
         self._index(root, self.root_base, "#")
         self.resources.setdefault(urldefrag(self.root_base)[0], (root, "#"))
         self.resources.setdefault(DEFAULT_BASE, (root, "#"))
@@ -57,7 +57,7 @@ class SchemaResolver:
             if sid.startswith("#"):  # draft-07 style plain-name fragment: an anchor
                 self.anchors[urldefrag(base)[0] + sid] = (schema, path)
             else:
-                base = _join(base, sid)
+                base = join_uri(base, sid)
                 self.resources[urldefrag(base)[0]] = (schema, path)
         anchor = schema.get("$anchor")
         if isinstance(anchor, str):
@@ -66,9 +66,11 @@ class SchemaResolver:
         if isinstance(anchor, str):
             self.anchors.setdefault(urldefrag(base)[0] + "#" + anchor, (schema, path))
         self.base_of[id(schema)] = base
+        if "$dynamicRef" in schema or "$recursiveRef" in schema:
+            self.dynamic_refs += 1
         for key, value in schema.items():
-            if key not in _DATA_KEYWORDS and isinstance(value, (dict, list)):
-                self._index(value, base, f"{path}/{_escape(key)}")
+            if key not in DATA_KEYWORDS and isinstance(value, (dict, list)):
+                self._index(value, base, f"{path}/{escape_pointer(key)}")
 
     def _load_remote(self, uri: str) -> None:
         if uri in self._indexed:
@@ -92,7 +94,7 @@ class SchemaResolver:
 
     def resolve(self, ref: str, base: str, path: str, retry_root: bool = True):
         """The target of ``ref`` seen from ``base``: (schema, base URI of the target, its path)."""
-        uri = _join(base, ref)
+        uri = join_uri(base, ref)
         doc_uri, frag = urldefrag(uri)
         if doc_uri not in self.resources:
             self._load_remote(doc_uri)
@@ -127,7 +129,7 @@ class SchemaResolver:
                     except SchemaError:
                         pass
                 raise SchemaError(f"$ref {ref!r}: JSON pointer does not resolve (no {key!r})", path)
-            tpath = f"{tpath}/{_escape(key)}"
+            tpath = f"{tpath}/{escape_pointer(key)}"
         return target, self.base_of.get(id(target), doc_uri), tpath
 
 
@@ -151,5 +153,5 @@ def _schema_id(schema: dict, keys: tuple[str, ...]):
     return None
 
 
-def _escape(key: str) -> str:
+def escape_pointer(key: str) -> str:
     return str(key).replace("~", "~0").replace("/", "~1")

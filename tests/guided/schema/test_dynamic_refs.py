@@ -91,3 +91,14 @@ def test_only_the_documents_a_schema_reaches_count():
     with pytest.raises(SchemaError, match="dynamic scope"):  # once one is reached, two declare it
         json_schema_to_node({**TREE, "$defs": {"o": {"$ref": "https://example.com/other0"}}}, registry=registry,
                             max_depth=4)
+
+
+def test_unique_items_reached_through_a_dynamic_reference_are_checked(vocab_builtin):
+    """The uniqueItems plan reads the rewritten schema too: string items behind a $dynamicRef to an
+    $anchor are checked at run time."""
+    schema = {"$defs": {"s": {"$anchor": "s", "type": "string"}}, "type": "array", "uniqueItems": True,
+              "items": {"$dynamicRef": "#s"}}  # fmt: skip
+    compiled = compile_json_schema(GrammarCompiler(vocab_builtin), schema)
+    for inst in (["a", "b"], ["a", "a"], [1]):
+        m = compiled.matcher()
+        assert (m.accept_bytes(dumps(inst).encode()) and m.is_accepting()) == is_valid(schema, inst), inst
