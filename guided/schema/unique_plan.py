@@ -361,6 +361,8 @@ class UniquePlan:
                 return "none"
             if "finite" in live and ("any" in live or "string" in live and self._strings_and_literals(f)):
                 live.discard("finite")  # each constant's prefixes are alive in the open branch too
+            elif "finite" in live and "bounded" in live and self._strings_and_literals(f):
+                live.discard("finite")  # string constants beside strings that run out: one search for both
             if len(live) == 1:
                 return live.pop()
             if live <= _OPEN:
@@ -534,7 +536,7 @@ def _leaf_kind(schema: dict, strict: bool = False) -> str | None:
     if isinstance(t, list):  # a string or null: null is decided at its first letter
         if sorted(t) == ["null", "string"] and keys <= {"minLength", "maxLength", "pattern", "format"}:
             return "bounded"
-        return None
+        return _types_kind(schema, t, strict)
     if t in ("boolean", "null"):
         return "finite"
     if t == "string":
@@ -552,6 +554,24 @@ def _leaf_kind(schema: dict, strict: bool = False) -> str | None:
         addl = schema.get("additionalProperties", not strict)
         return "object" if _any_value_fits(addl) else None
     return None
+
+
+def _types_kind(schema: dict, types: list, strict: bool) -> str | None:
+    """The kind of a leaf of several types: a value's first letter decides its type (no number or
+    string begins like another kind), so the leaf is "any" where every type left is an open kind on
+    its own (``["string", "object"]``), "bounded" where some are strings that run out beside them;
+    ``null`` and ``boolean`` are decided at their first letter and never the only way on."""
+    if not types or not all(isinstance(x, str) for x in types):
+        return None
+    kinds = {_leaf_kind({**schema, "type": x}, strict) for x in dict.fromkeys(types)}
+    live = kinds - {"none", "finite"} if set(types) & {"null", "boolean"} else kinds - {"none"}
+    if not live:
+        return "finite" if "finite" in kinds else "none"
+    if None in live:
+        return None
+    if live <= _OPEN:
+        return live.pop() if len(live) == 1 else "any"
+    return "bounded" if live <= _OPEN | {"bounded"} else None
 
 
 def _constants_only(schema) -> bool:

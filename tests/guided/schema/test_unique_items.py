@@ -111,6 +111,10 @@ def test_random_walks_end_valid_and_never_dead(compiler, vocab_builtin):
         {"type": "array", "uniqueItems": True, "minItems": 3, "items": {
             "type": "object", "if": {"not": {"properties": {"k": {"const": False}}}},
             "then": {"properties": {"c": {"type": "string"}}, "required": ["c"]}}},
+        # string constants beside strings that run out; several types, each open on its own
+        {"type": "array", "uniqueItems": True, "minItems": 3, "items": {
+            "type": "string", "oneOf": [{"enum": ["a", "b"]}, {"pattern": "^#[0-9]{1,2}$"}]}},
+        {"type": "array", "items": {"type": ["string", "object", "boolean"]}, "uniqueItems": True, "minItems": 3},
     ]
     rng = random.Random(1)
     eos = set(vocab_builtin.eos_ids)
@@ -274,6 +278,33 @@ def test_many_strings_or_strings_narrowed_elsewhere_are_searched(compiler):
     with pytest.raises(SchemaError, match="strings, booleans and null only"):
         compile_json_schema(compiler, {"type": "array", "uniqueItems": True,
                                        "items": {"type": "number", "enum": list(range(70))}})  # fmt: skip
+
+
+def test_constants_beside_strings_that_run_out_are_searched_with_them(compiler):
+    """An enum of strings beside a pattern that runs out (SchemaStore's colour names or ``#rrggbb``):
+    one search over both, so an item is refused exactly where only earlier ones remain."""
+    schema = {"type": "array", "uniqueItems": True,
+              "items": {"type": "string", "oneOf": [{"enum": ["red", "blue"]}, {"pattern": "^#[01]$"}]}}
+    m = _matcher(compiler, schema, whitespace="compact")
+    assert m.accept_text('["red","#1",')
+    assert not m.copy().accept_text('"red"') and not m.copy().accept_text('"#1"')
+    assert m.accept_text('"blue","#0"') and not m.copy().accept_text(",")  # all four written
+    assert m.accept_text("]") and m.is_accepting()
+    m = _matcher(compiler, {**schema, "items": {"type": "string", "anyOf": [{"enum": ["("]}, {"maxLength": 1}]}},
+                 whitespace="compact")  # fmt: skip
+    assert m.accept_text('["(",') and not m.copy().accept_text('"("') and m.accept_text('")"]')
+
+
+def test_several_open_types_are_compared_as_values(compiler):
+    schema = {"type": "array", "uniqueItems": True, "items": {"type": ["string", "object", "null"]}}
+    m = _matcher(compiler, schema, whitespace="compact")
+    assert m.accept_text('["a",{"x":1},null,')
+    for again in ('"a"', '{"x":1}', "null"):
+        assert not m.copy().accept_text(again), again
+    assert m.accept_text('{"x":2}]') and m.is_accepting()
+    # strict: objects take no undeclared member, so {} is the only object and could repeat
+    with pytest.raises(SchemaError, match="exact only for items"):
+        compile_json_schema(compiler, schema, strict=True)
 
 
 def test_a_refusal_points_at_the_unique_items_it_refuses(compiler):
