@@ -74,19 +74,38 @@ def disjoint(subs: list, resolver, base: str, context: dict | None = None) -> bo
     """Cheap proof that no instance matches two of the schemas (then oneOf is anyOf). ``context``:
     the schema beside them (the oneOf's siblings), which every instance that matters also meets:
     its ``type``, ``required`` and ``properties`` are read with each branch's."""
+    if len(subs) < 2:
+        return all(isinstance(resolver.followed(s, base), dict) for s in subs)
+    pairs = len(subs) * (len(subs) - 1) // 2
+    return len(pairs_apart(subs, resolver, base, context, stop_early=True)) == pairs
+
+
+def pairs_apart(subs: list, resolver, base: str, context: dict | None = None, stop_early: bool = False) -> set:
+    """The pairs ``(i, j)``, ``i < j``, of schemas proved to share no instance (read as ``disjoint``
+    reads them): a ``oneOf`` branch needs the complements of the branches it may overlap only.
+    ``stop_early``: stop at the first pair not proved apart."""
     sigs, followed = [], []
     for s in subs:
         s = resolver.followed(s, base)
         if not isinstance(s, dict):
-            return False
+            sigs.append(None)
+            followed.append(s)
+            continue
         followed.append(s)
         s = _flattened(s, resolver, base)
         sigs.append([_signature(_beside(a, context) if context else a) for a in _alternatives(s, resolver, base)])
-    return all(
-        all(_apart(x, y) for x in sigs[i] for y in sigs[j]) or _negates(followed[i], followed[j], resolver, base)
-        or _negates(followed[j], followed[i], resolver, base)
-        for i in range(len(sigs)) for j in range(i + 1, len(sigs))
-    )  # fmt: skip
+    out = set()
+    for i in range(len(sigs)):
+        for j in range(i + 1, len(sigs)):
+            if sigs[i] is not None and sigs[j] is not None and (
+                all(_apart(x, y) for x in sigs[i] for y in sigs[j])
+                or _negates(followed[i], followed[j], resolver, base)
+                or _negates(followed[j], followed[i], resolver, base)
+            ):
+                out.add((i, j))
+            elif stop_early:
+                return out
+    return out
 
 
 def discriminator(subs: list, resolver, base: str) -> str | None:

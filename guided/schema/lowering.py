@@ -60,7 +60,7 @@ from guided.grammar.regex_ast import (
 from guided.schema.any_value import ANY_PLAIN, AnyValue
 from guided.schema.arrays import array_node
 from guided.schema.complement import MEMBER, complement, complement_schema, member_node
-from guided.schema.facts import TYPES, discriminator, disjoint, json_equal, within
+from guided.schema.facts import TYPES, discriminator, disjoint, json_equal, pairs_apart, within
 from guided.schema.formats import format_node
 from guided.schema.intersections import Unresolved, disjoint_upper, distributed, holes_meet, meet_one
 from guided.schema.key_order import KeyOrder
@@ -562,39 +562,57 @@ class SchemaLowering:
         every exponent-free spelling of their values."""
         nodes = [self.lower(s, f"{path}/{i}", base, place) for i, s in enumerate(subs)]
         live = [(i, n) for i, n in enumerate(nodes) if n != EMPTY]
-        if len(live) <= 1 or disjoint([subs[i] for i, _ in live], self.resolver, base, beside):
+        if len(live) <= 1:
             return alt(*(n for _, n in live)) if live else EMPTY
+        apart = {(live[a][0], live[b][0]) for a, b in pairs_apart([subs[i] for i, _ in live], self.resolver, base, beside)}
+        if len(apart) == len(live) * (len(live) - 1) // 2:
+            return alt(*(n for _, n in live))
         objects = self._apart_on_objects(subs, [i for i, _ in live], base)
         if objects is None:  # told apart by a property no branch requires, nothing valid without it
             objects = self._apart_on_discriminator(subs, [i for i, _ in live], base)
         if objects is not None:  # no non-object is valid (two branches take it), objects are apart
             return alt(*(self.lower(b, f"{path}/{i}", base, place) for (i, _), b in zip(live, objects, strict=True)))
-        if any(has_hole(n) for _, n in live):  # proved on languages holding every plain spelling
-            spelled = live if self.mode == NEG else [(i, self.negated(subs[i], f"{path}/{i}", base, place)) for i, _ in live]
-            if disjoint_upper(self, [n for _, n in spelled]):
+        try:  # every branch beside every other's complement, as before pairs were proved apart
+            return self._exclusive(subs, live, path, base, place, set())
+        except SchemaError:  # a complement that cannot be written: leave out those proved needless
+            if not apart:
+                raise
+            return self._exclusive(subs, live, path, base, place, apart)
+
+    def _exclusive(self, subs: list, live: list, path: str, base: str, place: KeyOrder, apart: set) -> Node:
+        """``oneOf`` exclusivity: each live branch ``(i, node)`` beside the complements of the
+        others, except those proved apart from it (``apart``: pairs ``(i, j)``, ``i < j``)."""
+
+        def overlap(i: int, j: int) -> bool:
+            return i != j and (min(i, j), max(i, j)) not in apart
+
+        nodes = dict(live)
+        shared = [i for i, _ in live if any(overlap(i, j) for j, _ in live)]
+        holes = any(has_hole(nodes[i]) for i in shared)
+        if holes:  # proved on languages holding every plain spelling
+            spelled = [nodes[i] if self.mode == NEG else self.negated(subs[i], f"{path}/{i}", base, place) for i in shared]
+            if disjoint_upper(self, spelled):
                 return alt(*(n for _, n in live))
         # exclusivity: with schema-free values or recursion below, as plain schemas (a complement
         # there needs a bounded approximation); else as complements of small regular languages
-        holes = any(has_hole(n) for _, n in live)
-        others = {i: complement_schema(self, subs[i], base) if holes else None for i, _ in live}
+        others = {i: complement_schema(self, subs[i], base) if holes else None for i in shared}
         if holes and all(o is not None for o in others.values()):
-            key = (id(subs), base, "oneOf")
+            key = (id(subs), base, "oneOf", frozenset(apart))
             if key not in self.rewrites:
                 self.rewrites[key] = [
-                    {"allOf": [subs[i], *(o for j, o in others.items() if j != i and o is not True)]}
+                    {"allOf": [subs[i], *(o for j, o in others.items() if overlap(i, j) and o is not True)]}
                     for i, _ in live
                 ]
                 self._keep.append((subs, self.rewrites[key]))
             rewritten = self.rewrites[key]
             return alt(*(self.lower(b, f"{path}/{i}", base, place) for (i, _), b in zip(live, rewritten, strict=True)))
-        refused = {i: self._refused(subs[i], f"{path}/{i}", base, place, holes) for i, _ in live}
+        refused = {i: self._refused(subs[i], f"{path}/{i}", base, place, holes) for i in shared}
         branches = []
         for i, n in live:
-            if self.mode == FREE:
+            if self.mode == FREE and i in shared:
                 with self.beside_complement():
                     n = self.lower(subs[i], f"{path}/{i}", base, place)
-            others = [refused[j] for j, _ in live if j != i]
-            branches.append(self.conjoin([n, *others], path, "oneOf (exclusivity)"))
+            branches.append(self.conjoin([n, *(refused[j] for j, _ in live if overlap(i, j))], path, "oneOf (exclusivity)"))
         return alt(*branches)
 
     def _apart_on_objects(self, subs: list, live: list[int], base: str) -> list[dict] | None:

@@ -17,6 +17,7 @@ import pytest
 from guided.compile_service import CompileService
 from guided.constraints import JsonSchema
 
+UNIQUE_OBJECT = {"type": "object", "properties": {"x": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}}}
 # (schema, accepted, refused): every text in `accepted` is valid and compiled-accepted; every text in
 # `refused` is refused (invalid per jsonschema, or a valid number with an exponent beside a complement:
 # the documented restriction).
@@ -42,6 +43,12 @@ CASES = [
     ({"not": {"type": "integer", "maximum": 0}}, ["1", "0.5", "-0.5"], ["0", "-0", "-0.0", "-3", "-3.00"]),
     ({"type": "array", "items": {"type": "number"}, "not": {"const": [1]}}, ["[2]", "[1,1]"], ["[1]", "[1e0]", "[1.0]"]),
     ({"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 0}]}, ["-1", "0.5"], ["1", "1.0", "1e0", "0"]),
+    # branches proved apart from every other need no complement: an object branch whose complement
+    # cannot be written (duplicate items are left to the matcher) beside two that overlap on null or 1
+    ({"oneOf": [{"type": ["array", "null"], "items": {"enum": ["a", "b"]}}, {"type": "null"}, UNIQUE_OBJECT]},
+     ['["a","a"]', "[]", '{"x":["a","b"]}', "{}"], ["null", '{"x":["a","a"]}', '["c"]', "1"]),
+    ({"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 0}, UNIQUE_OBJECT]},
+     ["-1", "0.5", '{"x":["a"]}'], ["1", "1.0", "0", '{"x":["b","b"]}']),
     ({"if": {"const": 0}, "then": False}, ["1", '"a"'], ["0", "0.0", "-0", "0e5"]),
     ({"if": {"required": ["a"]}, "then": False}, ['{"b":1}'], ['{"a":1}', '{"b":1,"a":1}', "2"]),
     ({"not": {"properties": {"a": {"type": "integer"}}}}, ['{"a":"x"}', '{"a":0.5}'], ['{"a":1}', '{"a":1e0}', '{"b":1}', "3"]),
