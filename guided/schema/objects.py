@@ -44,10 +44,14 @@ if TYPE_CHECKING:  # the lowering calls these helpers with itself
     from guided.schema.lowering import SchemaLowering
 
 
-__all__ = ["object_node", "any_order", "MAX_PATTERN_GROUPS", "MAX_DEPENDENCIES"]
+__all__ = ["object_node", "any_order", "MAX_PATTERN_GROUPS", "MAX_DEPENDENCY_CASES", "MAX_DEPENDENCIES_SPLIT"]
 
 MAX_PATTERN_GROUPS = 64  # kinds of undeclared name by the patternProperties they match (_pattern_groups)
-MAX_DEPENDENCIES = 6
+# property dependencies split an object into cases (each trigger present or absent): at most this
+# many cases that are not empty (a chain a -> b -> c ... leaves few: a name cannot be both required
+# and absent), from at most MAX_DEPENDENCIES_SPLIT dependencies
+MAX_DEPENDENCY_CASES = 64
+MAX_DEPENDENCIES_SPLIT = 12
 _OBJECT_KEYWORDS = ("dependentRequired", "dependentSchemas", "dependencies")
 _OPEN, _CLOSE = literal("{"), literal("}")
 _STRING_ONLY = frozenset(
@@ -63,8 +67,8 @@ def object_node(lowering: SchemaLowering, schema: dict, path: str, base: str, pl
     always, always_extra, deps = _settled(schema, deps)
     cases, deps = _by_discriminator(deps, path)
     involved += [n for req, off, _ in cases for n in (*req, *off) if n not in involved]
-    if len(deps) > MAX_DEPENDENCIES:
-        raise LimitError(f"more than {MAX_DEPENDENCIES} property dependencies in one object (at {path})")
+    if len(deps) > MAX_DEPENDENCIES_SPLIT:
+        raise LimitError(f"more than {MAX_DEPENDENCIES_SPLIT} property dependencies in one object (at {path})")
     variants = []
     for (case_required, case_forbidden, case_extra), present in itertools.product(
         cases, itertools.product((True, False), repeat=len(deps))
@@ -78,8 +82,57 @@ def object_node(lowering: SchemaLowering, schema: dict, path: str, base: str, pl
                     extra.append((sub, sub_path))
             else:
                 forbidden += triggers
-        variants.append(_object(lowering, schema, path, base, place, required, forbidden, extra, involved))
-    return alt(*variants)
+        names_only = [_required_alternatives(sub) for sub, _ in extra]  # such schemas become cases too
+        extra = [e for e, alts in zip(extra, names_only, strict=True) if alts is None]
+        for picked in itertools.product(*(alts for alts in names_only if alts is not None)):
+            more = [n for names in picked for n in names]
+            if set(required + more) & set(forbidden):  # a name both required and absent: no object
+                continue
+            variants.append((frozenset(required + more), frozenset(forbidden), tuple(extra)))
+            if len(variants) > 8 * MAX_DEPENDENCY_CASES:
+                raise LimitError(f"property dependencies in one object make more than {8 * MAX_DEPENDENCY_CASES} "
+                                 f"cases (at {path})")  # fmt: skip
+    variants = _widest(variants)
+    if len(variants) > MAX_DEPENDENCY_CASES:
+        raise LimitError(f"property dependencies in one object make more than {MAX_DEPENDENCY_CASES} cases "
+                         f"(at {path})")  # fmt: skip
+    return alt(*(_object(lowering, schema, path, base, place, sorted(r), sorted(f), list(e), involved)
+                 for r, f, e in variants))  # fmt: skip
+
+
+def _widest(variants: list) -> list:
+    """The cases (required, absent, schemas) that no other case contains: a case requiring more
+    names, forbidding more and applying more schemas than another accepts a subset of its objects,
+    and the union of the cases is unchanged without it. In first-seen order."""
+    keys = [(r, f, frozenset(id(x[0]) for x in e)) for r, f, e in variants]
+    out = []
+    for i, (r, f, e) in enumerate(keys):
+        # dropped where another holds it: a wider one, or an equal one seen first
+        if not any(j != i and r2 <= r and f2 <= f and e2 <= e and (j < i or (r2, f2, e2) != (r, f, e))
+                   for j, (r2, f2, e2) in enumerate(keys)):  # fmt: skip
+            out.append(variants[i])
+    return out
+
+
+def _required_alternatives(schema) -> list[tuple[str, ...]] | None:
+    """For a dependency's schema that only requires names, ``{"required": [...]}`` or an ``anyOf`` of
+    such, the name lists one of which must be present (the object's cases split on them instead of
+    intersecting the object with the schema: a union of cases is exact for anyOf); else None."""
+    if not isinstance(schema, dict):
+        return None
+    keys = set(schema) - ANNOTATIONS
+    if keys == {"required"} and isinstance(schema["required"], list):
+        names = schema["required"]
+        return [tuple(names)] if all(isinstance(n, str) for n in names) else None
+    if keys == {"anyOf"} and isinstance(schema["anyOf"], list) and schema["anyOf"]:
+        out = []
+        for sub in schema["anyOf"]:
+            alts = _required_alternatives(sub)
+            if alts is None or len(alts) != 1:
+                return None
+            out += alts
+        return out
+    return None
 
 
 def _by_discriminator(deps: list, path: str) -> tuple[list, list]:

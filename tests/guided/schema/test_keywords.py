@@ -8,6 +8,7 @@ it on the short texts (it is independent of the grammar core).
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import pytest
@@ -558,7 +559,10 @@ def test_keywords_a_declared_draft_does_not_have_are_ignored_as_its_validator_do
         assert accepts(node, dumps(value)) == validator.is_valid(value), value
 
 
-def test_six_property_dependencies_split_exactly_and_a_seventh_is_a_limit():
+def test_property_dependencies_split_exactly_into_the_cases_that_are_not_empty():
+    """Each dependency's trigger present or absent: 2^n cases, of which a chain leaves few (a name
+    cannot be both required and absent). The cycle a -> b -> ... -> g -> a leaves two (none or all);
+    seven independent dependencies leave 128, past the bound of 64 cases."""
     import itertools
 
     import jsonschema
@@ -566,18 +570,46 @@ def test_six_property_dependencies_split_exactly_and_a_seventh_is_a_limit():
     names = "abcdefg"
     deps = {names[i]: [names[(i + 1) % 7]] for i in range(6)}  # a->b, b->c, ..., f->g: none settled
     schema = {"type": "object", "properties": {n: {"type": "integer"} for n in names}, "dependentRequired": deps}
-    node = json_schema_to_node(schema)
-    validator = jsonschema.Draft202012Validator(schema)
-    checked = 0
-    for k in range(4):
-        for chosen in itertools.combinations(names, k):
-            value = {n: 1 for n in names if n in chosen}
-            assert accepts(node, dumps(value)) == validator.is_valid(value), value
-            checked += 1
-    assert checked == 1 + 7 + 21 + 35
-    deps["g"] = ["a"]
-    with pytest.raises(LimitError, match="more than 6 property dependencies"):
-        json_schema_to_node(schema)
+    for closing in (False, True):
+        if closing:
+            deps["g"] = ["a"]  # the cycle: before cases were counted, a limit of 6 dependencies
+        node = json_schema_to_node(schema)
+        validator = jsonschema.Draft202012Validator(schema)
+        checked = 0
+        for k in range(8 if closing else 4):
+            for chosen in itertools.combinations(names, k):
+                value = {n: 1 for n in names if n in chosen}
+                assert accepts(node, dumps(value)) == validator.is_valid(value), value
+                checked += 1
+        assert checked == (128 if closing else 1 + 7 + 21 + 35)
+    independent = {"type": "object", "dependentRequired": {f"t{i}": [f"n{i}"] for i in range(7)}}
+    with pytest.raises(LimitError, match="more than 64 cases"):
+        json_schema_to_node(independent)
+
+
+def test_dependent_schemas_that_only_require_names_are_cases_beside_recursion(vocab_builtin):
+    """TextMate grammars (SchemaStore's tmlanguage): ``begin`` needs ``end`` or ``while``, each of those
+    needs ``begin``, and patterns nest. The anyOf of ``required`` splits the object into cases instead
+    of being intersected with it, which a recursive object cannot be (before: a SchemaError)."""
+    import jsonschema
+
+    from guided.grammar.compiler import GrammarCompiler
+    from guided.schema.compiler import compile_json_schema
+
+    schema = {"type": "object", "properties": {
+        "begin": {"type": "string"}, "end": {"type": "string"}, "while": {"type": "string"},
+        "patterns": {"type": "array", "items": {"$ref": "#"}}},
+        "dependencies": {"begin": {"anyOf": [{"required": ["end"]}, {"required": ["while"]}]},
+                         "end": ["begin"], "while": ["begin"]}}  # fmt: skip
+    grammar = compile_json_schema(GrammarCompiler(vocab_builtin), schema, whitespace="compact", key_order="any")
+    validator = jsonschema.Draft7Validator(schema)
+    texts = ['{}', '{"begin":"a","end":"b"}', '{"begin":"a","while":"b"}', '{"begin":"a"}', '{"end":"b"}',
+             '{"patterns":[{"begin":"x","end":"y","patterns":[{}]}]}', '{"patterns":[{"patterns":[{"while":"w"}]}]}',
+             '{"while":"w","begin":"a","end":"e"}', '{"patterns":[{"begin":"x"}]}']  # fmt: skip
+    for text in texts:
+        m = grammar.matcher()
+        got = m.accept_text(text) and m.is_accepting()
+        assert got == validator.is_valid(json.loads(text)), text
 
 
 def test_one_of_branches_apart_only_beside_their_siblings_skip_the_complements():
