@@ -298,6 +298,7 @@ def _object(
     other = _other_members(lowering, names, pats, pattern_nodes, addl, key_filter, name_lang, path, base, place)
     lo = lowering.count(schema, "minProperties", 0, path)
     hi = lowering.count(schema, "maxProperties", None, path)
+    lo, hi, extra = _counts_folded(lowering, lo, hi, extra)
     policy = place.policy(lowering.options.key_order, lowering.names_runtime)
     if policy == "bag" and not bag_fits(sum(req for _, req in slots), hi if hi is not None else lo):
         policy = place.ordered_policy  # this object's own names, where the place has several branches
@@ -319,6 +320,22 @@ def _object(
     if order != sorted(order):  # the required-first order differs: accept it too
         body = alt(body, _members(lowering, [slots[i] for i in order], other, lo, hi, around))
     return _wrap(lowering, body, extra, base, place)
+
+
+def _counts_folded(lowering: SchemaLowering, lo: int, hi: int | None, extra) -> tuple[int, int | None, list]:
+    """(lo, hi, the other schemas): a dependency's schema that only bounds the member count
+    (``{"maxProperties": 1}``) narrows the object's own bounds instead of being intersected with it."""
+    kept = []
+    for sub, sub_path in extra:
+        if isinstance(sub, dict) and set(sub) - ANNOTATIONS <= {"minProperties", "maxProperties", "type"} and (
+            sub.get("type", "object") in ("object", ["object"])
+        ):
+            lo = max(lo, lowering.count(sub, "minProperties", 0, sub_path))
+            more = lowering.count(sub, "maxProperties", None, sub_path)
+            hi = more if hi is None else hi if more is None else min(hi, more)
+        else:
+            kept.append((sub, sub_path))
+    return lo, hi, kept
 
 
 def _wrap(lowering: SchemaLowering, body: Node, extra, base: str, place) -> Node:

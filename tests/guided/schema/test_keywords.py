@@ -587,6 +587,36 @@ def test_property_dependencies_split_exactly_into_the_cases_that_are_not_empty()
         json_schema_to_node(independent)
 
 
+def test_dependent_member_counts_narrow_the_objects_own_bounds():
+    """``{"dependencies": {"error": {"maxProperties": 1}}}`` (an error result has no other member): the
+    count bounds the case's members instead of being intersected with the object, whose emptiness
+    searches over schema-free values took seconds per mask (Github_medium---o55244). Exact, and the
+    lowered language holds no intersection."""
+    import itertools
+
+    import jsonschema
+
+    from guided.grammar.regex_ast import And
+
+    schema = {"type": "object", "properties": {"error": {"type": "string"}, "a": {}},
+              "dependencies": {"error": {"maxProperties": 1}, "a": {"minProperties": 3}}}  # fmt: skip
+    node = json_schema_to_node(schema)
+    stack, seen = [node], set()
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        assert not isinstance(x, And)
+        stack.extend(getattr(x, "items", ()) or ([x.item] if hasattr(x, "item") else []))
+    validator = jsonschema.Draft7Validator(schema)
+    members = {"error": '"e"', "a": "[1]", "b": "{}", "c": "null"}
+    for k in range(5):
+        for chosen in itertools.combinations(members, k):
+            text = "{" + ",".join(f'"{n}":{members[n]}' for n in chosen) + "}"
+            assert accepts(node, text) == validator.is_valid(json.loads(text)), text
+
+
 def test_dependent_schemas_that_only_require_names_are_cases_beside_recursion(vocab_builtin):
     """TextMate grammars (SchemaStore's tmlanguage): ``begin`` needs ``end`` or ``while``, each of those
     needs ``begin``, and patterns nest. The anyOf of ``required`` splits the object into cases instead
