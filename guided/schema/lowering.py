@@ -562,11 +562,8 @@ class SchemaLowering:
         every exponent-free spelling of their values."""
         nodes = [self.lower(s, f"{path}/{i}", base, place) for i, s in enumerate(subs)]
         live = [(i, n) for i, n in enumerate(nodes) if n != EMPTY]
-        if len(live) <= 1:
+        if len(live) <= 1 or disjoint([subs[i] for i, _ in live], self.resolver, base, beside):
             return alt(*(n for _, n in live)) if live else EMPTY
-        apart = {(live[a][0], live[b][0]) for a, b in pairs_apart([subs[i] for i, _ in live], self.resolver, base, beside)}
-        if len(apart) == len(live) * (len(live) - 1) // 2:
-            return alt(*(n for _, n in live))
         objects = self._apart_on_objects(subs, [i for i, _ in live], base)
         if objects is None:  # told apart by a property no branch requires, nothing valid without it
             objects = self._apart_on_discriminator(subs, [i for i, _ in live], base)
@@ -575,9 +572,10 @@ class SchemaLowering:
         try:  # every branch beside every other's complement, as before pairs were proved apart
             return self._exclusive(subs, live, path, base, place, set())
         except SchemaError:  # a complement that cannot be written: leave out those proved needless
-            if not apart:
+            pairs = pairs_apart([subs[i] for i, _ in live], self.resolver, base, beside)
+            if not pairs:
                 raise
-            return self._exclusive(subs, live, path, base, place, apart)
+            return self._exclusive(subs, live, path, base, place, {(live[a][0], live[b][0]) for a, b in pairs})
 
     def _exclusive(self, subs: list, live: list, path: str, base: str, place: KeyOrder, apart: set) -> Node:
         """``oneOf`` exclusivity: each live branch ``(i, node)`` beside the complements of the

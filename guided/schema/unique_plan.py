@@ -363,11 +363,7 @@ class UniquePlan:
                 live.discard("finite")  # each constant's prefixes are alive in the open branch too
             elif "finite" in live and "bounded" in live and self._strings_and_literals(f):
                 live.discard("finite")  # string constants beside strings that run out: one search for both
-            if len(live) == 1:
-                return live.pop()
-            if live <= _OPEN:
-                return "any"
-            return "bounded" if live <= _OPEN | {"bounded"} else None
+            return _either(live)
         if None in got:
             return None
         kinds = {g for g in got if g != "any"}
@@ -564,13 +560,20 @@ def _types_kind(schema: dict, types: list, strict: bool) -> str | None:
     if not types or not all(isinstance(x, str) for x in types):
         return None
     kinds = {_leaf_kind({**schema, "type": x}, strict) for x in dict.fromkeys(types)}
-    live = kinds - {"none", "finite"} if set(types) & {"null", "boolean"} else kinds - {"none"}
+    live = kinds - {"none", "finite"}  # "finite": null or boolean (constants are no leaf of types)
     if not live:
         return "finite" if "finite" in kinds else "none"
-    if None in live:
-        return None
+    return _either(live)
+
+
+def _either(live: set) -> str | None:
+    """The kind of an item that is one of several kinds (none of them "none"; "finite" ones already
+    dropped where the others keep their prefixes alive): the one kind, "any" over open kinds,
+    "bounded" beside strings that run out, else None (not supported)."""
+    if len(live) == 1:
+        return next(iter(live))
     if live <= _OPEN:
-        return live.pop() if len(live) == 1 else "any"
+        return "any"
     return "bounded" if live <= _OPEN | {"bounded"} else None
 
 
