@@ -1251,3 +1251,165 @@ def _resized(xs, cap, fill):
     ys = np.full(cap, fill, np.int64)
     ys[: len(xs)] = xs
     return ys
+
+
+# ---------------------------------------------------------------------------------------- counter clamping
+CLAMP_KEY = 1 << 40  # derivative memo keys of clamp results: CLAMP_KEY + x * CLAMP_LIMITS + limit
+BOUND_KEY = 1 << 41  # ... and of completion bounds: BOUND_KEY + x
+CLAMP_LIMITS = 1 << 16  # limits clamp takes (past them ExprPool.clamp leaves e as it is)
+
+
+@numba.njit(cache=True, inline="always")
+def _memo_room(a):
+    return 4 * (a[H_MCOUNT] + 1) <= 3 * a[H_MCAP]
+
+
+@numba.njit(cache=True)
+def completion_bound(a, e):
+    """ExprPool.completion_bound for e free of AND/NOT (the caller checks): an upper bound of the bytes
+    of the shortest completion from any point of e, memoised in the derivative memo; or FULL."""
+    r = _memo_get(a, BOUND_KEY + e)
+    if r >= 0:
+        return r
+    stack, top = _push(np.empty(64, np.int64), 0, e)
+    while top:
+        x = stack[top - 1]
+        if _memo_get(a, BOUND_KEY + x) >= 0:
+            top -= 1
+            continue
+        k = kind_of(a, x)
+        mark = top
+        if k == K_CAT or k == K_OR or k == K_REP:
+            n, base = 1, a[O_A0] + NW * x
+            if k == K_CAT:
+                n = 2
+            elif k == K_OR:
+                n, base = a[a[O_A1] + NW * x], a[O_KIDS] + a[a[O_A0] + NW * x]
+            for j in range(n):
+                y = a[base + j]
+                if _memo_get(a, BOUND_KEY + y) < 0:
+                    stack, top = _push(stack, top, y)
+        if top > mark:
+            continue
+        if not _memo_room(a):
+            return FULL
+        v = 0
+        if k == K_BYTES:
+            v = 1
+        elif k == K_CAT:
+            h, t = a[a[O_A0] + NW * x], a[a[O_A1] + NW * x]
+            v = max(_memo_get(a, BOUND_KEY + h) + a[a[O_MINLEN] + NW * t], _memo_get(a, BOUND_KEY + t))
+        elif k == K_OR:
+            base = a[O_KIDS] + a[a[O_A0] + NW * x]
+            for j in range(a[a[O_A1] + NW * x]):
+                v = max(v, _memo_get(a, BOUND_KEY + a[base + j]))
+        elif k == K_REP:
+            y, lo = a[a[O_A0] + NW * x], a[a[O_A1] + NW * x]
+            ml = a[a[O_MINLEN] + NW * y]
+            v = max(lo * ml, _memo_get(a, BOUND_KEY + y) + max(lo - 1, 0) * ml)
+        _memo_put(a, BOUND_KEY + x, min(v, NEVER))
+        top -= 1
+    return _memo_get(a, BOUND_KEY + e)
+
+
+@numba.njit(cache=True)
+def _length_free(a, x, limit, units):
+    """ExprPool._length_free for the intersection x: (A, X) or (-1, -1); (FULL, FULL) when the memo
+    is full."""
+    if a[a[O_A1] + NW * x] != 2 or len(units) == 0:
+        return -1, -1
+    base = a[O_KIDS] + a[a[O_A0] + NW * x]
+    for i in range(2):
+        r, other = a[base + i], a[base + 1 - i]
+        if kind_of(a, r) != K_REP or _hasb(a, other):
+            continue
+        item, lo, hi = a[a[O_A0] + NW * r], a[a[O_A1] + NW * r], a[a[O_A2] + NW * r]
+        if lo != 0 or hi == INF or not _in_sorted(units, item):
+            continue
+        bound = completion_bound(a, other)
+        if bound < 0:
+            return FULL, FULL
+        if hi >= limit + bound:
+            return other, item
+    return -1, -1
+
+
+@numba.njit(cache=True, inline="always")
+def _clamped(a, y, limit):
+    """y clamped: y itself when its counters are within limit, else its memoised result (-1: not yet)."""
+    if a[a[O_COUNTER] + NW * y] <= limit:
+        return y
+    return _memo_get(a, CLAMP_KEY + y * CLAMP_LIMITS + limit)
+
+
+@numba.njit(cache=True)
+def clamp(a, e, limit, units):
+    """ExprPool.clamp (0 < limit < CLAMP_LIMITS; ``units`` the sorted character units): post-order
+    over the nodes whose counters exceed limit, outside AND/NOT except a length-free intersection's
+    A, memoised in the derivative memo per (node, limit); the id, or a negative status."""
+    r = _clamped(a, e, limit)
+    if r >= 0:
+        return r
+    stack, top = _push(np.empty(64, np.int64), 0, e)
+    parts = np.empty(16, np.int64)
+    while top:
+        x = stack[top - 1]
+        if _clamped(a, x, limit) >= 0:
+            top -= 1
+            continue
+        k = kind_of(a, x)
+        mark = top
+        free, unit = -1, -1
+        if k == K_AND:
+            free, unit = _length_free(a, x, limit, units)
+            if free == FULL:
+                return FULL
+            if free >= 0 and _clamped(a, free, limit) < 0:
+                stack, top = _push(stack, top, free)
+        elif k == K_REP:
+            if _clamped(a, a[a[O_A0] + NW * x], limit) < 0:
+                stack, top = _push(stack, top, a[a[O_A0] + NW * x])
+        elif k == K_CAT:
+            for y in (a[a[O_A0] + NW * x], a[a[O_A1] + NW * x]):
+                if _clamped(a, y, limit) < 0:
+                    stack, top = _push(stack, top, y)
+        elif k == K_OR:
+            base = a[O_KIDS] + a[a[O_A0] + NW * x]
+            for j in range(a[a[O_A1] + NW * x]):
+                if _clamped(a, a[base + j], limit) < 0:
+                    stack, top = _push(stack, top, a[base + j])
+        if top > mark:
+            if top > MAX_DEPTH:
+                return DEEP
+            continue
+        if not _memo_room(a):
+            return FULL
+        r = x
+        if k == K_CAT:
+            r = make_cat(a, _clamped(a, a[a[O_A0] + NW * x], limit), _clamped(a, a[a[O_A1] + NW * x], limit))
+        elif k == K_OR:
+            n = a[a[O_A1] + NW * x]
+            base = a[O_KIDS] + a[a[O_A0] + NW * x]
+            if len(parts) < n:
+                parts = np.empty(2 * n, np.int64)
+            for j in range(n):
+                parts[j] = _clamped(a, a[base + j], limit)
+            r = make_or(a, parts, n)
+        elif k == K_REP:
+            lo, hi = a[a[O_A1] + NW * x], a[a[O_A2] + NW * x]
+            if lo > limit:
+                lo, hi = limit, INF
+            elif hi > limit:
+                hi = INF
+            r = make_rep(a, _clamped(a, a[a[O_A0] + NW * x], limit), lo, hi)
+        elif k == K_AND and free >= 0:
+            star = make_rep(a, unit, 0, INF)
+            if star < 0:
+                return star
+            parts[0], parts[1] = _clamped(a, free, limit), star
+            r = make_and(a, parts, 2)
+        if r < 0:
+            return r
+        _memo_put(a, CLAMP_KEY + x * CLAMP_LIMITS + limit, r)
+        top -= 1
+    return _clamped(a, e, limit)

@@ -115,7 +115,7 @@ class ExprPool:
         return cls() if common is None else common.fork()
 
     _TRANSIENT = ("_lock", "kind", "nullable", "has_bool", "counter", "min_len", "args", "first", "emptiness",
-                  "bound", "_checked", "_clamp_memo", "_cls_cache", "_completion_memo")  # fmt: skip
+                  "bound", "_checked", "_units", "_cls_cache")  # fmt: skip
 
     def __getstate__(self):
         """The arena and the Python-side tables, without the AST memo (rebuilt as nodes are interned
@@ -221,77 +221,25 @@ class ExprPool:
     # ------------------------------------------------------------------ counter clamping
     def clamp(self, e: int, limit: int) -> int:
         """e with repeat counters above ``limit`` clamped (outside AND/NOT), and a character count
-        bound made unbounded where it cannot bind within ``limit`` bytes (``_length_free``).
+        bound made unbounded where it cannot bind within ``limit`` bytes (the intersection
+        ``A & X{0,n}`` with X a character unit, ``char_units``, A free of intersections and
+        complements, and n at least ``limit`` plus ``completion_bound(A)`` becomes ``A' & X*``).
 
         A non-nullable item consumes a byte per iteration, so within ``limit - 1`` bytes counters past
-        ``limit`` cannot be told apart: the clamped expression allows exactly the same tokens.
+        ``limit`` cannot be told apart: the clamped expression allows exactly the same tokens. For
+        the count: within those bytes (c characters) A's derivative, when live, has a string of at
+        most the bound's characters, which fits in the n - c left, and the count is nullable at every
+        point within them; so a string under ``pattern`` and ``maxLength`` shares its masks instead
+        of making new ones at every position (one schema's masks built 218k states, ~5 per character
+        written). Compiled (``expr_core.clamp``), memoised per (node, limit) in the arena; limits
+        past ``expr_core.CLAMP_LIMITS`` leave e as it is (clamping only shares masks).
         """
-        if self.counter[e] <= limit:
+        if self.counter[e] <= limit or limit >= core.CLAMP_LIMITS:
             return e
-        memo = self.__dict__.setdefault("_clamp_memo", {}).setdefault(limit, {})  # per limit
-        r = memo.get(e)
-        if r is not None:
-            return r
-        counter = self.counter
-        frees: dict[int, tuple[int, int] | None] = {}  # intersection -> _length_free, asked once
-
-        def done(x: int) -> int:
-            return x if counter[x] <= limit else memo[x]
-
-        def kids(x: int) -> tuple:
-            k, a = self.kind[x], self.args[x]
-            if k == K_AND:
-                free = frees[x] = self._length_free(a, limit)
-                a = (free[0],) if free else ()
-            elif k == K_REP:
-                a = (a[0],)
-            elif k != K_CAT and k != K_OR:
-                return ()
-            return tuple(y for y in a if counter[y] > limit)
-
-        def make(x: int) -> int:
-            k, a = self.kind[x], self.args[x]
-            if k == K_CAT:
-                return self.cat(done(a[0]), done(a[1]))
-            if k == K_OR:
-                return self.or_([done(y) for y in a])
-            if k == K_REP:
-                y, lo, hi = a
-                if lo > limit:
-                    lo, hi = limit, INF
-                elif hi > limit:
-                    hi = INF
-                return self.rep(done(y), lo, hi)
-            free = frees.get(x)
-            return self.and_([done(free[0]), self.rep(free[1], 0, INF)]) if free else x
-
-        return _post_order(e, memo, kids, make)
-
-    def _length_free(self, kids: tuple, limit: int) -> tuple[int, int] | None:
-        """(A, X) when the intersection of ``kids`` is A & X{0,n} with X a character unit (``char_units``), A free
-        of intersections and complements, and n at least ``limit`` plus a bound of the shortest
-        completion of every derivative of A (``completion_bound``); else None.
-
-        Then within ``limit - 1`` bytes (c characters) the count cannot bind: A's derivative by those
-        bytes, when live, has a string of at most that bound's characters, which fits in the n - c
-        left; and the count is nullable at every point within them. So A & X* (with A's own counters
-        clamped) allows exactly the same tokens, and its states are the same for every n: a string
-        under ``pattern`` and ``maxLength`` shares its masks instead of making new ones at every
-        position (one schema's masks built 218k states, ~5 per character written)."""
-        units = self.char_units
-        if len(kids) != 2 or not units:
-            return None
-        for i in (0, 1):
-            r, other = kids[i], kids[1 - i]
-            if self.kind[r] != K_REP or self.has_bool[other]:
-                continue
-            item, lo, hi = self.args[r]
-            if item not in units or lo != 0 or hi == INF:
-                continue
-            bound = self.completion_bound(other)
-            if bound is not None and hi >= limit + bound:
-                return other, item
-        return None
+        units = self.__dict__.get("_units")
+        if units is None or units[0] != self.char_units:
+            units = self._units = (self.char_units, np.array(sorted(self.char_units), dtype=np.int64))
+        return self._run(core.clamp, e, limit, units[1])
 
     def completion_bound(self, e: int) -> int | None:
         """An upper bound of the bytes of the shortest string of every non-empty derivative of e (its
@@ -301,31 +249,7 @@ class ExprPool:
         branches'; ``h t`` the larger of U(h) + min_len(t) (still in h) and U(t); ``x{lo,hi}``
         the larger of lo * min_len(x) (before any iteration) and U(x) + (lo - 1) * min_len(x)
         (inside one: at most lo - 1 mandatory iterations left)."""
-        memo = self.__dict__.setdefault("_completion_memo", {})
-        if e in memo:
-            return memo[e]
-        if self.has_bool[e]:
-            return None
-        min_len = self.min_len
-
-        def kids(x: int) -> tuple:
-            k, a = self.kind[x], self.args[x]
-            return a if k == K_CAT or k == K_OR else (a[0],) if k == K_REP else ()
-
-        def make(x: int) -> int:
-            k, a = self.kind[x], self.args[x]
-            if k == K_BYTES:
-                return 1
-            if k == K_CAT:
-                return max(memo[a[0]] + min_len[a[1]], memo[a[1]])
-            if k == K_OR:
-                return max(memo[y] for y in a)
-            if k == K_REP:
-                y, lo, _ = a
-                return max(lo * min_len[y], memo[y] + max(lo - 1, 0) * min_len[y])
-            return 0  # EMPTY, EPS
-
-        return _post_order(e, memo, kids, make)
+        return None if self.has_bool[e] else self._run(core.completion_bound, e)
 
     # ------------------------------------------------------------------ emptiness
     def is_live(self, e: int, budget: int = 200_000) -> bool:
@@ -486,24 +410,6 @@ class _Args(_Column):
         if k == K_REP:
             return a0, int(a[r + 2]), int(a[r + 3])
         return None
-
-
-def _post_order(e: int, memo: dict, kids, make):
-    """memo[e] = make(e), after make(y) for every y in kids(x) for every x reached, children first;
-    an explicit stack (long concatenation chains and deep nesting must not cost Python stack depth)."""
-    stack = [e]
-    while stack:
-        x = stack[-1]
-        if x in memo:
-            stack.pop()
-            continue
-        pending = [y for y in kids(x) if y not in memo]
-        if pending:
-            stack.extend(reversed(pending))
-            continue
-        stack.pop()
-        memo[x] = make(x)
-    return memo[e]
 
 
 def _split_ascii(ranges) -> tuple[int, tuple]:

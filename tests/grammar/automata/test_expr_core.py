@@ -171,3 +171,100 @@ def test_a_union_of_thousands_of_words_is_factored_while_the_arena_grows():
     for b in b"key0042":
         d = pool.deriv(d, b)
     assert pool.nullable[d] and pool.deriv(d, ord("0")) == 0
+
+
+# ---------------------------------------------------------------------------------- counter clamping
+_ABC = b"abc"
+
+
+def _walk_agrees(pool: ExprPool, e: int, c: int, depth: int) -> None:
+    """Along every string over a, b, c of at most ``depth`` bytes, e and c accept and stay live alike."""
+    if pool.is_live(e) != pool.is_live(c):
+        raise AssertionError("liveness differs")
+    if pool.nullable[e] != pool.nullable[c]:
+        raise AssertionError("acceptance differs")
+    if depth and pool.is_live(e):
+        for b in _ABC:
+            _walk_agrees(pool, pool.deriv(e, b), pool.deriv(c, b), depth - 1)
+
+
+def _counted_ast(rng: random.Random, depth: int, unit):
+    """A random AST over a, b, c with counters past the clamp's limit, and character counts
+    (``A & unit{0,n}``, n past the limit plus A's completions) beside intersections they do not
+    free."""
+    if depth == 0 or rng.random() < 0.2:
+        return rng.choice([literal("a"), literal("bc"), chars([(0x61, 0x62)]), unit])
+    kind = rng.choice(["seq", "alt", "rep", "rep", "count", "and"])
+    kids = [_counted_ast(rng, depth - 1, unit) for _ in range(rng.randint(1, 3))]
+    if kind == "seq":
+        return seq(*kids)
+    if kind == "alt":
+        return alt(*kids)
+    if kind == "and":
+        return intersect(kids[0], repeat(chars([(0x61, 0x62)]), 0, rng.randint(2, 40)))
+    if kind == "count":  # A free of intersections: its own counters only
+        free = seq(repeat(literal("a"), rng.randint(0, 3), rng.choice([None, 30])), literal("b"))
+        return intersect(free, repeat(unit, 0, rng.choice([9, 12, 60])))
+    lo = rng.choice([0, 1, 3, 8, 20])
+    return repeat(kids[0], lo, rng.choice([None, lo + rng.choice([0, 2, 9, 30])]))
+
+
+def test_clamping_past_the_limit_keeps_every_string_within_it():
+    rng = random.Random(11)
+    limit = 6
+    unit = chars([(0x61, 0x63)])
+    clamped_some = 0
+    for _ in range(120):
+        pool = ExprPool()
+        pool.char_units = (pool.intern(unit),)
+        e = pool.intern(_counted_ast(rng, 3, unit))
+        c = pool.clamp(e, limit)
+        assert pool.counter[c] <= max(limit, pool.counter[e]) and pool.clamp(e, limit) == c  # memoised
+        if c != e:
+            clamped_some += 1
+            assert not pool.has_bool[e] or pool.counter[c] <= pool.counter[e]
+        _walk_agrees(pool, e, c, limit - 1)
+    assert clamped_some > 60  # the generator does exercise counters past the limit
+
+
+def test_a_character_count_that_cannot_bind_becomes_unbounded():
+    pool = ExprPool()
+    unit = chars([(0x61, 0x63)])
+    pool.char_units = (pool.intern(unit),)
+    free = seq(repeat(literal("a"), 0, None), literal("b"))  # completes within 2 bytes (the rules' bound)
+    e = pool.intern(intersect(free, repeat(unit, 0, 100)))
+    assert pool.completion_bound(pool.intern(free)) == 2
+    assert pool.clamp(e, 10) == pool.and_([pool.intern(free), pool.rep(pool.intern(unit), 0, -1)])
+    tight = pool.intern(intersect(free, repeat(unit, 0, 11)))  # 11 < limit + bound: it may bind
+    assert pool.clamp(tight, 10) == tight
+    assert pool.clamp(pool.intern(intersect(free, repeat(unit, 0, 12))), 10) == pool.clamp(e, 10)
+    assert pool.completion_bound(pool.intern(intersect(free, complement(literal("b"))))) is None
+
+
+def _derived(pool: ExprPool, e: int, text: bytes) -> int:
+    for b in text:
+        e = pool.deriv(e, b)
+    return e
+
+
+def test_clamping_grows_the_arena_and_its_memo_survives_forks():
+    pool = ExprPool()
+    words = [seq(literal(f"w{i}x"), repeat(literal("z"), 0, 50)) for i in range(3000)]
+    e = pool.intern(seq(alt(*words), repeat(literal("y"), 100, 100)))
+    i = 0
+    while len(pool) + 8 < pool.arena[core.H_NCAP]:  # fill the nodes' region to its last few places
+        pool.intern(literal(f"filler{i}"))
+        i += 1
+    start = len(pool.arena)
+    c = pool.clamp(e, 8)
+    assert len(pool.arena) > start  # a clamped chain per word: the arena grew during the call
+    assert pool.counter[c] <= 8
+    # past the limit the clamped counters are unbounded; within it the two agree
+    assert pool.nullable[_derived(pool, c, b"w17x" + b"z" * 60 + b"y" * 8)]
+    assert not pool.is_live(_derived(pool, e, b"w17x" + b"z" * 60))
+    for text in (b"w2999x", b"w1x", b"w1xzzzy", b"w1xy"):
+        assert pool.is_live(_derived(pool, e, text)) == pool.is_live(_derived(pool, c, text))
+    n = len(pool)
+    for copy in (pool, pool.fork(), safe_loads(pickle.dumps(pool))):
+        assert copy.clamp(e, 8) == c and len(copy) == n  # answered from the arena's memo
+    assert pool.clamp(e, core.CLAMP_LIMITS) == e  # past the limits clamp takes: as it is
