@@ -236,7 +236,10 @@ def _compile_json_schema(compiler, schema: Any, registry: dict | None, options: 
         return compiled
     # one wrapper per grammar, kept on it (a cache of its own kept up to 256 grammars alive past the
     # compiler's: a million more objects for the collector to walk)
-    return UniqueChecked.shared(compiled, key, lambda: UniqueChecked(compiled, plan, keys, opts.strict, opts.key_order))
+    max_ws = opts.max_ws if opts.whitespace == "flexible" else 0
+    return UniqueChecked.shared(
+        compiled, key, lambda: UniqueChecked(compiled, plan, keys, opts.strict, opts.key_order, max_ws=max_ws)
+    )
 
 
 def _names(schema, registry: dict | None, opts: SchemaOptions) -> tuple[bool, KeyOrder | None]:

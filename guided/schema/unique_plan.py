@@ -21,7 +21,9 @@ place the schema reaches (declared names, a conservative "any other name", each 
 all end as duplicates (a dead end for the generation): items must be strings (``minLength`` at
 most, or a pattern/format open after every prefix), numbers, integers, any value, objects that take
 one more member with a fresh name after any prefix (additional properties of any value, no
-``maxProperties``/``propertyNames``/``patternProperties``), a mix of those under ``anyOf``/``oneOf``,
+``maxProperties``/``propertyNames``/``patternProperties``), closed objects whose declared members
+are all of those open kinds ("closed": decided where the last member's value ends, which could
+still go on), a mix of those under ``anyOf``/``oneOf``,
 or a small finite set the grammar enforces itself; or strings that may run out (``maxLength``,
 ``uuid``, ``^(a|b)$``, beside the open kinds: "bounded"), where the matcher searches the grammar for
 an ending no earlier item has before it lets a string item go on or a new item begin. Undeclared member names are walked once per set of
@@ -341,9 +343,11 @@ class UniquePlan:
 
     def item_kind(self, f: tuple) -> str | None:
         """What an item of formula f is: "any", "string", "number", "integer", "object", "bounded"
-        (strings that may run out, beside open kinds), "finite", "none" (no value), or None when
+        (strings that may run out, beside open kinds), "closed" (``_closed_kind``), "finite", "none"
+        (no value), or None when
         its prefixes could all end as duplicates and the matcher cannot tell (not supported)."""
         if f not in self._kinds:
+            self._kinds[f] = None  # a formula met again while its kind is asked (recursion): not supported
             self._kinds[f] = self._kind(f)
         return self._kinds[f]
 
@@ -353,8 +357,11 @@ class UniquePlan:
         if f == F:
             return "none"
         if f[0] == "D":
-            return _leaf_kind(self.schemas[f[1]][0], self.strict)
+            kind = _leaf_kind(self.schemas[f[1]][0], self.strict)
+            return kind if kind is not None else self._closed_kind(f)
         got = [self.item_kind(p) for p in f[1]]
+        if got.count("closed") > 1:
+            return None  # which closed schema's names end the item would depend on the branch or part
         if f[0] == "O":  # a prefix alive in one open branch has endless endings in that branch
             live = set(got) - {"none"}
             if not live:
@@ -367,6 +374,8 @@ class UniquePlan:
         if None in got:
             return None
         kinds = {g for g in got if g != "any"}
+        if "closed" in kinds and len(kinds) > 1:
+            return None  # a closed object narrowed further: the names it ends at are not the declared ones
         if "bounded" in kinds and kinds <= {"bounded", "string"}:
             return "bounded"  # within a bounded string language: still bounded
         if "none" in kinds:
@@ -376,6 +385,35 @@ class UniquePlan:
         if kinds <= {"integer", "number"} and "integer" in kinds:
             return "integer"
         return kinds.pop() if len(kinds) == 1 else "any" if not kinds else "none"
+
+    def _closed_kind(self, leaf: tuple) -> str | None:
+        """"closed" for an object that takes its declared properties only (none past them, no count or
+        name keywords, no in-place applicators), each of an open kind: inside such an item every
+        member value in progress has endless endings, and once every declared name is written the
+        last value's end decides the item (``JsonTrack``: refused there when it makes a duplicate,
+        while that value could still go on another way). Else None."""
+        schema = self.schemas[leaf[1]][0]
+        props = schema.get("properties")
+        required = schema.get("required", [])
+        addl = schema.get("additionalProperties", False if self.strict else True)
+        if (schema.get("type") != "object" or set(schema) - _NOTES - {"type", "properties", "required",
+                "additionalProperties"} or addl is not False or not isinstance(props, dict) or not props
+                or not isinstance(required, list) or not set(required) <= set(props)):  # fmt: skip
+            return None
+        for name in props:
+            if self.item_kind(self.child(leaf, name)) not in _OPEN:
+                return None
+        return "closed"
+
+    def closed_names(self, f: tuple) -> frozenset | None:
+        """The declared names of a "closed" item formula (its one closed schema's), else None."""
+        if self.item_kind(f) != "closed":
+            return None
+        for leaf in _leaves(f):
+            props = self.schemas[leaf[1]][0].get("properties")
+            if self._kinds.get(leaf) == "closed" and isinstance(props, dict):
+                return frozenset(props)
+        return None
 
     def _strings_and_literals(self, f: tuple) -> bool:
         """Whether every constant the item schemas of formula f name is a string, a boolean or null

@@ -28,6 +28,10 @@ at the byte after it (a literal already at its first letter, an integer already 
 that is not decided can still end as a new value, so refusing these tokens never leaves the
 generation without a way forward.
 
+A "closed" item (an object of declared members only, each of an open kind) is decided earlier: once
+every declared name is written, where its last member's value is decided (as an item would be),
+since only the closing brace can follow; that value could have gone on another way instead.
+
 Strings that may run out ("bounded" items: ``maxLength``, ``uuid``, ``^(a|b)$``): a token that
 leaves a string item, or the comma before a new item, is allowed only while the grammar accepts an
 ending that no earlier item has, found by a search along the earlier items' spellings
@@ -57,6 +61,7 @@ _WS = b" \t\r\n"
 _NUMBER = re.compile(r"(-?)([0-9]+)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?")
 _NUM = frozenset(b"0123456789+-.eE")
 _LIT = {ord("t"): True, ord("f"): False, ord("n"): None}
+_LIT_TEXT = {ord("t"): b"true", ord("f"): b"false", ord("n"): b"null"}
 _CONTROL = re.compile(rb"[\x00-\x1f]")
 # memo entries per checked grammar: refusals (short lists) and tracks after a token (a few frames)
 _REFUSED_MEMO = 1 << 15
@@ -137,7 +142,8 @@ class JsonTrack:
 
     # frame: [is_array, formula, unique, items, item_start, index, item_kind, member name,
     #         key-order place, names written (a frozenset where they must be unique, else None),
-    #         a comma was written and the next name not started, names the grammar accepts here or None]
+    #         a comma was written and the next name not started, names the grammar accepts here or None,
+    #         a "closed" item's declared names (else None), the names written in it]
     def __init__(self, plan: UniquePlan | None, keys=None, mode: tuple[str, bool] = ("any", False),
                  opener: bytes | None = None):  # fmt: skip
         self.plan = plan
@@ -250,10 +256,17 @@ class JsonTrack:
                 is_array = b == 0x5B
                 unique = is_array and f is not None and self.plan.demand(f) == "Y"
                 names = None if is_array or place is None or not place.checks_names(*self.mode) else frozenset()
-                self.stack.append([is_array, f, unique, frozenset(), -1, 0, None, None, place, names, False, None])
+                closed = None
+                if not is_array and top is not None and top[0] and top[2] and top[6] == "closed":
+                    closed = self.plan.closed_names(f)
+                self.stack.append([is_array, f, unique, frozenset(), -1, 0, None, None, place, names, False, None,
+                                   closed, frozenset()])  # fmt: skip
             elif b in _LIT:
                 self.lex = ["l", p]
                 self._decided(("z",) if b == 0x6E else ("b", _LIT[b]))
+                arr = self._closed_last()
+                if arr is not None:  # the last member of a closed item is decided at its first letter
+                    self._check_item(arr, _text(arr[4], p, past, data, base) + _LIT_TEXT[b] + b"}")
             else:
                 self.lex = ["n", p]
                 self._decided_number(self.lex, p + 1, past, data, base)
@@ -299,6 +312,9 @@ class JsonTrack:
             return
         top = self.stack[-1]
         if not top[0]:
+            arr = self._closed_last()
+            if arr is not None:  # a closed item's last member: the item is decided here
+                self._check_item(arr, _text(arr[4], end, past, data, base) + b"}")
             top[7] = None  # the member is written: the next string is a name
             return
         if top[2]:
@@ -318,8 +334,27 @@ class JsonTrack:
                     raise Dup
                 top[9] = top[9] | {name}
             top[7] = name
+            if top[12] is not None:
+                top[13] = top[13] | {name}
             return
         self._value_end(end, past, data, base)
+
+    def _closed_last(self) -> list | None:
+        """The unique array around the object on top when that object is a "closed" item whose every
+        declared name is written and whose last member's value is in progress (else None): the
+        value's end decides the item, nothing can follow it but the closing brace."""
+        if len(self.stack) < 2:
+            return None
+        top = self.stack[-1]
+        if top[0] or top[12] is None or top[7] is None or len(top[13]) < len(top[12]):
+            return None
+        return self.stack[-2]
+
+    @staticmethod
+    def _check_item(arr: list, text: bytes) -> None:
+        """Raise Dup when ``text`` (a whole item of the unique array ``arr``) equals an earlier item."""
+        if _parse(text) in arr[3]:
+            raise Dup
 
     def _decided(self, key: tuple) -> None:
         top = self.stack[-1] if self.stack else None
@@ -329,7 +364,15 @@ class JsonTrack:
     def _decided_number(self, lex: list, end: int, past: bytes, data: bytes, base: int) -> None:
         """An integer item is decided at ``0`` (no digit may follow) and at ``.`` (only zeros may)."""
         top = self.stack[-1] if self.stack else None
-        if top is None or not top[0] or not top[2] or top[6] != "integer":
+        if top is None:
+            return
+        arr = self._closed_last()
+        if arr is not None and self.plan.item_kind(self.plan.child(top[1], top[7])) == "integer":
+            text = _text(lex[1], end, past, data, base)  # the last member of a closed item, decided likewise
+            if text in (b"0", b"-0") or text.endswith(b"."):
+                self._check_item(arr, _text(arr[4], lex[1], past, data, base) + text.rstrip(b".") + b"}")
+            return
+        if not top[0] or not top[2] or top[6] != "integer":
             return
         text = _text(lex[1], end, past, data, base)
         if text in (b"0", b"-0") or text.endswith(b"."):
@@ -636,9 +679,13 @@ class UniqueChecked:
     None. ``matcher()`` gives a UniqueMatcher; everything else is the grammar's."""
 
     def __init__(self, compiled, plan: UniquePlan | None, keys=None, strict: bool = False, key_order: str = "any",
-                 opener: bytes | None = None):  # fmt: skip
+                 opener: bytes | None = None, max_ws: int = 0):  # fmt: skip
         self.compiled = compiled
         self.plan = plan
+        # the whitespace the grammar takes after "[" or "{" before a first element (flexible
+        # whitespace's max_ws; 0: none, or no check): an empty one takes that much again before
+        # its closing bracket, which is then the only way on (UniqueMatcher._empty_run_refused)
+        self.max_ws = max_ws
         self.keys = keys
         self.opener = opener  # JsonTrack.opener: the JSON is objects inside other text (tool calls)
         self.key_order = key_order
@@ -729,7 +776,7 @@ class UniqueMatcher:
         duplicate item or member name, or leaves a name to write where every name left is written
         already."""
         t = self._fed(data)
-        if t is None or not self._name_may_come(t, data, token):
+        if t is None or not self._name_may_come(t, data, token) or not self._empty_run_ok(t, data):
             return None
         return t if self._item_may_end_new(t, data, token) else None
 
@@ -881,7 +928,74 @@ class UniqueMatcher:
         for t in ids:
             if self._after(tokens[t], t) is None:
                 out.append(t)
+        extra = self._closed_deciders(track, feats, words)
+        if self.checked.max_ws:
+            empty = self._empty_run_candidates(track, bytes(self._bytes[-64:]), feats, words)
+            if empty is not None:
+                extra = empty if extra is None else np.union1d(extra, empty)
+        if extra is not None:
+            asked = set(ids).union(out)
+            for t in extra.tolist():
+                if t not in asked and self._after(tokens[t], t) is None:
+                    out.append(t)
         return out
+
+    def _empty_run_ok(self, t: JsonTrack, data: bytes) -> bool:
+        """False where ``data`` leaves the track inside an empty array or object after more than
+        ``max_ws`` whitespace characters while closing it would complete a duplicate item: the
+        grammar then takes no first element, only more whitespace and the closing bracket, so the
+        generation would have no way on."""
+        limit = self.checked.max_ws
+        if not limit or t.lex is not None or not t.stack:
+            return True
+        tail = bytes(self._bytes[-(2 * limit + 2) :]) + data
+        body = tail.rstrip(_WS)
+        if len(tail) - len(body) <= limit or not body or body[-1] != (0x5B if t.stack[-1][0] else 0x7B):
+            return True
+        closed = t.clone()
+        try:
+            closed.feed(b"]" if t.stack[-1][0] else b"}", bytes(self._bytes) + data)
+        except Dup:
+            return False
+        return True
+
+    @staticmethod
+    def _empty_run_candidates(track: JsonTrack, data: bytes, feats: _VocabFeatures, words: np.ndarray):
+        """The whitespace tokens to simulate inside an empty array or object (``_empty_run_ok``), or None."""
+        if track.lex is not None or not track.stack or data.rstrip(_WS)[-1:] not in (b"[", b"{"):
+            return None
+        return _ids(words & feats.sep & ~feats.comma)
+
+    @staticmethod
+    def _closed_deciders(track: JsonTrack, feats: _VocabFeatures, words: np.ndarray) -> np.ndarray | None:
+        """Tokens that may decide a "closed" item early (``JsonTrack._closed_last``): where its last
+        member's value is in progress, or one name is left to write (a token may hold that name and
+        a whole value), those that can end the value: in it, a quote, a number's or literal's end,
+        a value decided at its start; below it, enough closing brackets. None when no such item."""
+        stack, lex = track.stack, track.lex
+        picks = []
+        for k in range(1, len(stack)):
+            f = stack[k]
+            if f[12] is None:
+                continue
+            left = len(f[12]) - len(f[13])
+            if not (left == 0 and f[7] is not None or left == 1 and f[7] is None and k == len(stack) - 1):
+                continue
+            above = len(stack) - 1 - k
+            if above == 0:
+                if lex is None:
+                    picks.append(_ids(words & (feats.starts | feats.quote)))
+                elif lex[0] == "s":
+                    picks.append(_ids(words & feats.quote))
+                else:
+                    picks.append(_ids(words & (feats.ends | feats.dot | feats.zero)))
+            else:
+                pick = words & feats.closer
+                if lex is not None and lex[0] == "s":
+                    pick &= feats.quote
+                ids = _ids(pick)
+                picks.append(ids[feats.closers[ids] >= above])
+        return np.unique(np.concatenate(picks)) if picks else None
 
     def _by_shape(self, track: JsonTrack, ids: list[int], out: list[int]) -> list[int]:
         """Of the tokens to simulate in the checked object on top, those whose shape does not decide
@@ -1361,7 +1475,8 @@ class UniqueMatcher:
         if not inner_accept():
             return False
         if not (self._name_may_come(track, data, state=self.inner.state)
-                and self._item_may_end_new(track, data, state=self.inner.state)):  # a dead end: undone
+                and self._item_may_end_new(track, data, state=self.inner.state)
+                and self._empty_run_ok(track, data)):  # a dead end: undone
             self.inner.rollback(1)
             self._remember(key, False)
             return False

@@ -12,7 +12,9 @@ import warnings
 import jsonschema
 import numpy as np
 import pytest
+from pydantic import BaseModel
 
+from guided.constraints import to_constraint
 from guided.errors import SchemaError
 from guided.grammar.compiler import GrammarCompiler
 from guided.schema.compiler import compile_json_schema
@@ -21,6 +23,8 @@ from guided.schema.unique_runtime import UniqueChecked, json_value_key, number_k
 STRINGS = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
 # a closed object: once "a" is written, only the closing brace can follow, which may be a duplicate
 CLOSED = {"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": False}
+# ... with a member of finitely many values: once "a" is written, true and false may both be duplicates
+CLOSED_FINITE = {"type": "object", "properties": {"a": {"type": "boolean"}}, "additionalProperties": False}
 
 
 @pytest.fixture(scope="module")
@@ -115,6 +119,13 @@ def test_random_walks_end_valid_and_never_dead(compiler, vocab_builtin):
         {"type": "array", "uniqueItems": True, "minItems": 3, "items": {
             "type": "string", "oneOf": [{"enum": ["a", "b"]}, {"pattern": "^#[0-9]{1,2}$"}]}},
         {"type": "array", "items": {"type": ["string", "object", "boolean"]}, "uniqueItems": True, "minItems": 3},
+        # closed objects whose members are all of open kinds: decided where the last member's value ends
+        {"type": "array", "uniqueItems": True, "minItems": 4, "items": {"$ref": "#/$defs/c"}, "$defs": {"c": {
+            "type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}},
+            "additionalProperties": False}}},
+        {"type": "array", "uniqueItems": True, "minItems": 4, "items": {
+            "type": "object", "properties": {"k": {}, "v": {"type": "object"}, "n": {"type": "number"}},
+            "required": ["k"], "additionalProperties": False}},
     ]
     rng = random.Random(1)
     eos = set(vocab_builtin.eos_ids)
@@ -173,7 +184,10 @@ def test_bytes_that_are_not_json_are_refused_not_crashed(compiler):
     [
         ({"anyOf": [STRINGS, {"type": "array", "items": {"type": "string"}}]}, "some branches"),
         ({"not": STRINGS}, "under 'not'"),
-        ({"type": "array", "items": CLOSED, "uniqueItems": True}, "exact only for items"),
+        ({"type": "array", "items": CLOSED_FINITE, "uniqueItems": True}, "exact only for items"),
+        ({"type": "array", "items": {**CLOSED, "maxProperties": 1}, "uniqueItems": True}, "exact only for items"),
+        ({"type": "array", "items": {"allOf": [CLOSED, {**CLOSED, "properties": {"a": {}, "b": {}}}]},
+          "uniqueItems": True}, "exact only for items"),  # fmt: skip
         ({"type": "array", "items": {"type": "object", "maxProperties": 2}, "uniqueItems": True}, "exact only"),
         ({"type": "array", "items": {"type": "object", "not": {"required": ["a"]}}, "uniqueItems": True}, "exact only"),
         ({"type": "array", "items": {"anyOf": [{"type": "string"}, CLOSED]}, "uniqueItems": True}, "exact only"),
@@ -213,6 +227,64 @@ def test_object_items_that_stay_open_are_compared_as_values(compiler):
     assert not m.accept_text(', {"b": [2.0], "a": 1}')  # equal to the first item
     assert not m.accept_text(', {"a": 1.0}')  # equal to the second
     assert m.accept_text(', {"a": 1, "c": 0}]') and m.is_accepting()
+
+
+def test_closed_object_items_are_decided_where_their_last_member_ends(compiler):
+    m = _matcher(compiler, {"type": "array", "items": CLOSED, "uniqueItems": True})
+    assert m.accept_text('[{"a": "x"}, {"a": "x') and not m.accept_text('"')  # only "}" could follow it
+    assert m.accept_text('y"}]') and m.is_accepting()
+    two = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+           "additionalProperties": False}  # fmt: skip
+    m = _matcher(compiler, {"type": "array", "items": two, "uniqueItems": True})
+    assert m.accept_text('[{"a": 10}, {"a": 1, "b": "x"}, {"a": 1') and m.copy().accept_text("0")
+    assert not m.copy().accept_text("0}")  # {"a": 10} again: decided at the closing brace
+    assert m.accept_text(', "b": "x') and not m.copy().accept_text('"')  # the second item again
+    assert m.accept_text('z"}]') and m.is_accepting()
+    m = _matcher(compiler, {"type": "array", "items": two, "uniqueItems": True}, key_order="any")
+    assert m.accept_text('[{"a": 1, "b": "x"}, {"b": "x", "a": 1') and not m.copy().accept_text("}")
+    assert m.accept_text("2}]") and m.is_accepting()
+    one = {"type": "object", "properties": {"b": {"type": "integer"}}, "additionalProperties": False}
+    m = _matcher(compiler, {"type": "array", "items": one, "uniqueItems": True})
+    assert m.accept_text('[{"b": 0}, {"b": ') and not m.copy().accept_text("0")  # decided at the 0 itself
+    assert m.accept_text("-1}]") and m.is_accepting()
+    anything = {"type": "object", "properties": {"k": {}}, "additionalProperties": False}
+    m = _matcher(compiler, {"type": "array", "items": anything, "uniqueItems": True})
+    assert m.accept_text('[{"k": true}, {"k": [1]}, {"k": ') and not m.copy().accept_text("t")
+    assert not m.copy().accept_text("[1]") and m.accept_text("[1, 2]}]") and m.is_accepting()
+
+
+def test_an_empty_item_is_never_left_where_only_a_duplicate_can_close_it(compiler):
+    # flexible whitespace takes max_ws (8) characters before a first member and as many again before
+    # "}": past 8 inside "{", only "}" can follow, which here would repeat the first item
+    m = _matcher(compiler, {"type": "array", "items": {"type": "object"}, "uniqueItems": True})
+    assert m.accept_text("[{}, {" + " " * 8) and not m.copy().accept_text(" ")
+    assert not any(m.is_allowed(t) for t in range(len(m.compiled.vocabulary.tokens))
+                   if m.compiled.vocabulary.tokens[t].isspace())  # fmt: skip
+    assert m.accept_text('"a": 1}]') and m.is_accepting()
+    m = _matcher(compiler, {"type": "array", "uniqueItems": True})  # any items: the same for "[]"
+    assert m.accept_text("[[], [" + "\n" * 5) and m.accept_text("\t" * 3) and not m.copy().accept_text(" ")
+    assert m.accept_text("0]]") and m.is_accepting()
+    m = _matcher(compiler, {"type": "array", "uniqueItems": True})  # no earlier "[]": nothing refused
+    assert m.accept_text("[[0], [" + " " * 12 + "]]") and m.is_accepting()
+
+
+class _Tag(BaseModel, frozen=True):
+    name: str
+    weight: int
+
+
+class _Tagged(BaseModel):
+    tags: set[_Tag]  # pydantic writes uniqueItems over closed objects (guided closes pydantic models)
+
+
+def test_a_set_of_pydantic_models_keeps_its_items_unique(compiler):
+    spec = to_constraint(_Tagged)
+    m = compile_json_schema(compiler, spec.schema, strict=spec.strict).matcher()
+    assert m.accept_text('{"tags": [{"name": "a", "weight": 1}, {"name": "a", "weight": 1')
+    assert not m.copy().accept_text("}") and not m.copy().accept_text(" }")  # the first tag again
+    text = '{"tags": [{"name": "a", "weight": 1}, {"name": "a", "weight": 12}]}'
+    assert m.accept_text("2}]}") and m.is_accepting()
+    assert len(_Tagged.model_validate_json(text).tags) == 2
 
 
 def test_undeclared_names_are_checked_per_pattern_they_match(compiler):
@@ -310,7 +382,7 @@ def test_several_open_types_are_compared_as_values(compiler):
 def test_a_refusal_points_at_the_unique_items_it_refuses(compiler):
     """The error names the uniqueItems that cannot be enforced and the instance place, not the first
     unique array the lowering happens to meet."""
-    schema = {"type": "object", "properties": {"ok": STRINGS, "bad": {"type": "array", "items": CLOSED,
+    schema = {"type": "object", "properties": {"ok": STRINGS, "bad": {"type": "array", "items": CLOSED_FINITE,
                                                                       "uniqueItems": True}}}  # fmt: skip
     with pytest.raises(SchemaError) as e:
         compile_json_schema(compiler, schema)
