@@ -537,6 +537,12 @@ def _memo_put(a, key, v):
 
 
 @numba.njit(cache=True, inline="always")
+def _memo_room(a):
+    """Whether the memo takes one more entry (past three quarters full: FULL, grow first)."""
+    return 4 * (a[H_MCOUNT] + 1) <= 3 * a[H_MCAP]
+
+
+@numba.njit(cache=True, inline="always")
 def _known(a, x, b):
     """deriv(x, b) if known (0 when b cannot start x), else -1."""
     if not _first_has(a, x, b):
@@ -590,7 +596,7 @@ def deriv(a, e, b):
             if top > MAX_DEPTH:
                 return DEEP
             continue
-        if 4 * (a[H_MCOUNT] + 1) > 3 * a[H_MCAP]:
+        if not _memo_room(a):
             return FULL
         r = _derive_one(a, x, b)
         if r < 0:
@@ -1259,11 +1265,6 @@ BOUND_KEY = 1 << 41  # ... and of completion bounds: BOUND_KEY + x
 CLAMP_LIMITS = 1 << 16  # limits clamp takes (past them ExprPool.clamp leaves e as it is)
 
 
-@numba.njit(cache=True, inline="always")
-def _memo_room(a):
-    return 4 * (a[H_MCOUNT] + 1) <= 3 * a[H_MCAP]
-
-
 @numba.njit(cache=True)
 def completion_bound(a, e):
     """ExprPool.completion_bound for e free of AND/NOT (the caller checks): an upper bound of the bytes
@@ -1280,7 +1281,7 @@ def completion_bound(a, e):
         k = kind_of(a, x)
         mark = top
         if k == K_CAT or k == K_OR or k == K_REP:
-            n, base = 1, a[O_A0] + NW * x
+            n, base = 1, a[O_A0] + NW * x  # a0 (and a1 next to it): a repeat's item, a concatenation's parts
             if k == K_CAT:
                 n = 2
             elif k == K_OR:

@@ -243,7 +243,9 @@ def warm_up_core() -> None:
         dfa.materialize(0)
         dfa.step(0, b)
     pool.deriv(e, ord("a"))
+    pool.deriv_classes(e, dfa._rep_words, dfa.class_map, dfa.n_classes)  # a DFA row, called from Python
     pool.clamp(pool.rep(pool.intern(letters), 0, 100), 10)
+    pool.completion_bound(pool.intern(letters))
     pool.byte_masks(e)
     core.deadline_cycles(1.0)
     _warm.set()

@@ -366,17 +366,20 @@ class JsonTrack:
         top = self.stack[-1] if self.stack else None
         if top is None:
             return
-        arr = self._closed_last()
-        if arr is not None and self.plan.item_kind(self.plan.child(top[1], top[7])) == "integer":
-            text = _text(lex[1], end, past, data, base)  # the last member of a closed item, decided likewise
-            if text in (b"0", b"-0") or text.endswith(b"."):
-                self._check_item(arr, _text(arr[4], lex[1], past, data, base) + text.rstrip(b".") + b"}")
-            return
-        if not top[0] or not top[2] or top[6] != "integer":
+        arr = self._closed_last()  # or the last member of a closed item, decided likewise
+        if arr is not None:
+            if self.plan.item_kind(self.plan.child(top[1], top[7])) != "integer":
+                return
+        elif not top[0] or not top[2] or top[6] != "integer":
             return
         text = _text(lex[1], end, past, data, base)
-        if text in (b"0", b"-0") or text.endswith(b"."):
-            self._decided(number_key(text.rstrip(b".").decode()))
+        if not (text in (b"0", b"-0") or text.endswith(b".")):
+            return
+        value = text.rstrip(b".")
+        if arr is not None:
+            self._check_item(arr, _text(arr[4], lex[1], past, data, base) + value + b"}")
+        else:
+            self._decided(number_key(value.decode()))
 
 
 def _selection(f: _VocabFeatures, label: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -684,7 +687,7 @@ class UniqueChecked:
         self.plan = plan
         # the whitespace the grammar takes after "[" or "{" before a first element (flexible
         # whitespace's max_ws; 0: none, or no check): an empty one takes that much again before
-        # its closing bracket, which is then the only way on (UniqueMatcher._empty_run_refused)
+        # its closing bracket, which is then the only way on (UniqueMatcher._empty_run_ok)
         self.max_ws = max_ws
         self.keys = keys
         self.opener = opener  # JsonTrack.opener: the JSON is objects inside other text (tool calls)
@@ -929,10 +932,10 @@ class UniqueMatcher:
             if self._after(tokens[t], t) is None:
                 out.append(t)
         extra = self._closed_deciders(track, feats, words)
-        if self.checked.max_ws:
-            empty = self._empty_run_candidates(track, bytes(self._bytes[-64:]), feats, words)
-            if empty is not None:
-                extra = empty if extra is None else np.union1d(extra, empty)
+        run = self._empty_run(track, b"")
+        if run is not None and self._closing_repeats(track, b""):  # whitespace past max_ws (_empty_run_ok)
+            room = self.checked.max_ws - run
+            out += [t for t in _ids(words & feats.sep & ~feats.comma).tolist() if len(tokens[t]) > room]
         if extra is not None:
             asked = set(ids).union(out)
             for t in extra.tolist():
@@ -940,31 +943,35 @@ class UniqueMatcher:
                     out.append(t)
         return out
 
+    def _empty_run(self, t: JsonTrack, data: bytes) -> int | None:
+        """With flexible whitespace (``max_ws``): how many whitespace characters follow the opening
+        bracket of the array or object on top of track ``t`` when ``data`` (just read) leaves it
+        holding nothing else yet, and is inside a unique array (else closing it repeats nothing),
+        else None."""
+        limit = self.checked.max_ws
+        if not limit or t.lex is not None or not any(f[2] for f in t.stack[:-1]):
+            return None
+        tail = bytes(self._bytes[-(2 * limit + 2) :]) + data  # the grammar takes at most 2 * max_ws there
+        body = tail.rstrip(_WS)
+        return len(tail) - len(body) if body[-1:] == (b"[" if t.stack[-1][0] else b"{") else None
+
     def _empty_run_ok(self, t: JsonTrack, data: bytes) -> bool:
         """False where ``data`` leaves the track inside an empty array or object after more than
         ``max_ws`` whitespace characters while closing it would complete a duplicate item: the
         grammar then takes no first element, only more whitespace and the closing bracket, so the
         generation would have no way on."""
-        limit = self.checked.max_ws
-        if not limit or t.lex is not None or not t.stack:
-            return True
-        tail = bytes(self._bytes[-(2 * limit + 2) :]) + data
-        body = tail.rstrip(_WS)
-        if len(tail) - len(body) <= limit or not body or body[-1] != (0x5B if t.stack[-1][0] else 0x7B):
-            return True
+        run = self._empty_run(t, data)
+        return run is None or run <= self.checked.max_ws or not self._closing_repeats(t, data)
+
+    def _closing_repeats(self, t: JsonTrack, data: bytes) -> bool:
+        """Whether closing the array or object on top of track ``t`` (after ``data``) completes a
+        duplicate item."""
         closed = t.clone()
         try:
             closed.feed(b"]" if t.stack[-1][0] else b"}", bytes(self._bytes) + data)
         except Dup:
-            return False
-        return True
-
-    @staticmethod
-    def _empty_run_candidates(track: JsonTrack, data: bytes, feats: _VocabFeatures, words: np.ndarray):
-        """The whitespace tokens to simulate inside an empty array or object (``_empty_run_ok``), or None."""
-        if track.lex is not None or not track.stack or data.rstrip(_WS)[-1:] not in (b"[", b"{"):
-            return None
-        return _ids(words & feats.sep & ~feats.comma)
+            return True
+        return False
 
     @staticmethod
     def _closed_deciders(track: JsonTrack, feats: _VocabFeatures, words: np.ndarray) -> np.ndarray | None:
