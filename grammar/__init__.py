@@ -8,6 +8,7 @@ whatever else compiles (the cyclic garbage collector held off). Inside:
 vocabulary -> masks); ``languages`` answers questions about regex languages at compile time.
 """
 
+from guided.grammar import numba_cache  # noqa: F401 - first: its cache locators precede every compiled function
 from guided.grammar.automata.expr_pool import EMPTY_ID, ExprPool, intern_common
 from guided.grammar.bounded_cache import BoundedCache
 from guided.grammar.collector import quiet_collector

@@ -1,0 +1,52 @@
+"""numba's on-disk cache follows the compiled code a function takes from another module: after that
+module changes, the caller is compiled again instead of loading its old machine code."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from guided.grammar import numba_cache
+from guided.grammar.automata import dfa_rows
+
+RUN = textwrap.dedent(
+    """
+    import sys
+    from guided.grammar import numba_cache
+    numba_cache._ROOT = sys.argv[1]  # the temporary package stands for this package's files
+    sys.path.insert(0, sys.argv[1])
+    from pkg import caller
+    print(caller.g(1))
+    """
+)
+
+
+def _run(root: Path) -> str:
+    out = subprocess.run([sys.executable, "-c", RUN, str(root)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_a_caller_is_compiled_again_when_the_module_it_inlines_changes(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    callee = "import numba\n\n@numba.njit(cache=True)\ndef f(x):\n    return x + {}\n"
+    (pkg / "callee.py").write_text(callee.format(10))
+    (pkg / "caller.py").write_text(
+        "import numba\nfrom pkg import callee\n\n@numba.njit(cache=True)\ndef g(x):\n    return callee.f(x) * 2\n"
+    )
+    assert _run(tmp_path) == "22"
+    assert list((pkg / "__pycache__").glob("caller.g-*.nbc"))  # cached on disk
+    assert _run(tmp_path) == "22"
+    (pkg / "callee.py").write_text(callee.format(20))  # the caller's own file is unchanged
+    assert _run(tmp_path) == "42"  # numba alone loads the caller's cached code: 22
+
+
+def test_the_row_builder_is_stamped_with_the_derivatives_it_inlines():
+    deps = numba_cache.dependencies(dfa_rows.__name__)
+    assert any(p.endswith("expr_core.py") for p in deps)
+    locator = dfa_rows.rows._cache._impl.locator
+    assert type(locator).__name__.startswith("Guided") and locator._deps == deps
