@@ -73,8 +73,11 @@ def main(argv: list[str] | None = None) -> int:
         result = {"file": files[i].name, **result}
         summary.add(result)
         tbm = result.pop("tbm_s", None)
-        if tbm:
+        if tbm:  # the slowest mask, and how many masks were slow (which schemas make the tail)
             result["tbm_max_us"] = round(max(tbm) * 1e6, 1)
+            result["tbm_n"] = len(tbm)
+            result["tbm_over_1ms"] = sum(t > 1e-3 for t in tbm)
+            result["tbm_over_5ms"] = sum(t > 5e-3 for t in tbm)
         print(json.dumps(result), flush=True)
     print(json.dumps(summary.line()), flush=True)
     return 0
