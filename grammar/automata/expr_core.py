@@ -8,7 +8,8 @@ Each node is a record of NW words (its columns side by side, so reading a node t
 cache lines): kind, a0, a1, a2 (CAT: head, tail; REP: item, min, max or -1; NOT: item; OR/AND:
 offset and count of their sorted children; BYTES: nothing, its set is ``first``), first (four
 64-bit words: the bytes a derivative may be non-empty for; a BYTES node's own set), nullable,
-has_bool (contains AND/NOT), counter (largest finite repeat bound inside), min_len (a lower bound
+has_bool (contains AND/NOT), counter (the largest ``rep_span`` inside: bytes past which ``clamp``
+changes a repeat), min_len (a lower bound
 on the length of its strings) and live (the emptiness memo: unknown, live, empty).
 
 Every function that may add a node returns an id >= 0 or a negative status: FULL (a region is
@@ -304,6 +305,21 @@ def make_not(a, x):
                  1 if _null(a, x) else 0)  # fmt: skip
 
 
+@numba.njit(cache=True, inline="always")
+def rep_span(lo, hi, min_len):
+    """The bytes a string must exceed for the counters of x{lo,hi} to tell it apart (x at least
+    ``min_len`` bytes an iteration, a non-empty one at least 1): hi iterations, or with no upper bound
+    the bytes that enter the last mandatory one; ``clamp`` changes x{lo,hi} only past this limit
+    (the node's ``counter`` is the largest span inside it)."""
+    m = max(min_len, 1)
+    n, extra = (hi, 0) if hi != INF else (lo - 1, 1)
+    if n < 0:
+        return 0
+    if n > 0 and m > NEVER // n:
+        return NEVER
+    return n * m + extra
+
+
 @numba.njit(cache=True)
 def make_rep(a, x, lo, hi):
     if x < 0:
@@ -321,7 +337,7 @@ def make_rep(a, x, lo, hi):
         x = a[a[O_A0] + NW * x]
     f = a[O_FIRST] + NW * x
     nullable = lo == 0 or _null(a, x)
-    counter = max(a[a[O_COUNTER] + NW * x], max(lo, hi))
+    counter = max(a[a[O_COUNTER] + NW * x], rep_span(lo, hi, a[a[O_MINLEN] + NW * x]))
     ml = 0
     if not nullable:
         mlx = a[a[O_MINLEN] + NW * x]
@@ -1325,12 +1341,12 @@ def _length_free(a, x, limit, units):
         if kind_of(a, r) != K_REP or _hasb(a, other):
             continue
         item, lo, hi = a[a[O_A0] + NW * r], a[a[O_A1] + NW * r], a[a[O_A2] + NW * r]
-        if lo != 0 or hi == INF or not _in_sorted(units, item):
+        if lo != 0 or not _in_sorted(units, item):
             continue
         bound = completion_bound(a, other)
         if bound < 0:
             return FULL, FULL
-        if hi >= limit + bound:
+        if hi == INF or hi >= limit + bound:
             return other, item
     return -1, -1
 
@@ -1397,12 +1413,16 @@ def clamp(a, e, limit, units):
                 parts[j] = _clamped(a, a[base + j], limit)
             r = make_or(a, parts, n)
         elif k == K_REP:
+            # within limit - 1 bytes at most ceil(limit / m) - 1 iterations of m bytes complete: past
+            # that, an upper bound cannot bind and a lower bound is ceil(limit / m) as well as more
             lo, hi = a[a[O_A1] + NW * x], a[a[O_A2] + NW * x]
-            if lo > limit:
-                lo, hi = limit, INF
-            elif hi > limit:
+            item = _clamped(a, a[a[O_A0] + NW * x], limit)
+            m = max(a[a[O_MINLEN] + NW * item], 1)
+            if rep_span(lo, hi, m) > limit:
                 hi = INF
-            r = make_rep(a, _clamped(a, a[a[O_A0] + NW * x], limit), lo, hi)
+                if rep_span(lo, INF, m) > limit:
+                    lo = (limit - 1) // m + 1
+            r = make_rep(a, item, lo, hi)
         elif k == K_AND and free >= 0:
             star = make_rep(a, unit, 0, INF)
             if star < 0:

@@ -220,13 +220,16 @@ class ExprPool:
 
     # ------------------------------------------------------------------ counter clamping
     def clamp(self, e: int, limit: int) -> int:
-        """e with repeat counters above ``limit`` clamped (outside AND/NOT), and a character count
-        bound made unbounded where it cannot bind within ``limit`` bytes (the intersection
-        ``A & X{0,n}`` with X a character unit, ``char_units``, A free of intersections and
-        complements, and n at least ``limit`` plus ``completion_bound(A)`` becomes ``A' & X*``).
+        """e with repeat counters that cannot bind within ``limit`` bytes clamped (outside AND/NOT),
+        and a character count bound made unbounded where it cannot bind within ``limit`` bytes (the
+        intersection ``A & X{0,n}`` with X a character unit, ``char_units``, A free of intersections
+        and complements, and n unbounded or at least ``limit`` plus ``completion_bound(A)`` becomes
+        ``A' & X*``, A' clamped).
 
-        A non-nullable item consumes a byte per iteration, so within ``limit - 1`` bytes counters past
-        ``limit`` cannot be told apart: the clamped expression allows exactly the same tokens. For
+        An item of at least m bytes (a non-empty one at least 1) consumes m bytes per iteration, so
+        within ``limit - 1`` bytes at most ceil(limit / m) - 1 iterations complete: an upper bound
+        past that cannot bind, and a lower bound past it is the same as ceil(limit / m)
+        (``expr_core.rep_span``): the clamped expression allows exactly the same tokens. For
         the count: within those bytes (c characters) A's derivative, when live, has a string of at
         most the bound's characters, which fits in the n - c left, and the count is nullable at every
         point within them; so a string under ``pattern`` and ``maxLength`` shares its masks instead

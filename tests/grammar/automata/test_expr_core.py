@@ -241,6 +241,32 @@ def test_a_character_count_that_cannot_bind_becomes_unbounded():
     assert pool.completion_bound(pool.intern(intersect(free, complement(literal("b"))))) is None
 
 
+def test_counters_clamp_by_the_bytes_of_their_iterations():
+    """Iterations of two bytes: within 9 bytes at most 4 complete, so an upper bound of 6 (12 bytes)
+    cannot bind and a lower bound of 8 reads as 5 (``expr_core.rep_span``); a bound of 5 (10 bytes)
+    is kept. Under an unbounded character count the intersection's other side clamps as well. Before,
+    counters clamped past the limit in iterations: 29 two-byte words kept their count."""
+    pool = ExprPool()
+    unit = chars([(0x61, 0x63)])
+    pool.char_units = (pool.intern(unit),)
+    two, c = literal("ab"), literal("c")
+    cases = [
+        (seq(repeat(two, 0, 29), c), seq(repeat(two, 0, None), c)),
+        (seq(repeat(two, 0, 6), c), seq(repeat(two, 0, None), c)),
+        (seq(repeat(two, 0, 5), c), seq(repeat(two, 0, 5), c)),
+        (seq(repeat(two, 8, None), c), seq(repeat(two, 5, None), c)),
+        (seq(repeat(two, 8, 40), c), seq(repeat(two, 5, None), c)),
+        (intersect(seq(repeat(two, 0, 29), c), repeat(unit, 0, None)),
+         intersect(seq(repeat(two, 0, None), c), repeat(unit, 0, None))),
+    ]  # fmt: skip
+    for node, expected in cases:
+        e = pool.intern(node)
+        clamped = pool.clamp(e, 10)
+        assert clamped == pool.intern(expected), node
+        _walk_agrees(pool, e, clamped, 9)
+        assert pool.counter[clamped] <= 10 and pool.clamp(clamped, 10) == clamped
+
+
 def _derived(pool: ExprPool, e: int, text: bytes) -> int:
     for b in text:
         e = pool.deriv(e, b)

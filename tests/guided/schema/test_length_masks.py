@@ -149,3 +149,22 @@ def test_context_free_masks_share_a_bounded_string_and_stay_exact():
     for s in states:
         assert _bits(g.mask(s)) == _exact(g, s), s
     assert len({g._mask_key[s] for s in in_string}) < len(in_string) // 2
+
+
+@pytest.mark.parametrize("schema", [{"type": "string", "pattern": WORDS},
+                                    {"type": "string", "pattern": WORDS, "maxLength": 300}])  # fmt: skip
+def test_word_counts_that_cannot_bind_within_a_token_share_masks(schema):
+    """A repeat of at least two bytes an iteration cannot bind within a token once its iterations left
+    take more bytes than the longest token (``expr_core.rep_span``): the words of a long pattern share
+    their masks until the last few. Before: a mask key per word (counters were clamped past the
+    longest token's length in iterations, not in bytes; under maxLength, inside its intersection not
+    at all)."""
+    g = _compiled(schema)
+    states = _walk(g, b'"' + b"ab " * 29 + b"b")  # the 30 words the pattern allows
+    for s in states:
+        g.mask(s)
+    keys = {g._mask_key[s] for s in states}
+    assert len(states) == 90 and len(keys) <= 12, len(keys)
+    for s in states:
+        assert _bits(g.mask(s)) == _exact(g, s)
+    assert g.dfa.step(states[-1], ord(" ")) < 0 and g.dfa.step(states[-1], ord('"')) >= 0  # no 31st word
