@@ -3,11 +3,15 @@
 A state ``X{lo,hi} rest`` (or a union with such a live branch), X a character class the pool knows
 (``ExprPool.char_class``), allows every token made of at most hi X-characters whatever ``rest`` is;
 ``slice_candidate`` finds (X, hi) so the token side can use the precomputed ``tokens.slices.Slice``.
+
+So does ``(Y1{lo,} & ... & ~F1 & ...) rest``, X within every Yi and every Fi finite (an object's
+other keys: any string but the declared names): after any X-string, the Yi still take every
+X-string and the Fi exclude finitely many, so infinitely many strings remain.
 """
 
 from __future__ import annotations
 
-from guided.grammar.automata.expr_pool import INF, K_BYTES, K_CAT, K_OR, K_REP, ExprPool
+from guided.grammar.automata.expr_pool import INF, K_AND, K_BYTES, K_CAT, K_NOT, K_OR, K_REP, ExprPool
 
 __all__ = ["slice_candidate", "wider"]
 
@@ -32,6 +36,8 @@ def _slice_form(pool: ExprPool, e: int):
     if k == K_CAT:
         e = pool.args[e][0]
         k = pool.kind[e]
+    if k == K_AND:
+        return _intersection_form(pool, e)
     if k != K_REP:
         return None
     x, _, hi = pool.args[e]
@@ -41,20 +47,69 @@ def _slice_form(pool: ExprPool, e: int):
     return None if key is None else (key, hi)
 
 
+def _intersection_form(pool: ExprPool, e: int):
+    """(X, INF) for ``Y1{lo,} & ... & ~F1 & ...`` with X within every Yi and every Fi finite, else None."""
+    items, keys = [], []
+    for part in pool.args[e]:
+        k = pool.kind[part]
+        if k == K_NOT:
+            if not _finite(pool, pool.args[part]):
+                return None
+            continue
+        if k != K_REP or pool.args[part][2] != INF:
+            return None
+        x = pool.args[part][0]
+        key = pool.char_class.get(x)
+        if key is None and pool.kind[x] == K_OR:
+            key = _widest_class_in(pool, x)
+        if key is None:
+            return None
+        items.append(x)
+        keys.append(key)
+    for key in sorted(set(keys), key=_class_size):  # the narrowest class within every item
+        cx = next(c for c, k in pool.char_class.items() if k == key)
+        if all(x == cx or (pool.kind[x] == K_OR and _class_within(pool, cx, x)) for x in items):
+            return key, INF
+    return None
+
+
+def _finite(pool: ExprPool, e: int) -> bool:
+    """Whether e's language is finite, read off its structure: no unbounded repeat, no complement
+    or intersection (memoised)."""
+    memo = pool.__dict__.setdefault("_finite_memo", {})
+    if e in memo:
+        return memo[e]
+    k = pool.kind[e]
+    if pool.has_bool[e]:
+        r = False
+    elif k == K_REP:
+        r = pool.args[e][2] != INF and _finite(pool, pool.args[e][0])
+    elif k == K_CAT:
+        r = all(_finite(pool, x) for x in pool.args[e])
+    elif k == K_OR:
+        r = all(_finite(pool, x) for x in pool.args[e])
+    else:
+        r = True  # bytes, the empty string, nothing
+    memo[e] = r
+    return r
+
+
+def _class_within(pool: ExprPool, cx: int, x: int) -> bool:
+    """Whether the character class cx is contained in the union x (flattened by or_)."""
+    children = set(pool.args[x])
+    bytes_mask = sum(pool.args[y] for y in children if pool.kind[y] == K_BYTES)
+    parts = pool.args[cx] if pool.kind[cx] == K_OR else (cx,)
+    return all((pool.args[y] & ~bytes_mask) == 0 if pool.kind[y] == K_BYTES else y in children for y in parts)
+
+
 def _widest_class_in(pool: ExprPool, x: int):
     """The widest character class whose language is contained in the union x (flattened by or_)."""
     memo = pool.__dict__.setdefault("_class_in_memo", {})
     if x in memo:
         return memo[x]
-    children = set(pool.args[x])
-    bytes_mask = sum(pool.args[y] for y in children if pool.kind[y] == K_BYTES)
     best = None
     for cx, key in pool.char_class.items():
-        parts = pool.args[cx] if pool.kind[cx] == K_OR else (cx,)
-        ok = all(
-            (pool.args[y] & ~bytes_mask) == 0 if pool.kind[y] == K_BYTES else y in children for y in parts
-        )
-        if ok and (best is None or _class_size(key) > _class_size(best)):
+        if _class_within(pool, cx, x) and (best is None or _class_size(key) > _class_size(best)):
             best = key
     memo[x] = best
     return best

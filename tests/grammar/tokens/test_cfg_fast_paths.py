@@ -11,11 +11,14 @@ import numpy as np
 import pytest
 from grammar_oracle import allowed_tokens, byte_splits, check_masks_on_random_paths, tiny_vocab
 
+from guided.grammar import GrammarCompiler
 from guided.grammar.automata.cfg_recognizer import CfgState
 from guided.grammar.automata.earley import CfgAutomaton
+from guided.grammar.automata.slice_forms import slice_candidate
 from guided.grammar.frontends.gbnf_grammar import parse_gbnf
 from guided.grammar.frontends.lark_grammar import parse_lark
 from guided.grammar.tokens.compiled_cfg import compile_cfg
+from guided.schema.compiler import compile_json_schema, json_schema_to_grammar
 
 GRAMMARS = {
     # ESCAPED_STRING's body is an unbounded slice class; NAME a bounded one (at most 3 letters)
@@ -168,3 +171,50 @@ def test_threads_walking_one_cold_grammar_get_the_serial_masks():
     for t in threads:
         t.join(60)
     assert not any(t.is_alive() for t in threads) and not errors, errors[:1]
+
+
+# an object whose other keys are any string but its names (``X* & ~"ab" & ~"a_c"``, as protobuf's JSON
+# schemas write each field twice), beside schema-free values (which make the grammar context-free)
+OTHER_KEYS = {"type": "object", "properties": {"ab": {"type": "integer"}},
+              "patternProperties": {"^a_c$": {"type": "integer"}}, "additionalProperties": True}  # fmt: skip
+KEY_TOKENS = sorted(set(byte_splits('{}"ab:c, 1x_')) | {b'{"', b'"ab', b'ab"', b"a_c", b'":', b'"a', b"cx", b'": 1'})
+KEY_VOCAB = tiny_vocab(KEY_TOKENS)
+
+
+def test_other_keys_take_the_string_slice_and_stay_exact():
+    """Inside a key that is none of the declared names, every string token stays inside the key
+    (infinitely many keys remain, whatever is written), so the string body's unbounded slice serves
+    it (``slice_forms._intersection_form``; before, each first visit inside such a key walked the
+    whole vocabulary); the masks equal the byte-level recognizer's, token by token."""
+    g = json_schema_to_grammar(OTHER_KEYS, key_order="any")
+    compiled = compile_cfg(KEY_VOCAB, g, regular_fast_path=False)
+    oracle = CfgAutomaton(g)
+    m = compiled.matcher()
+    for tok in (b'{"', b"a", b"x"):  # into a key that is no declared name
+        assert m.accept_token(KEY_TOKENS.index(tok))
+    candidate = compiled.slice_of(m.state)
+    assert candidate is not None and candidate[1] == -1, candidate
+    check_masks_on_random_paths(compiled, lambda: CfgState(oracle), KEY_TOKENS, KEY_VOCAB, random.Random(5), 30, 10)
+
+
+def test_other_keys_of_a_regular_object_take_the_string_slice_and_stay_exact():
+    """The same keys in a regular language (values of one type): the slice serves them, and every mask
+    equals the tokens whose bytes the automaton takes one by one."""
+    g = compile_json_schema(GrammarCompiler(KEY_VOCAB), {**OTHER_KEYS, "additionalProperties": {"type": "integer"}})
+    s = g.start_state
+    for tok in (b'{"', b"a", b"x"):  # into a key that is no declared name
+        s = g.next_state(s, KEY_TOKENS.index(tok))
+    candidate = slice_candidate(g.pool, g.dfa.exprs[s])
+    assert candidate is not None and candidate[1] == -1, candidate
+    rng = random.Random(9)
+    for _ in range(30):
+        s = g.start_state
+        for _ in range(10):
+            mask = g.mask(s)
+            allowed = [bool((int(mask[t >> 5]) >> (t & 31)) & 1) for t in range(len(KEY_TOKENS))]
+            for tid in range(len(KEY_TOKENS)):
+                assert allowed[tid] == (g.next_state(s, tid) >= 0), (s, KEY_TOKENS[tid])
+            options = np.flatnonzero(allowed)
+            if not len(options):
+                break
+            s = g.next_state(s, int(rng.choice(options)))
