@@ -32,7 +32,7 @@ import numpy as np
 from guided.errors import GrammarError, LimitError
 from guided.grammar.automata.end_bytes import ALL_BYTES, last_bytes
 from guided.grammar.automata.expr_pool import EMPTY_ID, EPS_ID, ExprPool, byte_classes
-from guided.grammar.automata.state_table import StateTable
+from guided.grammar.automata.state_table import StateTable, grown
 from guided.grammar.cfg_ir import CfgGrammar
 
 __all__ = ["CfgAutomaton", "DEAD", "UNKNOWN", "LEX", "LEX_ACCEPTS", "LEX_GOES_ON", "pure_slot"]
@@ -492,10 +492,7 @@ class CfgAutomaton(StateTable):
         initial value)."""
         cap = 2 * len(getattr(self, names[0]))
         for name in names:
-            old = getattr(self, name)
-            new = np.full((cap, *old.shape[1:]), _FILL[name], old.dtype)
-            new[: len(old)] = old
-            setattr(self, name, new)
+            setattr(self, name, grown(getattr(self, name), cap, _FILL[name]))
 
     # ------------------------------------------------------------------ the LazyDFA interface
     @property

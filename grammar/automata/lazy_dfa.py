@@ -28,7 +28,7 @@ from guided.grammar.automata import expr_core as core
 from guided.grammar.automata.derivative_classes import MAX_HEADS
 from guided.grammar.automata.emptiness import FIRST_TRY
 from guided.grammar.automata.expr_pool import EMPTY_ID, ExprPool, byte_classes
-from guided.grammar.automata.state_table import StateTable
+from guided.grammar.automata.state_table import StateTable, grown
 from guided.grammar.regex_ast import alt, any_string, chars, complement, intersect, literal, repeat, seq
 
 __all__ = ["LazyDFA", "DEAD", "warm_up_core"]
@@ -100,24 +100,15 @@ class LazyDFA(StateTable):
 
     def _grow(self) -> None:
         cap = 2 * len(self.computed)
-        trans = np.full((cap, self.n_classes), UNKNOWN, dtype=np.int32)
-        trans[: len(self.trans)] = self.trans
-        computed = np.zeros(cap, dtype=np.uint8)
-        computed[: len(self.computed)] = self.computed
-        accepting = np.zeros(cap, dtype=np.uint8)
-        accepting[: len(self.accepting)] = self.accepting
-        exprs = np.zeros(cap, dtype=np.int64)
-        exprs[: len(self.exprs)] = self.exprs
-        self.trans, self.accepting, self.computed, self.exprs = trans, accepting, computed, exprs
+        self.trans, self.accepting = grown(self.trans, cap, UNKNOWN), grown(self.accepting, cap, 0)
+        self.computed, self.exprs = grown(self.computed, cap, 0), grown(self.exprs, cap, 0)
 
     def _grow_column(self, e: int = -1) -> None:
         """Room in the expression -> state column for e and every expression the pool has."""
         cap = len(self._column)
         while cap <= max(e, len(self.pool)):
             cap *= 2
-        column = np.full(cap, dfa_rows.UNSEEN, dtype=np.int32)
-        column[: len(self._column)] = self._column
-        self._column = column
+        self._column = grown(self._column, cap, dfa_rows.UNSEEN)
 
     def materialize(self, s: int) -> None:
         """Compute state s's transition row (idempotent, thread-safe)."""

@@ -11,7 +11,17 @@ import threading
 
 import numpy as np
 
-__all__ = ["StateTable"]
+__all__ = ["StateTable", "grown"]
+
+
+def grown(old: np.ndarray, cap: int, fill) -> np.ndarray:
+    """A copy of ``old`` with ``cap`` rows, the new ones set to ``fill``. Only the new rows are
+    filled (``np.full`` then a copy wrote the old half twice: on a DFA of 136k states and 94
+    classes, one regrowth took 89 ms inside a mask); a walk may still read ``old``."""
+    new = np.empty((cap, *old.shape[1:]), dtype=old.dtype)
+    new[: len(old)] = old
+    new[len(old) :] = fill
+    return new
 
 
 class StateTable:
