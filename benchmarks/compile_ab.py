@@ -206,7 +206,7 @@ def replay_report(args, names: list[str], a: dict, b: dict) -> None:
     ratios = sorted(b[n][0] / a[n][0] for n in ok if a[n][0] > 0)
     print(f"  TTFM B/A per schema: median {percentile(ratios, 0.5):.3f}, p10 {percentile(ratios, 0.1):.3f}, "
           f"p90 {percentile(ratios, 0.9):.3f}; total {sum(tb) / sum(ta):.3f}")  # fmt: skip
-    for bound in (0.01, 0.1):
+    for bound in (0.001, 0.005, 0.01, 0.1):  # the first two: how many first visits make the TBM tail
         print(f"  masks over {bound * 1e3:g} ms: A {sum(t > bound for t in ma)}, B {sum(t > bound for t in mb)} "
               f"of {len(ma)}")  # fmt: skip
     print(f"  passing: A {sum(a[n][1] for n in names)}, B {sum(b[n][1] for n in names)} of {len(names)}")
