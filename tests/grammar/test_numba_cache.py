@@ -3,6 +3,7 @@ module changes, the caller is compiled again instead of loading its old machine 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -24,7 +25,8 @@ RUN = textwrap.dedent(
 
 
 def _run(root: Path) -> str:
-    out = subprocess.run([sys.executable, "-c", RUN, str(root)], capture_output=True, text=True, timeout=120)
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}  # the cache beside the sources
+    out = subprocess.run([sys.executable, "-c", RUN, str(root)], capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
 
