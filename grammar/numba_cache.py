@@ -16,6 +16,7 @@ does nothing (numba's own behaviour).
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import types
@@ -34,10 +35,12 @@ def _ours(path: str | None) -> bool:
     return bool(path) and os.path.abspath(path).startswith(_ROOT + os.sep)
 
 
+@functools.cache
 def dependencies(module_name: str) -> tuple[str, ...]:
     """The source files of this package's modules that ``module_name`` reaches through its globals
     (imported modules, and the modules of compiled functions it imported by name), transitively,
-    its own file left out; sorted."""
+    its own file left out; sorted. Once per module (its imports come before its compiled functions):
+    a module of many compiled functions walked them all again at start-up."""
     start = sys.modules.get(module_name)
     if start is None:
         return ()

@@ -41,15 +41,21 @@ def _slice_form(pool: ExprPool, e: int):
     if k != K_REP:
         return None
     x, _, hi = pool.args[e]
-    key = pool.char_class.get(x)
-    if key is None and pool.kind[x] == K_OR:  # (X|other){lo,hi}: X-strings are still allowed
-        key = _widest_class_in(pool, x)
-    return None if key is None else (key, hi)
+    cx = _class_of_item(pool, x)
+    return None if cx is None else (pool.char_class[cx], hi)
+
+
+def _class_of_item(pool: ExprPool, x: int) -> int | None:
+    """The character class (its node) whose strings a repeat of x takes: x itself, or the widest
+    class within the union x ((X|other){lo,hi}: X-strings are still allowed); None if neither."""
+    if x in pool.char_class:
+        return x
+    return _widest_class_in(pool, x) if pool.kind[x] == K_OR else None
 
 
 def _intersection_form(pool: ExprPool, e: int):
     """(X, INF) for ``Y1{lo,} & ... & ~F1 & ...`` with X within every Yi and every Fi finite, else None."""
-    items, keys = [], []
+    items, classes = [], set()
     for part in pool.args[e]:
         k = pool.kind[part]
         if k == K_NOT:
@@ -59,17 +65,14 @@ def _intersection_form(pool: ExprPool, e: int):
         if k != K_REP or pool.args[part][2] != INF:
             return None
         x = pool.args[part][0]
-        key = pool.char_class.get(x)
-        if key is None and pool.kind[x] == K_OR:
-            key = _widest_class_in(pool, x)
-        if key is None:
+        cx = _class_of_item(pool, x)
+        if cx is None:
             return None
         items.append(x)
-        keys.append(key)
-    for key in sorted(set(keys), key=_class_size):  # the narrowest class within every item
-        cx = next(c for c, k in pool.char_class.items() if k == key)
+        classes.add(cx)
+    for cx in sorted(classes, key=lambda c: _class_size(pool.char_class[c])):  # the narrowest within every item
         if all(x == cx or (pool.kind[x] == K_OR and _class_within(pool, cx, x)) for x in items):
-            return key, INF
+            return pool.char_class[cx], INF
     return None
 
 
@@ -84,9 +87,7 @@ def _finite(pool: ExprPool, e: int) -> bool:
         r = False
     elif k == K_REP:
         r = pool.args[e][2] != INF and _finite(pool, pool.args[e][0])
-    elif k == K_CAT:
-        r = all(_finite(pool, x) for x in pool.args[e])
-    elif k == K_OR:
+    elif k == K_CAT or k == K_OR:
         r = all(_finite(pool, x) for x in pool.args[e])
     else:
         r = True  # bytes, the empty string, nothing
@@ -102,15 +103,16 @@ def _class_within(pool: ExprPool, cx: int, x: int) -> bool:
     return all((pool.args[y] & ~bytes_mask) == 0 if pool.kind[y] == K_BYTES else y in children for y in parts)
 
 
-def _widest_class_in(pool: ExprPool, x: int):
-    """The widest character class whose language is contained in the union x (flattened by or_)."""
+def _widest_class_in(pool: ExprPool, x: int) -> int | None:
+    """The widest character class (its node) whose language is contained in the union x (flattened
+    by or_)."""
     memo = pool.__dict__.setdefault("_class_in_memo", {})
     if x in memo:
         return memo[x]
     best = None
     for cx, key in pool.char_class.items():
-        if _class_within(pool, cx, x) and (best is None or _class_size(key) > _class_size(best)):
-            best = key
+        if _class_within(pool, cx, x) and (best is None or _class_size(key) > _class_size(pool.char_class[best])):
+            best = cx
     memo[x] = best
     return best
 

@@ -429,6 +429,16 @@ def _closing(f: _VocabFeatures, outer: str | None, in_string: bool) -> np.ndarra
     return pick & f.quote if in_string else pick
 
 
+def _closing_past(f: _VocabFeatures, words: np.ndarray, lex: list | None, need: int) -> np.ndarray:
+    """The allowed tokens (``words``) with at least ``need`` closing brackets (after a quote when a
+    string is in progress: it ends there first)."""
+    pick = words & f.closer
+    if lex is not None and lex[0] == "s":
+        pick &= f.quote
+    ids = _ids(pick)
+    return ids[f.closers[ids] >= need]
+
+
 def _key_text(lex: list, end: int, data: bytes, base: int) -> bytes:
     """The raw text of the member name ``lex`` up to position ``end`` of ``data`` (which begins at
     position ``base``): its text from earlier feeds, then this one's (from its opening quote when
@@ -892,11 +902,7 @@ class UniqueMatcher:
         if not track.stack[d][0]:
             sim = self._name_candidates(track, feats, words, need, out)
         elif need > 0:
-            pick = words & feats.closer
-            if track.lex is not None and track.lex[0] == "s":  # a string ends at a quote first
-                pick &= feats.quote
-            sim = _ids(pick)
-            sim = sim[feats.closers[sim] >= need]
+            sim = _closing_past(feats, words, track.lex, need)
         elif track.lex is not None and track.lex[0] == "s":
             fast = self._string_closers(track, feats, words)
             if fast is None:  # inside an escape or a UTF-8 character: every token with a quote
@@ -997,11 +1003,7 @@ class UniqueMatcher:
                 else:
                     picks.append(_ids(words & (feats.ends | feats.dot | feats.zero)))
             else:
-                pick = words & feats.closer
-                if lex is not None and lex[0] == "s":
-                    pick &= feats.quote
-                ids = _ids(pick)
-                picks.append(ids[feats.closers[ids] >= above])
+                picks.append(_closing_past(feats, words, lex, above))
         return np.unique(np.concatenate(picks)) if picks else None
 
     def _by_shape(self, track: JsonTrack, ids: list[int], out: list[int]) -> list[int]:
