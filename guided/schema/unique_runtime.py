@@ -352,8 +352,14 @@ class JsonTrack:
 
     @staticmethod
     def _check_item(arr: list, text: bytes) -> None:
-        """Raise Dup when ``text`` (a whole item of the unique array ``arr``) equals an earlier item."""
-        if _parse(text) in arr[3]:
+        """Raise Dup when ``text`` (a whole item of the unique array ``arr``) equals an earlier item.
+        A text that is no JSON value (bytes the grammar refuses next, such as a second leading zero,
+        reach here first) is no item at all: the grammar's refusal stands alone."""
+        try:
+            key = _parse(text)
+        except ValueError:
+            return
+        if key in arr[3]:
             raise Dup
 
     def _decided(self, key: tuple) -> None:

@@ -400,3 +400,15 @@ def test_a_literal_item_other_than_the_earlier_ones_may_follow(compiler, vocab_b
     assert m.accept_text(",") and m.accept_text(' true, "foo", "bar"]') and m.is_accepting()
     again = _matcher(compiler, {"prefixItems": [{"type": "boolean"}, {"type": "boolean"}], "uniqueItems": True})
     assert again.accept_text("[true") and again.accept_text(",") and not again.accept_text(" true")
+
+
+def test_a_closed_item_decided_at_a_zero_survives_a_second_zero(compiler):
+    """Closed items whose last member is an integer are decided at its ``0``; a second ``0`` (which
+    the grammar refuses) once reached the item check as ``{"k":00}`` and crashed parsing it."""
+    item = {"type": "object", "properties": {"k": {"type": "integer"}}, "additionalProperties": False}
+    schema = {"type": "array", "items": item, "uniqueItems": True, "minItems": 2}
+    m = _matcher(compiler, schema, whitespace="compact")
+    assert m.shortest_completion().text == b'[{},{"k":0}]'
+    assert m.accept_text('[{"k":0},{"k":')
+    assert not m.copy().accept_text("0")  # the duplicate, refused where its 0 decides it
+    assert not m.copy().accept_text("00") and m.accept_text("1}]") and m.is_accepting()
