@@ -111,6 +111,13 @@ def _add_serve(sub) -> None:
         help="a reasoning model's <think>...</think> section: constraints apply after it and replies carry "
         "reasoning_content (default: when the chat template has the markers)",
     )
+    p.add_argument(
+        "--json-open-objects",
+        action="store_true",
+        help="JSON Schemas keep their literal meaning: objects that leave additionalProperties unset accept "
+        "members they do not declare (default: such objects are generated closed, as vLLM does; a request's "
+        "json_open_objects overrides)",
+    )
     p.add_argument("--log-level", default="info", help="uvicorn log level (default: info)")
 
 
@@ -187,12 +194,12 @@ def _serve(args) -> int:
     )
     app = create_app(llm, model_name=args.served_model_name, api_key=args.api_key,
                      max_queue_len=args.max_queue_len, tool_format=fmt, limits=limits,
-                     reasoning_parser=args.reasoning_parser)  # fmt: skip
+                     reasoning_parser=args.reasoning_parser, open_objects=args.json_open_objects)  # fmt: skip
     served = app.state.served
     auth = "API key required" if args.api_key else "no API key"
     print(f"guided: serving {served.name!r} on http://{args.host}:{args.port}/v1 "
           f"(tool-call format {served.tool_format.name}; reasoning {'/'.join(served.reasoning or ('none',))}; "
-          f"{auth})", file=sys.stderr)  # fmt: skip
+          f"JSON objects {'open' if served.open_objects else 'closed'}; {auth})", file=sys.stderr)  # fmt: skip
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level)
     GracefulServer(config, served, args.shutdown_timeout).run()
     report = served.shutdown_report or {"finished": [], "aborted": []}

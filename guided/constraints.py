@@ -32,11 +32,18 @@ class Constraint:
 class JsonSchema(Constraint):
     """Output is a JSON instance of ``schema`` (dict or JSON text), properties in declared order.
 
+    ``strict`` (the default) generates objects closed where the schema leaves
+    ``additionalProperties`` unset: no member the schema does not declare (vLLM's and OpenAI's
+    strict behaviour). It restricts what is generated only; every output is still an instance of
+    the schema. ``strict=False`` keeps the schema's literal meaning (undeclared members allowed).
+    An explicit ``additionalProperties: true`` (pydantic's ``dict``, ``extra="allow"``) keeps an
+    object open either way.
+
     ``model`` keeps the pydantic class the schema came from, so outputs parse back into it.
     """
 
     schema: Any
-    strict: bool = False
+    strict: bool = True
     lenient: bool = False
     whitespace: Literal["flexible", "compact"] = "flexible"
     model: Any = field(default=None, compare=False, hash=False)
@@ -150,7 +157,7 @@ class Tag:
             raise ConfigError("a tag's begin is a non-empty string")
         if not isinstance(self.end, str):
             raise ConfigError("a tag's end is a string")
-        content = to_constraint(self.content, strict=False) if not isinstance(self.content, Constraint) else self.content
+        content = to_constraint(self.content) if not isinstance(self.content, Constraint) else self.content
         if content is not None and not isinstance(content, (JsonSchema, Regex, Choice)):
             raise ConfigError(f"a tag's content is a JSON Schema, a regex or a choice; got {type(content).__name__} "
                               "(context-free grammars inside tags are not supported)")  # fmt: skip
@@ -190,8 +197,9 @@ class StructuralTag(Constraint):
         object.__setattr__(self, "stop_after_first", bool(stop_after_first))
 
     @classmethod
-    def from_openai(cls, fmt: dict) -> StructuralTag:
-        """From ``{"type": "structural_tag", "structures": [{"begin", "schema", "end"}], "triggers"}``."""
+    def from_openai(cls, fmt: dict, strict: bool = True) -> StructuralTag:
+        """From ``{"type": "structural_tag", "structures": [{"begin", "schema", "end"}], "triggers"}``;
+        ``strict``: each schema's as in ``JsonSchema``."""
         structures = fmt.get("structures")
         if not isinstance(structures, list) or not structures:
             raise ConfigError("response_format.structures must be a non-empty list of {begin, schema, end}")
@@ -202,7 +210,7 @@ class StructuralTag(Constraint):
             unknown = set(s) - {"begin", "schema", "end"}
             if unknown:
                 raise ConfigError(f"response_format.structures[{i}] has unknown fields {sorted(unknown)}")
-            tags.append(Tag(s["begin"], JsonSchema(s["schema"]), s.get("end", "")))
+            tags.append(Tag(s["begin"], JsonSchema(s["schema"], strict=strict), s.get("end", "")))
         triggers = fmt.get("triggers")
         if not isinstance(triggers, list):
             raise ConfigError("response_format.triggers must be a list of strings")
@@ -238,13 +246,20 @@ class Reasoning(Constraint):
         return ("reasoning", self.start, self.end, None if self.answer is None else self.answer.key)
 
 
-def to_constraint(value: Any, *, strict: bool = False) -> Constraint | None:
+# ``json_object``: any JSON object, open (closing it would leave only ``{}``)
+JSON_OBJECT = JsonSchema({"type": "object"}, strict=False)
+
+
+def to_constraint(value: Any, *, strict: bool = True) -> Constraint | None:
     """Normalise what a user passed as ``response_format`` into a Constraint (None = unconstrained).
 
     Accepts a Constraint, a pydantic model class, a JSON Schema dict (or boolean), or an OpenAI
     ``response_format`` dict (``{"type": "text" | "json_object" | "json_schema", ...}``, or vLLM's
-    ``{"type": "structural_tag", "structures": [...], "triggers": [...]}``). A pydantic
-    model is compiled strict (no properties beyond its fields) unless it sets ``extra="allow"``.
+    ``{"type": "structural_tag", "structures": [...], "triggers": [...]}``). JSON Schemas are
+    ``strict`` as in ``JsonSchema`` (objects closed where ``additionalProperties`` is unset; an
+    OpenAI ``response_format``'s own ``strict`` flag changes nothing: unset or false, the output is
+    exact and closed); ``strict=False`` keeps their literal meaning. A pydantic model is closed
+    unless it sets ``extra="allow"`` (whose schema then says ``additionalProperties: true``).
     """
     if value is None or isinstance(value, Constraint):
         return value
@@ -257,11 +272,11 @@ def to_constraint(value: Any, *, strict: bool = False) -> Constraint | None:
         extra = getattr(value, "model_config", {}).get("extra")
         return JsonSchema(json_schema_for(value), strict=strict or extra != "allow", model=value)
     if isinstance(value, dict) and value.get("type") == "structural_tag":
-        return StructuralTag.from_openai(value)
+        return StructuralTag.from_openai(value, strict)
     if isinstance(value, dict) and value.get("type") in ("text", "json_object", "json_schema") and (
         "json_schema" in value or set(value) == {"type"}
     ):
-        return _from_openai(value)
+        return _from_openai(value, strict)
     if isinstance(value, (dict, bool)):
         return JsonSchema(value, strict=strict)
     raise ConfigError(
@@ -270,13 +285,13 @@ def to_constraint(value: Any, *, strict: bool = False) -> Constraint | None:
     )
 
 
-def _from_openai(fmt: dict) -> Constraint | None:
+def _from_openai(fmt: dict, strict: bool) -> Constraint | None:
     kind = fmt["type"]
     if kind == "text":
         return None
     if kind == "json_object":
-        return JsonSchema({"type": "object"})
+        return JSON_OBJECT
     spec = fmt.get("json_schema")
     if not isinstance(spec, dict) or "schema" not in spec:
         raise ConfigError("response_format.json_schema must be an object with a 'schema'")
-    return JsonSchema(spec["schema"], strict=bool(spec.get("strict", False)))
+    return JsonSchema(spec["schema"], strict=strict)

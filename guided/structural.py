@@ -88,7 +88,8 @@ def json_content_node(schema, strict: bool, limits: Limits, where: str, whitespa
     try:
         if repeats_names(root_place(for_draft(schema) if isinstance(schema, dict) else schema), "declared", strict):
             raise ConfigError(f"{where}: a JSON Schema inside a larger output needs objects that cannot repeat a name "
-                              "(no run-time check reads it there): set strict, or additionalProperties: false")  # fmt: skip
+                              "(no run-time check reads it there): keep objects closed (strict, the default; no json_open_objects) "
+                              "or set additionalProperties: false")  # fmt: skip
         return json_schema_to_node(schema, strict=strict, whitespace=whitespace, limits=limits)
     except SchemaError as e:
         raise SchemaError(f"{where}: {e}", e.path) from None

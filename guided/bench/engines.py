@@ -22,10 +22,14 @@ from guided.schema.unique_runtime import prepare as prepare_checks
 
 __all__ = ["make_engine", "ENGINES"]
 
-ENGINES = ("guided", "llguidance", "xgrammar", "outlines-core")
+# "guided-closed": guided as its API compiles by default, objects closed where additionalProperties is
+# unset (JsonSchema's strict); "guided" keeps the schema's literal meaning, as exactness is measured
+ENGINES = ("guided", "guided-closed", "llguidance", "xgrammar", "outlines-core")
 
 
 def make_engine(name: str, tokenizer, registry: dict | None = None, **options):
+    if name == "guided-closed":
+        name, options = "guided", {**options, "strict": True}
     cls = {"guided": GuidedEngine, "llguidance": LLGuidanceEngine, "xgrammar": XGrammarEngine,
            "outlines-core": OutlinesCoreEngine}.get(name)  # fmt: skip
     if cls is None:

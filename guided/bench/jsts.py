@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     groups = load_groups(args.dir)[: args.limit]
     registry = remote_registry(args.dir)
     tokenizer = load_tokenizer(args.tokenizer)
-    opts = {"max_depth": args.max_depth} if args.max_depth is not None and args.engine == "guided" else {}
+    opts = {"max_depth": args.max_depth} if args.max_depth is not None and args.engine.startswith("guided") else {}
     engine = make_engine(args.engine, tokenizer, registry, **opts)
     warm_up(engine)
 

@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     files = schema_files(args.paths, args.every, args.limit)
     tokenizer = load_tokenizer(args.tokenizer)
     opts = {}
-    if args.engine == "guided":
+    if args.engine.startswith("guided"):
         opts["key_order"] = args.key_order
         if args.max_depth is not None:
             opts["max_depth"] = args.max_depth

@@ -58,12 +58,13 @@ Output policy
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from dataclasses import replace
 from typing import Any
 
-from guided.errors import LimitError, SchemaError
+from guided.errors import GrammarError, LimitError, SchemaError
 from guided.grammar import intern_common, quiet_collector
 from guided.grammar.bounded_cache import BoundedCache
 from guided.grammar.cfg_ir import CfgGrammar
@@ -92,6 +93,8 @@ __all__ = [
     "cache_key",
     "SchemaOptions",
 ]
+
+logger = logging.getLogger(__name__)
 
 
 def schema_dict(schema: Any) -> dict | bool:
@@ -215,7 +218,17 @@ def compile_json_schema(compiler, schema: Any, *, registry: dict | None = None, 
     regular engine ``CompiledGrammar`` or a context-free ``CompiledCfg`` (same Matcher API), or,
     where ``uniqueItems`` needs the run-time check, either inside a ``UniqueChecked``."""
     with quiet_collector():  # the lowering's garbage is collected once, at the end (guided.grammar.collector)
-        return _compile_json_schema(compiler, schema, registry, options)
+        try:
+            return _compile_json_schema(compiler, schema, registry, options)
+        except (SchemaError, GrammarError) as closed:
+            if not options.get("strict"):
+                raise
+            # ``strict`` closes objects as a preference of generation: where closing them leaves no
+            # instance (a name only a `not` or an enum speaks of) or no exact check, the schema keeps
+            # its literal meaning, still exact; an error here is the schema's own
+            compiled = _compile_json_schema(compiler, schema, registry, {**options, "strict": False})
+            logger.warning("objects of this JSON Schema are left open: closing them fails (%s)", closed)
+            return compiled
 
 
 def _compile_json_schema(compiler, schema: Any, registry: dict | None, options: dict):

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING
 from guided.errors import SchemaError
 from guided.grammar import parse_regex
 from guided.grammar.regex_ast import EMPTY, Node, Not, alt, intersect, literal, repeat, seq
-from guided.schema.keywords import TYPE_KEYWORDS
 from guided.schema.strings import encode, json_string, none_of, quoted
 
 if TYPE_CHECKING:  # the lowering calls these helpers with itself
@@ -77,10 +76,25 @@ def complement_schema(lowering: SchemaLowering, schema, base: str):
     if key not in lowering.complements:
         try:
             lowering.complements[key] = _complement(lowering, schema, base, 0, set())
+            _pieces(lowering, lowering.complements[key])
         except _NoSchema:
             lowering.complements[key] = None
         lowering.keep((schema, lowering.complements[key]))
     return lowering.complements[key]
+
+
+def _pieces(lowering: SchemaLowering, value) -> None:
+    """Note the dicts of a complement's schema form: where ``strict`` closes their objects, it closes
+    them to the names of the place (those the complemented schema speaks of among them), not to
+    their own few (``{"type": "object"}`` would be ``{}``)."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, list):
+            stack.extend(v)
+        elif isinstance(v, dict) and id(v) not in lowering.pieces:
+            lowering.pieces.add(id(v))
+            stack.extend(v.values())
 
 
 def _complement(lowering: SchemaLowering, schema, base: str, depth: int, open_refs: set):
@@ -248,8 +262,6 @@ def _object_pieces(lowering: SchemaLowering, schema: dict, keys: set, comp) -> l
         c = comp(sub)
         if c is not False:
             out.append({"type": "object", MEMBER: _spec(lowering, {"match": p, "value": c})})
-    if lowering.options.strict and "additionalProperties" not in keys and _may_close(schema, keys):
-        raise _NoSchema  # `strict` closes the objects the lowering builds: left to the exact complement
     addl = schema["additionalProperties"] if "additionalProperties" in keys else True
     c = comp(addl)
     if c is not False:  # a member no property or pattern names, with a value refused
@@ -276,12 +288,6 @@ def _object_pieces(lowering: SchemaLowering, schema: dict, keys: set, comp) -> l
     if MEMBER in keys:
         raise _NoSchema
     return [p for p in out if p is not False]
-
-
-def _may_close(schema: dict, keys: set) -> bool:
-    """Whether the lowering may build this schema's objects (then ``strict`` closes them)."""
-    types = _types(schema)
-    return "object" in types if types is not None else bool(keys & (TYPE_KEYWORDS | {"enum", "const"}))
 
 
 def _array_pieces(schema: dict, keys: set, comp) -> list:

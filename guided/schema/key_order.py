@@ -38,7 +38,7 @@ from guided.schema.keywords import takes_all
 from guided.schema.object_bags import MAX_BAG_STATES, MAX_TRACKED_REQUIRED
 from guided.schema.resolver import SchemaResolver
 
-__all__ = ["KeyOrder", "order_instance", "root_place", "has_bag", "repeats_names", "MAX_PERMUTED"]
+__all__ = ["KeyOrder", "order_instance", "root_place", "has_bag", "repeats_names", "closing_names", "closes_by_default", "MAX_PERMUTED"]
 
 MAX_PERMUTED = 6
 MAX_BAG_WALK = 4_000  # places a walk (has_bag, repeats_names) visits before it answers yes
@@ -60,9 +60,13 @@ class KeyOrder:
     def __init__(self, resolver: SchemaResolver, schemas):
         self.resolver = resolver
         self.schemas: list[tuple[dict, str]] = []
+        # ids of the schemas here that ``strict`` leaves open (``closes_here``): branches of a
+        # ``oneOf`` that needs exclusivity, where the lowering keeps the literal meaning, and the
+        # schemas below them
+        self.literal: set[int] = set()
         seen: set[int] = set()
-        for schema, base in schemas:
-            self._close(schema, base, seen, 0)
+        for schema, base, literal in map(_entry, schemas):
+            self._close(schema, base, seen, 0, literal)
         self._names: list[str] | None = None
         self._name_set: frozenset[str] | None = None
         self._bag: bool | None = None
@@ -72,27 +76,39 @@ class KeyOrder:
         # what the order here and below depends on: the schemas with ordering keywords
         self.key = tuple(id(s) for s, _ in self.schemas if not _ORDER_KEYS.isdisjoint(s))
 
-    def _close(self, schema, base: str, seen: set[int], depth: int) -> None:
-        if not isinstance(schema, dict) or id(schema) in seen or depth > 64:
+    def _close(self, schema, base: str, seen: set[int], depth: int, literal: bool) -> None:
+        if not isinstance(schema, dict) or depth > 64:
             return
-        seen.add(id(schema))
+        if id(schema) in seen:  # met again: only a first meeting as literal walks it once more
+            if not literal or id(schema) in self.literal:
+                return
+        else:
+            seen.add(id(schema))
+            self.schemas.append((schema, self.resolver.base_of.get(id(schema), base)))
         base = self.resolver.base_of.get(id(schema), base)
-        self.schemas.append((schema, base))
+        if literal:
+            self.literal.add(id(schema))
         for key, value in schema.items():
             if key == "$ref" and isinstance(value, str):
                 try:
                     target, tbase, _ = self.resolver.resolve(value, base, "#")
                 except Exception:  # reported where the schema is lowered
                     continue
-                self._close(target, tbase, seen, depth + 1)
+                self._close(target, tbase, seen, depth + 1, literal)
             elif key in _IN_PLACE and isinstance(value, list):
+                exclusive = literal or key == "oneOf" and exclusive_branches(schema, self.resolver, base)
                 for sub in value:
-                    self._close(sub, base, seen, depth + 1)
+                    self._close(sub, base, seen, depth + 1, exclusive)
             elif key in _IN_PLACE_ONE:
-                self._close(value, base, seen, depth + 1)
+                self._close(value, base, seen, depth + 1, literal)
             elif key in ("dependentSchemas", "dependencies") and isinstance(value, dict):
                 for sub in value.values():
-                    self._close(sub, base, seen, depth + 1)
+                    self._close(sub, base, seen, depth + 1, literal)
+
+    def closes_here(self, schema: dict, strict: bool) -> bool:
+        """Whether ``strict`` closes this schema's objects at this place (``closes_by_default``,
+        not left literal)."""
+        return strict and closes_by_default(schema) and id(schema) not in self.literal
 
     @property
     def names(self) -> list[str]:
@@ -142,13 +158,14 @@ class KeyOrder:
                 s.get(kw, True) in (True, {}) for s, _ in self.schemas
                 for kw in ("additionalProperties", "unevaluatedProperties")
             ) and all(takes_all(p) for p in self._pattern_schemas())  # fmt: skip
-        return self._open and not strict
+        return self._open and not any(self.closes_here(s, strict) for s, _ in self.schemas)
 
     def admits_undeclared(self, strict: bool) -> bool:
         """Whether an object here may take names no schema here declares (then one may be written
         twice unless the matcher refuses it): no schemas (a schema-free value), or some schema with
         ``patternProperties`` or not closing its objects (``additionalProperties`` /
-        ``unevaluatedProperties`` other than false; unset is false under ``strict``). An over-
+        ``unevaluatedProperties`` other than false; unset is false where ``strict`` closes the
+        schema here, ``closes_here``). An over-
         approximation where branches apply: a check more costs time, never exactness."""
         if not self.schemas:
             return True
@@ -156,7 +173,7 @@ class KeyOrder:
             if isinstance(s.get("patternProperties"), dict) and s["patternProperties"]:
                 return True
             closing = s.get("additionalProperties", s.get("unevaluatedProperties"))
-            if closing is None and not strict or closing not in (None, False):
+            if closing is None and not self.closes_here(s, strict) or closing not in (None, False):
                 return True
         return False
 
@@ -235,7 +252,8 @@ class KeyOrder:
     def at(resolver: SchemaResolver, schemas: list) -> KeyOrder:
         """The place of these (schema, base) pairs, made once per resolver: a big schema reaches the
         same places along many paths, and each made anew closed over its $refs and applicators."""
-        key = tuple((id(s), b) for s, b in schemas)
+        schemas = [_entry(e) for e in schemas]
+        key = tuple((id(s), b, literal) for s, b, literal in schemas)
         place = resolver.places.get(key)
         if place is None:  # the place's closed schema list keeps the key's schemas (and ids) alive
             place = resolver.places[key] = KeyOrder(resolver, schemas)
@@ -250,50 +268,72 @@ class KeyOrder:
     def _child(self, name: str) -> KeyOrder:
         out = []
         for schema, base in self.schemas:
+            literal = id(schema) in self.literal
             props = schema.get("properties")
             hit = False
             if isinstance(props, dict) and name in props:
-                out.append((props[name], base))
+                out.append((props[name], base, literal))
                 hit = True
             pats = schema.get("patternProperties")
             if isinstance(pats, dict):
                 for pattern, sub in pats.items():
                     if _search(pattern, name):
-                        out.append((sub, base))
+                        out.append((sub, base, literal))
                         hit = True
             if not hit and isinstance(schema.get("additionalProperties"), dict):
-                out.append((schema["additionalProperties"], base))
+                out.append((schema["additionalProperties"], base, literal))
         return KeyOrder.at(self.resolver, out)
 
     def other(self) -> KeyOrder:
         """The place of a property no schema here names."""
         out = []
         for schema, base in self.schemas:
+            literal = id(schema) in self.literal
             for sub in (
                 (schema.get("patternProperties") or {}).values()
                 if isinstance(schema.get("patternProperties"), dict)
                 else ()
             ):
-                out.append((sub, base))
+                out.append((sub, base, literal))
             if isinstance(schema.get("additionalProperties"), dict):
-                out.append((schema["additionalProperties"], base))
+                out.append((schema["additionalProperties"], base, literal))
         return KeyOrder.at(self.resolver, out)
 
     def item(self, index: int | None = None) -> KeyOrder:
         """The place of array element ``index`` (None: any element past the prefixes)."""
         out = []
         for schema, base in self.schemas:
+            literal = id(schema) in self.literal
             prefix = schema.get("prefixItems")
             items = schema.get("items")
             if isinstance(items, list):  # draft-07 tuple form
                 prefix, items = items, schema.get("additionalItems")
             if isinstance(prefix, list) and index is not None and index < len(prefix):
-                out.append((prefix[index], base))
+                out.append((prefix[index], base, literal))
             elif isinstance(items, dict):
-                out.append((items, base))
+                out.append((items, base, literal))
             if isinstance(schema.get("contains"), dict):
-                out.append((schema["contains"], base))
+                out.append((schema["contains"], base, literal))
         return KeyOrder.at(self.resolver, out)
+
+
+def _entry(entry: tuple) -> tuple:
+    """(schema, base, literal) of a place's entry given as (schema, base) or in full."""
+    return entry if len(entry) == 3 else (*entry, False)
+
+
+def exclusive_branches(schema: dict, resolver: SchemaResolver, base: str) -> bool:
+    """Whether this schema's ``oneOf`` branches may need exclusivity (not proved disjoint on the
+    schemas alone; the lowering, which knows more, proves no more pairs apart than this leaves
+    out): the lowering keeps their literal meaning under ``strict`` then, and the places say so."""
+    subs = schema.get("oneOf")
+    if not isinstance(subs, list) or len(subs) < 2:
+        return False
+    key = (id(subs), base)  # asked for every place the schema is in, and by the lowering: once per resolver
+    got = resolver.exclusive.get(key)
+    if got is None:
+        got = resolver.exclusive[key] = not disjoint(subs, resolver, base)
+    return got
 
 
 def _costly_exclusivity(schema: dict, resolver: SchemaResolver, base: str) -> bool:
@@ -309,6 +349,32 @@ def _costly_exclusivity(schema: dict, resolver: SchemaResolver, base: str) -> bo
 def bag_fits(tracked: int, cap: int) -> bool:
     """Whether a bag tracks ``tracked`` required names and counts to ``cap`` without forgetting."""
     return tracked <= MAX_TRACKED_REQUIRED and (1 << tracked) * (cap + 1) <= MAX_BAG_STATES
+
+
+_DESCRIBES_OBJECTS = frozenset(
+    {"properties", "required", "additionalProperties", "patternProperties", "propertyNames", "minProperties",
+     "maxProperties", "dependentRequired", "dependentSchemas", "dependencies"}
+)  # fmt: skip
+
+
+def closes_by_default(schema: dict) -> bool:
+    """Whether ``strict`` closes this schema's objects where it leaves ``additionalProperties``
+    unset: a schema that describes objects (``type`` object, or a keyword of objects) and lists
+    no values (an ``enum``/``const`` gives its objects whole). Other schemas (``{}``, a ``not``,
+    string keywords) leave objects to the schemas beside them."""
+    if "enum" in schema or "const" in schema:
+        return False
+    t = schema.get("type")
+    return t == "object" or isinstance(t, list) and "object" in t or not _DESCRIBES_OBJECTS.isdisjoint(schema)
+
+
+def closing_names(resolver: SchemaResolver, schema: dict, base: str) -> frozenset[str]:
+    """The names an object ``strict`` closes (``closes_by_default``) still takes, with any value:
+    those the schema and the schemas in place below it speak of (properties, required names,
+    dependencies; through ``$ref``, ``allOf``, ``anyOf``, ``oneOf``, ``if``/``then``/``else``,
+    ``not``). So closing never refuses a name the schema requires, and a schema that leaves its
+    names to its branches keeps theirs; a branch's own names do not open its siblings."""
+    return KeyOrder.at(resolver, [(schema, base)]).name_set
 
 
 def _dependency_names(schema: dict):

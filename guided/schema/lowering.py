@@ -63,7 +63,7 @@ from guided.schema.complement import MEMBER, complement, complement_schema, memb
 from guided.schema.facts import TYPES, discriminator, disjoint, json_equal, pairs_apart, within
 from guided.schema.formats import format_node
 from guided.schema.intersections import Unresolved, disjoint_upper, distributed, holes_meet, meet_one
-from guided.schema.key_order import KeyOrder
+from guided.schema.key_order import KeyOrder, closes_by_default, exclusive_branches
 from guided.schema.keywords import (
     ALL_TYPES,
     ANNOTATIONS,
@@ -91,6 +91,22 @@ _NULL, _BOOLEAN = literal("null"), alt(literal("true"), literal("false"))
 
 
 FREE, PLAIN, NEG = "free", "plain", "neg"
+
+
+def _describes_objects(values: list) -> bool:
+    """Whether any schema in these documents closes its objects by default under ``strict``
+    (over-approximated: every nested dict is read as a schema)."""
+    stack, seen = list(values), set()
+    while stack:
+        value = stack.pop()
+        if isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, dict) and id(value) not in seen:
+            seen.add(id(value))
+            if closes_by_default(value):
+                return True
+            stack.extend(value.values())
+    return False
 
 
 class SchemaLowering:
@@ -125,6 +141,11 @@ class SchemaLowering:
         ] = {}  # $ref targets being lowered -> nonterminal once recursive
         self.mode = FREE  # see "Complements" above
         self.negations = 0  # complements being lowered (NEG flips back to FREE inside two)
+        self.literal = 0  # oneOf branches lowered beside the others' complements (literal meaning there)
+        self.pieces: set[int] = set()  # ids of the dicts of complements' schema forms (kept alive with them)
+        # strict closes something only where some schema describes objects: elsewhere the lowering
+        # is the literal one (no memo entry split by the closing context)
+        self.closing = options.strict and _describes_objects([root, *(registry or {}).values()])
         self.unique_runtime = False  # uniqueItems the grammar cannot hold is checked by the matcher
         self.names_runtime = False  # the matcher refuses repeated names (key_order "bag" places)
         self.unique_refusal = None  # why it cannot be (unique_plan's PlanError or a string), for the error
@@ -165,6 +186,25 @@ class SchemaLowering:
     def beside_complement(self):
         """The mode for what is intersected with a complement: no exponents, when free."""
         return self.in_mode(PLAIN if self.mode == FREE else self.mode)
+
+    @property
+    def closes_objects(self) -> bool:
+        """Whether an object that leaves ``additionalProperties`` unset is lowered closed: under
+        ``strict``, outside every complement. Closing is a restriction of what is generated; inside
+        a complement (``not``, an ``if`` refused, ``oneOf`` exclusivity) it would be a relaxation,
+        so there the schema keeps its literal meaning. A complement's schema form is generated, so
+        it closes (to the names of its place: ``objects._object``); a ``oneOf`` branch beside the
+        others' complements keeps the literal meaning (``literally``), as its places know."""
+        return self.closing and not self.negations and not self.literal
+
+    @contextmanager
+    def literally(self):
+        """Objects keep their literal meaning in what is lowered here (see ``closes_objects``)."""
+        self.literal += 1
+        try:
+            yield
+        finally:
+            self.literal -= 1
 
     def negated(self, schema, path: str, base: str, place: KeyOrder | None) -> Node:
         """The language to complement for ``schema``: ``NEG`` mode (and a complement inside a
@@ -212,7 +252,7 @@ class SchemaLowering:
                 return self.lower(schema, path, base, place)
         if place is None:
             place = KeyOrder.at(self.resolver, [(schema, base)])
-        key = (id(schema), base, place.key, self.mode)
+        key = (id(schema), base, place.key, self.mode, self.closes_objects)
         if not self.unrolling and key in self.memo:
             return self.memo[key]
         node = self._lower(schema, path, base, place)
@@ -488,7 +528,7 @@ class SchemaLowering:
         if not isinstance(target, dict):
             return self.lower(target, tpath, tbase, place)
         key = (id(target), self.resolver.base_of.get(id(target), tbase), place.key)
-        key = (*key, self.mode)
+        key = (*key, self.mode, self.closes_objects)
         if key in self.open_refs:  # a cycle closes here: the target becomes a nonterminal
             name = self.open_refs[key] or f"ref_{len(self.rule_paths)}"
             self.open_refs[key] = name
@@ -559,7 +599,12 @@ class SchemaLowering:
     def one_of(self, subs: list, path: str, base: str, place: KeyOrder, beside: dict | None = None) -> Node:
         """Each branch minus the others, unless the branches are proved disjoint on values: on the
         schemas (read with ``beside``, the schema holding the oneOf), or on the languages that hold
-        every exponent-free spelling of their values."""
+        every exponent-free spelling of their values. Branches that may need exclusivity keep their
+        literal meaning under ``strict`` (``key_order.exclusive_branches``; the places say so): beside
+        the others' complements, closed branches made other (and far costlier) languages."""
+        if self.closes_objects and exclusive_branches({"oneOf": subs}, self.resolver, base):
+            with self.literally():
+                return self.one_of(subs, path, base, place, beside)
         nodes = [self.lower(s, f"{path}/{i}", base, place) for i, s in enumerate(subs)]
         live = [(i, n) for i, n in enumerate(nodes) if n != EMPTY]
         if len(live) <= 1 or disjoint([subs[i] for i, _ in live], self.resolver, base, beside):

@@ -34,7 +34,7 @@ from guided.grammar.regex_ast import (
     repeat,
     seq,
 )
-from guided.schema.key_order import MAX_PERMUTED, bag_fits
+from guided.schema.key_order import MAX_PERMUTED, bag_fits, closes_by_default, closing_names
 from guided.schema.keywords import ANNOTATIONS
 from guided.schema.object_bags import bag
 from guided.schema.recursion import has_hole
@@ -254,8 +254,13 @@ def _object(
                 "unevaluatedProperties next to in-place applicators is not supported",
                 f"{path}/unevaluatedProperties",
             )
-    if addl is None:
-        addl = not lowering.options.strict
+    named = ()  # where strict closes the object: the names it speaks of still take any value
+    if addl is None and lowering.closes_objects and closes_by_default(schema):
+        # a complement's piece ("an object without b") speaks of few names: those of its place
+        addl = False
+        named = place.name_set if id(schema) in lowering.pieces else closing_names(lowering.resolver, schema, base)
+    elif addl is None:
+        addl = True
     required = list(
         dict.fromkeys([r for r in schema.get("required", []) if isinstance(r, str)] + list(required_extra))
     )
@@ -289,7 +294,7 @@ def _object(
         ):
             value = EMPTY
         else:
-            value = _value(lowering, name, props, pats, pattern_nodes, addl, path, base, place)
+            value = _value(lowering, name, props, pats, pattern_nodes, addl or name in named, path, base, place)
         if value != EMPTY:
             slots.append((seq(key, lowering.colon, value), name in required))
             slot_names.append(name)

@@ -35,6 +35,7 @@ class SchemaResolver:
         self._registry = dict(registry or {})
         self._indexed: set[str] = set()
         self.places: dict[tuple, object] = {}  # KeyOrder.at: (id(schema), base) pairs -> their place
+        self.exclusive: dict[tuple, bool] = {}  # key_order.exclusive_branches, per (id(schema), base)
         self.dynamic_refs = 0  # schema objects indexed with $dynamicRef or $recursiveRef (dynamic_refs)
         self.root = root
         self.id_keys = _id_keywords(root.get("$schema") if isinstance(root, dict) else None)

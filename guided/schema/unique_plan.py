@@ -41,6 +41,7 @@ from guided.grammar.languages import to_dfa
 from guided.grammar.regex_ast import any_char, any_string, intersect, repeat
 from guided.schema.facts import json_equal
 from guided.schema.formats import format_node
+from guided.schema.key_order import closes_by_default, closing_names
 from guided.schema.keywords import ANNOTATIONS, OLD_DRAFTS
 from guided.schema.resolver import SchemaResolver
 
@@ -263,7 +264,7 @@ class UniquePlan:
             return F
         props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
         pats = schema.get("patternProperties") if isinstance(schema.get("patternProperties"), dict) else {}
-        addl = schema.get("additionalProperties", False if self.strict else True)
+        addl = schema.get("additionalProperties", not (self.strict and closes_by_default(schema)))
         uneval = schema.get("unevaluatedProperties")
         if name is None and matched is None:  # any undeclared name: one of the patterns or additionalProperties
             opts = [self.expand(s, base, f"{at}/patternProperties/{p}") for p, s in pats.items()]
@@ -282,7 +283,9 @@ class UniquePlan:
             elif pat in matched if name is None else rx.search(name):
                 parts.append(self.expand(sub, base, f"{at}/patternProperties/{pat}"))
                 hit = True
-        if not hit:
+        if not hit:  # where strict closes the object, a name it speaks of still takes any value (as lowered)
+            if addl is False and "additionalProperties" not in schema and uneval is None and name is not None:
+                addl = name in closing_names(self.resolver, schema, base)
             parts.append(self.expand(addl, base, f"{at}/additionalProperties"))
             if uneval is not None:
                 parts.append(_or([T, self.expand(uneval, base, f"{at}/unevaluatedProperties")]))
@@ -395,7 +398,7 @@ class UniquePlan:
         schema = self.schemas[leaf[1]][0]
         props = schema.get("properties")
         required = schema.get("required", [])
-        addl = schema.get("additionalProperties", False if self.strict else True)
+        addl = schema.get("additionalProperties", not (self.strict and closes_by_default(schema)))
         if (schema.get("type") != "object" or set(schema) - _NOTES - {"type", "properties", "required",
                 "additionalProperties"} or addl is not False or not isinstance(props, dict) or not props
                 or not isinstance(required, list) or not set(required) <= set(props)):  # fmt: skip

@@ -57,7 +57,7 @@ ROUTES = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/models", "/h
 
 def create_app(llm=None, *, model_name: str | None = None, api_key: str | None = None,
                max_queue_len: int | None = None, tool_format: str | None = None, limits: Limits | None = None,
-               reasoning_parser: str | None = "auto"):  # fmt: skip
+               reasoning_parser: str | None = "auto", open_objects: bool = False):  # fmt: skip
     """The FastAPI app serving ``llm``.
 
     Parameters
@@ -77,6 +77,9 @@ def create_app(llm=None, *, model_name: str | None = None, api_key: str | None =
         Request and constraint limits (default: ``Limits()`` with the LLM's compile timeout).
     reasoning_parser : str, optional
         "qwen3", "deepseek_r1", "auto" (detected from the chat template) or None (see ``ServedModel``).
+    open_objects : bool
+        JSON Schemas keep their literal meaning (undeclared members allowed where
+        ``additionalProperties`` is unset); by default objects are generated closed (see ``ServedModel``).
     """
     if api_key is not None and not api_key:
         raise ConfigError("the API key must not be empty")
@@ -85,7 +88,7 @@ def create_app(llm=None, *, model_name: str | None = None, api_key: str | None =
         llm = LLM()
     if not isinstance(llm, ServedModel):
         queue = max_queue_len if max_queue_len is not None else (limits or Limits()).queue_len
-        llm = ServedModel(llm, model_name, queue, tool_format, limits, reasoning_parser)
+        llm = ServedModel(llm, model_name, queue, tool_format, limits, reasoning_parser, open_objects)
     served = llm
 
     @contextlib.asynccontextmanager

@@ -15,7 +15,16 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from guided.constraints import Choice, Grammar, JsonSchema, Reasoning, Regex, StructuralTag, to_constraint
+from guided.constraints import (
+    JSON_OBJECT,
+    Choice,
+    Grammar,
+    JsonSchema,
+    Reasoning,
+    Regex,
+    StructuralTag,
+    to_constraint,
+)
 from guided.engine.async_engine import AsyncEngine
 from guided.engine.sampling_params import SamplingParams
 from guided.errors import ConfigError
@@ -95,10 +104,15 @@ class ServedModel:
         "qwen3" or "deepseek_r1" (``<think>...</think>``), "auto" (those markers when the chat template
         has them) or None: with one, chat constraints apply after the end of reasoning and replies
         carry ``reasoning_content``.
+    open_objects : bool
+        JSON Schemas (``response_format``, tools, the ``guided_json``/``structured_outputs`` fields)
+        keep their literal meaning: objects that leave ``additionalProperties`` unset accept
+        undeclared members. By default they are generated closed (``JsonSchema``'s ``strict``), as
+        vLLM does; a request's ``json_open_objects`` overrides this.
     """
 
     def __init__(self, llm, name: str | None = None, max_queue_len: int = 256, tool_format: str | None = None,
-                 limits: Limits | None = None, reasoning_parser: str | None = "auto"):  # fmt: skip
+                 limits: Limits | None = None, reasoning_parser: str | None = "auto", open_objects: bool = False):  # fmt: skip
         if max_queue_len < 0:
             raise ConfigError(f"max_queue_len must be >= 0, got {max_queue_len}")
         self.llm = llm
@@ -114,6 +128,7 @@ class ServedModel:
         self.reasoning = reasoning_markers(reasoning_parser, template)  # (start, end) or None
         self._reasoning_end_ids = (llm.tokenizer.encode(self.reasoning[1], add_special_tokens=False)
                                    if self.reasoning else None)  # fmt: skip
+        self.open_objects = bool(open_objects)
         self.max_in_flight = llm.engine.config.max_num_seqs + max_queue_len
         self.max_model_len = llm.engine.max_seq_len
         self.in_flight = 0
@@ -225,25 +240,33 @@ class ServedModel:
             return None, None
         ((param, value),) = given.items()
         try:
-            return self._constraint(param, value), param
+            return self._constraint(param, value, self.closes_objects(req)), param
         except Exception as e:
             raise api_error(e, param) from None
 
+    def closes_objects(self, req: ChatCompletionRequest | CompletionRequest) -> bool:
+        """Whether this request's JSON Schemas are generated with objects closed (``JsonSchema``'s
+        ``strict``): the request's ``json_open_objects``, else the server's setting. The OpenAI
+        ``strict`` flag closes a schema's objects either way; unset or false, it changes nothing
+        (every output is exact, with or without it)."""
+        open_ = req.json_open_objects if req.json_open_objects is not None else self.open_objects
+        return not open_
+
     @staticmethod
-    def _constraint(param: str, value):
+    def _constraint(param: str, value, strict: bool):
         if param == "response_format":
             if value.type == "json_object":
-                return JsonSchema({"type": "object"})
+                return JSON_OBJECT
             if value.type == "structural_tag":
-                return StructuralTag.from_openai(value.model_dump(exclude_none=True))
+                return StructuralTag.from_openai(value.model_dump(exclude_none=True), strict)
             spec = value.json_schema
             if spec.schema_ is None:
                 raise ConfigError("response_format.json_schema.schema is required")
-            return JsonSchema(spec.schema_, strict=bool(spec.strict))
+            return JsonSchema(spec.schema_, strict=strict or bool(spec.strict))
         if param == "guided_json":
-            return to_constraint(json.loads(value) if isinstance(value, str) else value)
+            return to_constraint(json.loads(value) if isinstance(value, str) else value, strict=strict)
         if param == "structured_outputs":
-            return _structured_outputs(value)
+            return _structured_outputs(value, strict)
         if param in ("guided_regex", "regex"):
             return Regex(value)
         if param in ("guided_choice", "choice"):
@@ -273,10 +296,11 @@ class ServedModel:
             if fmt.type != "json_schema" or fmt.json_schema.schema_ is None:
                 raise ApiError(400, f"response_format {fmt.type!r} with tool_choice 'auto' is not supported; use a "
                                "json_schema (the reply is then tool calls or an answer in it)", param="response_format")  # fmt: skip
-            answer = (json.dumps(fmt.json_schema.schema_), bool(fmt.json_schema.strict))
+            answer = (json.dumps(fmt.json_schema.schema_), self.closes_objects(req) or bool(fmt.json_schema.strict))
         try:
             constraint = ToolCalls.from_functions([functions[n] for n in names], format=self.tool_format.name,
-                                                  mode=mode, parallel=parallel, answer=answer)  # fmt: skip
+                                                  mode=mode, parallel=parallel, answer=answer,
+                                                  strict=self.closes_objects(req))  # fmt: skip
         except Exception as e:
             raise api_error(e, "tools") from None
         return ToolPlan(constraint, self.tool_format)
@@ -438,14 +462,14 @@ def _arguments(arguments: str):
         return arguments
 
 
-def _structured_outputs(value):
+def _structured_outputs(value, strict: bool):
     """The constraint of vLLM's ``structured_outputs`` object (exactly one kind, checked by the model)."""
     whitespace = "compact" if value.disable_any_whitespace else "flexible"
     if value.json_ is not None:
         schema = json.loads(value.json_) if isinstance(value.json_, str) else value.json_
-        return JsonSchema(schema, whitespace=whitespace)
+        return JsonSchema(schema, strict=strict, whitespace=whitespace)
     if value.json_object:
-        return JsonSchema({"type": "object"}, whitespace=whitespace)
+        return replace(JSON_OBJECT, whitespace=whitespace)
     if value.regex is not None:
         return Regex(value.regex)
     if value.choice is not None:
@@ -453,4 +477,4 @@ def _structured_outputs(value):
     if value.grammar is not None:
         return Grammar(value.grammar)
     tag = json.loads(value.structural_tag) if isinstance(value.structural_tag, str) else value.structural_tag
-    return StructuralTag.from_openai({"type": "structural_tag", **tag})
+    return StructuralTag.from_openai({"type": "structural_tag", **tag}, strict)

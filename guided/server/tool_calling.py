@@ -106,12 +106,15 @@ class ToolCalls(Constraint):
                               "(its calls are JSON objects too, so a reply could be read either way)")  # fmt: skip
 
     @classmethod
-    def from_functions(cls, functions: list[dict], **kwargs) -> ToolCalls:
-        """From OpenAI ``function`` objects (``name``, ``parameters``, ``strict``)."""
+    def from_functions(cls, functions: list[dict], strict: bool = True, **kwargs) -> ToolCalls:
+        """From OpenAI ``function`` objects (``name``, ``parameters``, ``strict``). ``strict``: every
+        tool's arguments are generated with objects closed where ``additionalProperties`` is unset
+        (as ``JsonSchema``'s); False keeps their literal meaning, except for a tool whose own
+        ``strict`` flag is true."""
         tools = []
         for f in functions:
             schema = f.get("parameters") or {"type": "object", "properties": {}}
-            tools.append((f["name"], json.dumps(schema), bool(f.get("strict"))))  # declared key order
+            tools.append((f["name"], json.dumps(schema), strict or bool(f.get("strict"))))  # declared key order
         return cls(tuple(tools), **kwargs)
 
     @property

@@ -55,7 +55,8 @@ def test_serve_answers_openai_client():
     openai = pytest.importorskip("openai")
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "guided", "serve", "--host", "127.0.0.1", "--port", str(port),
-                             "--served-model-name", "tiny", "--api-key", "sekret", "--log-level", "warning"],
+                             "--served-model-name", "tiny", "--api-key", "sekret", "--log-level", "warning",
+                             "--json-open-objects"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
         deadline = time.monotonic() + 120
@@ -77,3 +78,4 @@ def test_serve_answers_openai_client():
     finally:
         proc.terminate()
         proc.wait(30)
+    assert "JSON objects open" in proc.stderr.read()  # the flag reached the served model

@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel
 
 from guided.compile_service import CompileService
-from guided.constraints import Choice, Grammar, JsonSchema, Regex, to_constraint
+from guided.constraints import Choice, Grammar, JsonSchema, Regex, Tag, to_constraint
 from guided.errors import CompileTimeoutError, ConfigError, GrammarError
 
 
@@ -24,7 +24,7 @@ def test_to_constraint_forms():
     assert isinstance(c, JsonSchema) and c.model is Point and c.schema["required"] == ["x", "y"] and c.strict
     assert to_constraint({"type": "integer"}) == JsonSchema({"type": "integer"})
     assert to_constraint({"type": "text"}) is None
-    assert to_constraint({"type": "json_object"}) == JsonSchema({"type": "object"})
+    assert to_constraint({"type": "json_object"}) == JsonSchema({"type": "object"}, strict=False)
     fmt = {"type": "json_schema", "json_schema": {"name": "p", "schema": {"type": "object"}, "strict": True}}
     assert to_constraint(fmt) == JsonSchema({"type": "object"}, strict=True)
     r = Regex("[0-9]+")
@@ -55,9 +55,37 @@ def test_grammar_syntax_detection():
 
 def test_keys_distinguish_options():
     a = JsonSchema({"type": "object"})
-    assert a.key != JsonSchema({"type": "object"}, strict=True).key
+    assert a.key != JsonSchema({"type": "object"}, strict=False).key
     assert a.key == JsonSchema('{"type": "object"}').key
     assert Choice(["a", "b"]).key != Choice(["b", "a"]).key
+
+
+def test_schemas_close_their_objects_by_default(vocab_builtin):
+    """Objects that leave additionalProperties unset are generated closed on every path of the Python
+    API: a JSON Schema dict, an OpenAI response_format with or without its strict flag, a structural
+    tag's schema. strict=False keeps the schema's literal meaning; an explicit additionalProperties:
+    true stays open either way, and so does the json_object format (closed, it would be only {})."""
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    extra = '{"a": 1, "b": 2}'
+    service = CompileService(vocab_builtin)
+
+    def accepts(constraint, text: str) -> bool:
+        m = service.compile(constraint).matcher()
+        return m.accept_text(text) and m.is_accepting()
+
+    def fmt(**strict):
+        return {"type": "json_schema", "json_schema": {"name": "x", "schema": schema, **strict}}
+
+    try:
+        for closed in (JsonSchema(schema), to_constraint(schema), to_constraint(fmt()), to_constraint(fmt(strict=False)),
+                       Tag("<x>", schema).content):  # fmt: skip
+            assert accepts(closed, '{"a": 1}') and not accepts(closed, extra), closed
+        for literal in (JsonSchema(schema, strict=False), to_constraint(schema, strict=False),
+                        to_constraint(fmt(strict=True), strict=False), JsonSchema({**schema, "additionalProperties": True}),
+                        to_constraint({"type": "json_object"})):  # fmt: skip
+            assert accepts(literal, extra), literal
+    finally:
+        service.shutdown()
 
 
 def test_compile_regex_and_choice(vocab_builtin):

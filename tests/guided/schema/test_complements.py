@@ -76,7 +76,7 @@ def test_complement_exact_on_values(service, tokenizer_builtin, schema, accepted
     validator = jsonschema.Draft202012Validator(schema)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        compiled = service.compile(JsonSchema(schema))
+        compiled = service.compile(JsonSchema(schema, strict=False))
     for text in accepted:
         assert validator.is_valid(json.loads(text)), f"test data: {text} should be valid"
         assert _accepts(compiled, tokenizer_builtin, text), f"refuses valid {text}"
@@ -131,23 +131,32 @@ def test_complement_families_sound(service, tokenizer_builtin, schema, required)
     validator = jsonschema.Draft202012Validator(schema)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        compiled = service.compile(JsonSchema(schema))
+        compiled = service.compile(JsonSchema(schema, strict=False))
+        closed = service.compile(JsonSchema(schema))  # objects closed (the default): sound as well
     accepted = [t for t in POOL if _accepts(compiled, tokenizer_builtin, t)]
     assert [t for t in accepted if not validator.is_valid(json.loads(t))] == []
+    assert [t for t in POOL if _accepts(closed, tokenizer_builtin, t) and not validator.is_valid(json.loads(t))] == []
     for text in required:
         assert validator.is_valid(json.loads(text)), f"test data: {text} should be valid"
         assert text in accepted or _accepts(compiled, tokenizer_builtin, text), f"refuses valid {text}"
 
 
-def test_strict_complements_keep_closed_objects(service, tokenizer_builtin):
-    """`strict` closes the objects a schema describes, so an object with an extra member is one the
-    complemented schema refuses: `not` of it must accept that object."""
+def test_strict_closes_generated_objects_never_the_complemented_ones(service, tokenizer_builtin):
+    """`strict` restricts what is generated and never relaxes the schema: inside `not`, the schema
+    keeps its literal meaning (closing it there would let `{"a":1,"b":2}` through, an instance of
+    the open inner schema), while the objects generated are closed to the names the schema speaks
+    of. Every accepted text is valid under the literal schema."""
     schema = {"not": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}
-    closed = {**schema["not"], "additionalProperties": False}  # what strict means for the inner schema
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         compiled = service.compile(JsonSchema(schema, strict=True))
-    validator = jsonschema.Draft202012Validator({"not": closed})
-    for text, expected in (('{"a":1}', False), ('{"a":1,"b":2}', True), ('{"b":2}', True), ("3", True)):
+        literal = service.compile(JsonSchema(schema, strict=False))
+    validator = jsonschema.Draft202012Validator(schema)
+    for text, expected in (('{"a":1}', False), ('{"a":1,"b":2}', False), ('{"a":"x"}', True), ("{}", True),
+                           ('{"b":2}', True), ("3", True)):  # fmt: skip
         assert validator.is_valid(json.loads(text)) == expected
-        assert _accepts(compiled, tokenizer_builtin, text) == expected, text
+        assert _accepts(literal, tokenizer_builtin, text) == expected, text
+    for text in ('{"a":1}', '{"a":1,"b":2}', '{"b":2}', '{"a":"x","b":2}'):  # refused, or a name it never speaks of
+        assert not _accepts(compiled, tokenizer_builtin, text), text
+    for text in ('{"a":"x"}', "{}", "3", '"s"'):
+        assert _accepts(compiled, tokenizer_builtin, text), text

@@ -377,3 +377,32 @@ def test_branches_with_many_required_names_between_them_take_any_order(compiler)
     assert not m.accept_text(', "b1n3": 4')  # a repeat: refused
     assert not m.accept_text('}')  # b1n1, b1n2, b1n4 missing
     assert m.accept_text(', "b1n4": 4, "b1n1": 5, "b1n2": 6}') and m.is_accepting()
+
+
+# ---------------------------------------------------------------------- closed by default (strict)
+OVERLAPPING = {"oneOf": [  # branches that need exclusivity: the lowering keeps their literal meaning
+    {"properties": {"x": {"properties": {"a": {"type": "integer"}}}}, "required": ["x"]},
+    {"properties": {"x": {"properties": {"a": {"type": "string"}}}}, "required": ["x"]},
+]}  # fmt: skip
+
+
+def test_objects_left_open_under_strict_still_refuse_a_repeat(compiler):
+    """Objects are closed by default (strict), except in the branches of a oneOf that needs
+    exclusivity, which keep the literal meaning beside the others' complements: there an undeclared
+    name may come, so the places say so and the matcher refuses it written twice."""
+    m = compile_json_schema(compiler, OVERLAPPING, strict=True, whitespace="compact").matcher()
+    assert m.accept_text('{"x":{"a":1,"c":true,')
+    assert not m.copy().accept_text('"c"')
+    assert m.accept_text('"w":2}}') and m.is_accepting()
+    jsonschema.validate(json.loads('{"x":{"a":1,"c":true,"w":2}}'), OVERLAPPING)
+
+
+def test_what_a_complement_generates_is_closed_to_its_places_names(compiler):
+    """``not`` keeps its literal meaning inside; the objects its schema form generates close to the
+    names of their place (here x.y speaks of z only), so no name can repeat there."""
+    schema = {"properties": {"x": {"not": {"properties": {"y": {"properties": {"z": {"type": "integer"}},
+                                                              "required": ["z"]}}, "required": ["y"]}}}}  # fmt: skip
+    m = compile_json_schema(compiler, schema, strict=True, whitespace="compact").matcher()
+    assert m.accept_text('{"x":{"y":{"z":"s"')
+    assert not m.copy().accept_text(',"q"') and m.accept_text("}}}") and m.is_accepting()
+    jsonschema.validate({"x": {"y": {"z": "s"}}}, schema)

@@ -136,6 +136,55 @@ def test_response_format_json_schema_strict(client):
     assert set(json.loads(r.choices[0].message.content)) == {"city", "unit"}
 
 
+OPEN_CITY = {k: v for k, v in CITY.items() if k != "additionalProperties"}
+
+
+def _members(choices) -> list:
+    """Each finished choice's member names; a choice cut at max_tokens gives None."""
+    return [sorted(json.loads(c.message.content)) if c.finish_reason == "stop" else None for c in choices]
+
+
+@pytest.mark.parametrize("how", ["no_strict", "strict_false", "guided_json", "structured_outputs"])
+def test_schemas_without_strict_close_their_objects(client, how):
+    """What instructor, LangChain and pydantic-ai send: a schema with neither strict nor
+    additionalProperties. Its objects are generated closed, as vLLM does: all 5 samples of the random
+    model finish within 200 tokens with the declared names only (open, they invent keys and run on)."""
+    spec = {"name": "city", "schema": OPEN_CITY} | ({"strict": False} if how == "strict_false" else {})
+    body = {"guided_json": {"extra_body": {"guided_json": OPEN_CITY}},
+            "structured_outputs": {"extra_body": {"structured_outputs": {"json": OPEN_CITY}}}}.get(
+        how, {"response_format": {"type": "json_schema", "json_schema": spec}})  # fmt: skip
+    r = chat(client, max_tokens=200, n=5, temperature=1.0, seed=3, **body)
+    assert _members(r.choices) == [["city", "unit"]] * 5
+
+
+def test_json_open_objects_keeps_the_literal_meaning(server, client, monkeypatch):
+    """The request's json_open_objects, else the server's setting (``--json-open-objects``): the same
+    request as above then lets the model write names the schema does not declare."""
+    fmt = {"type": "json_schema", "json_schema": {"name": "city", "schema": OPEN_CITY}}
+    r = chat(client, max_tokens=200, n=5, temperature=1.0, seed=3, response_format=fmt,
+             extra_body={"json_open_objects": True})  # fmt: skip
+    members = _members(r.choices)
+    assert any(m != ["city", "unit"] for m in members), members
+    monkeypatch.setattr(server[0].state.served, "open_objects", True)
+    again = chat(client, max_tokens=200, n=5, temperature=1.0, seed=3, response_format=fmt)
+    assert _members(again.choices) == members
+    closed = chat(client, max_tokens=200, n=5, temperature=1.0, seed=3, response_format=fmt,
+                  extra_body={"json_open_objects": False})  # fmt: skip
+    assert _members(closed.choices) == [["city", "unit"]] * 5
+
+
+def test_tool_arguments_close_their_objects(client):
+    """Tools sent without strict (LangChain's bind_tools, pydantic-ai): arguments hold the declared
+    names only."""
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": OPEN_CITY}}]
+    for seed in range(3):
+        r = chat(client, max_tokens=120, tools=tools, tool_choice="required", parallel_tool_calls=False,
+                 temperature=1.0, seed=seed)  # fmt: skip
+        calls = _calls(r.choices[0].message)
+        assert r.choices[0].finish_reason == "tool_calls" and len(calls) == 1
+        assert sorted(json.loads(calls[0][1])) == ["city", "unit"]
+
+
 def test_parse_pydantic(client):
     r = client.chat.completions.parse(model=MODEL, messages=USER, temperature=0, max_tokens=80, response_format=Weather)
     parsed = r.choices[0].message.parsed

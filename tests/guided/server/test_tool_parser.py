@@ -108,7 +108,7 @@ def compiler(vocab_builtin):
 def test_arguments_never_repeat_a_name(compiler, fmt, mode):
     """An argument object open to more names refuses one written twice, in every call of the output;
     the same names in other objects, in other calls, or in free text stay allowed."""
-    compiled = ToolCalls.from_functions(OPEN_TOOLS, format=fmt, mode=mode).compile(compiler)
+    compiled = ToolCalls.from_functions(OPEN_TOOLS, format=fmt, mode=mode, strict=False).compile(compiler)
     f = FORMATS[fmt]
 
     def call(name, args):
@@ -129,6 +129,19 @@ def test_arguments_never_repeat_a_name(compiler, fmt, mode):
         m = compiled.matcher()
         text = 'Use {"a": 1, "a": 2} here'
         assert _taken(m, text) == len(text) and m.is_accepting()
+
+
+def test_arguments_are_closed_by_default(compiler):
+    """Tools as clients send them (no strict): the arguments hold the declared names only, so they
+    need no run-time name check; ``strict=False`` keeps the literal meaning (any other name)."""
+    tools = [t for t in OPEN_TOOLS if t["name"] != "pair"]
+    head, closer = FORMATS["hermes"].head("get_weather"), FORMATS["hermes"].closer
+    closed = ToolCalls.from_functions(tools).compile(compiler)
+    literal = ToolCalls.from_functions(tools, strict=False).compile(compiler)
+    assert not isinstance(closed, UniqueChecked) and isinstance(literal, UniqueChecked)
+    for text, ok in ((f'{head}{{"city":"x"}}{closer}', True), (f'{head}{{"city":"x","a":1}}{closer}', False)):
+        assert (_taken(closed.matcher(), text) == len(text.encode())) == ok, text
+        assert _taken(literal.matcher(), text) == len(text.encode()), text
 
 
 def test_strict_closed_arguments_need_no_check(compiler):
