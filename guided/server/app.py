@@ -1,9 +1,11 @@
 """The OpenAI-compatible HTTP server: ``create_app(llm)`` builds the FastAPI app.
 
-Endpoints: ``POST /v1/chat/completions``, ``POST /v1/completions``, ``GET /v1/models``,
-``GET /health``, ``GET /metrics`` (Prometheus text). Errors are OpenAI error objects. Streaming is
-server-sent events ending with ``data: [DONE]``. A client that disconnects aborts its request: a
-stream is cancelled, a plain request is polled for disconnection while it runs.
+Endpoints: ``POST /v1/chat/completions``, ``POST /v1/completions``, ``POST /v1/responses`` (and
+``GET /v1/responses/{id}``), ``GET /v1/models``, ``GET /health``, ``GET /metrics`` (Prometheus text).
+Errors are OpenAI error objects. Streaming is server-sent events ending with ``data: [DONE]`` (the
+Responses API's: ``event:``/``data:`` pairs ending with ``response.completed``). A client that
+disconnects aborts its request: a stream is cancelled, a plain request is polled for disconnection
+while it runs.
 
 Security and limits: bodies over ``Limits.body_bytes`` are a 413 before they are parsed; with an API
 key every route but ``/health`` answers 401 to a request without ``Authorization: Bearer <key>``;
@@ -23,6 +25,7 @@ import logging
 import secrets
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -45,6 +48,15 @@ from guided.server.responses import (
     finish_reason,
     usage,
 )
+from guided.server.responses_api import (
+    ResponseEvents,
+    ResponsesRequest,
+    ResponseStore,
+    ResponsesTurn,
+    output_items,
+    status_of,
+    usage_of,
+)
 from guided.server.served_model import ServedModel
 
 __all__ = ["create_app", "ServedModel"]
@@ -52,7 +64,7 @@ __all__ = ["create_app", "ServedModel"]
 logger = logging.getLogger(__name__)
 
 DISCONNECT_POLL_S = 0.25
-ROUTES = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics"})
+ROUTES = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/models", "/health", "/metrics"})
 
 
 def create_app(llm=None, *, model_name: str | None = None, api_key: str | None = None,
@@ -103,6 +115,7 @@ def create_app(llm=None, *, model_name: str | None = None, api_key: str | None =
     app = FastAPI(title="guided", version="0.1.0", description="OpenAI-compatible structured generation.",
                   lifespan=lifespan)  # fmt: skip
     app.state.served = served
+    store = app.state.responses = ResponseStore()  # for previous_response_id and GET /v1/responses/{id}
 
     @app.exception_handler(ApiError)
     async def _api_error(request, exc: ApiError):
@@ -154,8 +167,8 @@ def create_app(llm=None, *, model_name: str | None = None, api_key: str | None =
         served.check_model(model_id)
         return model_card()
 
-    @app.post("/v1/chat/completions")
-    async def chat_completions(body: ChatCompletionRequest, request: Request):
+    async def start_chat(body: ChatCompletionRequest) -> ChatRun:
+        """A chat request checked, its constraint compiled and its generation started (admitted)."""
         served.check_model(body.model)
         served.check_limits(body)
         plan = served.tool_plan(body)
@@ -178,17 +191,48 @@ def create_app(llm=None, *, model_name: str | None = None, api_key: str | None =
         rid = f"chatcmpl-{secrets.token_hex(12)}"
         reasoning = served.reasoning if served.thinks(body) else None
         states = [ChatChoiceState(i, plan.format if plan.active else None, reasoning) for i in range(body.n)]
-        gen = _guarded(served, slot, served.generate(prompt, params, grammar, rid), rid)
+        return ChatRun(rid, states, _guarded(served, slot, served.generate(prompt, params, grammar, rid), rid), slot)
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(body: ChatCompletionRequest, request: Request):
+        run = await start_chat(body)
         if body.stream:
             include_usage = bool(body.stream_options and body.stream_options.include_usage)
-            chunks = _chat_stream(served, gen, rid, states, body.top_logprobs or 0, include_usage)
+            chunks = _chat_stream(served, run.gen, run.rid, run.states, body.top_logprobs or 0, include_usage)
             return StreamingResponse(
                 _sse(chunks),
                 media_type="text/event-stream",
-                background=BackgroundTask(_release, [slot]),
+                background=BackgroundTask(_release, [run.slot]),
             )
-        final = await _until_done(gen, request, served)
-        return _chat_response(served, final, rid, states, body)
+        final = await _until_done(run.gen, request, served)
+        return _chat_response(served, final, run.rid, run.states, body)
+
+    @app.post("/v1/responses")
+    async def responses(body: ResponsesRequest, request: Request):
+        turn = ResponsesTurn(body, store)
+        chat = turn.chat_request(body.stream)
+        run = await start_chat(chat)
+        if body.stream:
+            chunks = _chat_stream(served, run.gen, run.rid, run.states, chat.top_logprobs or 0, True)
+            return StreamingResponse(
+                _response_events(served, turn, chunks, store),
+                media_type="text/event-stream",
+                background=BackgroundTask(_release, [run.slot]),
+            )
+        final = await _until_done(run.gen, request, served)
+        choice = _chat_response(served, final, run.rid, run.states, chat)
+        message, reason = choice["choices"][0]["message"], choice["choices"][0]["finish_reason"]
+        logprobs = choice["choices"][0]["logprobs"]
+        status = status_of(reason)
+        output = output_items(message, status, logprobs["content"] if logprobs else None)
+        response = turn.response(status, output, usage_of(choice["usage"]), served.name)
+        if body.store is not False:
+            store.put(response, turn.stored_messages(message))
+        return response
+
+    @app.get("/v1/responses/{response_id}")
+    async def stored_response(response_id: str):  # client.responses.retrieve
+        return store.get(response_id)[0]
 
     @app.post("/v1/completions")
     async def completions(body: CompletionRequest, request: Request):
@@ -372,6 +416,16 @@ async def _sse(chunks: AsyncIterator[dict]) -> AsyncIterator[str]:
 
 
 # ---------------------------------------------------------------------- chat
+@dataclass
+class ChatRun:
+    """A started chat request: its id, per-choice states, engine outputs and admission slot."""
+
+    rid: str
+    states: list[ChatChoiceState]
+    gen: AsyncIterator
+    slot: object
+
+
 def _chat_response(
     served, final, rid: str, states: list[ChatChoiceState], body: ChatCompletionRequest
 ) -> dict:
@@ -411,6 +465,33 @@ async def _chat_stream(served, gen, rid: str, states: list[ChatChoiceState], top
             yield {**base, "choices": choices, **({"usage": None} if include_usage else {})}
     if include_usage and final is not None:
         yield {**base, "choices": [], "usage": usage([final])}
+
+
+# ---------------------------------------------------------------------- responses
+async def _response_events(served, turn: ResponsesTurn, chunks: AsyncIterator[dict], store: ResponseStore):
+    """The Responses stream: ``event:``/``data:`` pairs, from the chat chunks of its one choice; an error
+    after the stream began is an ``error`` event (the client raises it). Stored once complete."""
+    events = ResponseEvents(turn, served.name)
+
+    def line(event: dict) -> str:
+        return f"event: {event['type']}\ndata: {json.dumps(event, ensure_ascii=False, allow_nan=False)}\n\n"
+
+    try:
+        for event in events.start():
+            yield line(event)
+        async for chunk in chunks:
+            for event in events.chunk(chunk):
+                yield line(event)
+        for event in events.finish():
+            yield line(event)
+        if turn.req.store is not False:
+            store.put(events.final, turn.stored_messages(events.message))
+    except asyncio.CancelledError:
+        raise
+    except Exception as e:
+        error = api_error(e).body()["error"]
+        yield line({"type": "error", "sequence_number": events.seq, "code": error["code"],
+                    "message": error["message"], "param": error["param"], "error": error})  # fmt: skip
 
 
 # ---------------------------------------------------------------------- completions

@@ -80,6 +80,25 @@ def test_reasoning_then_a_valid_answer(server, seed):
     assert "".join(d.content or "" for d in deltas) == message.content
 
 
+def test_the_responses_api_returns_a_reasoning_item(server):
+    """The Responses API: a reasoning item, then the answer's message; streamed, the reasoning comes
+    in reasoning_text deltas and the answer in output_text deltas, the same as the final items."""
+    client = server[1]
+    fmt = {"type": "json_schema", "name": "city", "schema": CITY}
+    r = client.responses.create(model="qwen3-tiny", input="Weather in Paris?", text={"format": fmt}, temperature=1.0,
+                                max_output_tokens=60, extra_body={"seed": 2})  # fmt: skip
+    reasoning, message = r.output
+    assert reasoning.type == "reasoning" and message.type == "message" and r.status == "completed"
+    thought = reasoning.content[0].text
+    assert thought and "</think>" not in thought and "</think>" not in r.output_text
+    jsonschema.validate(json.loads(r.output_text), CITY)
+    events = list(client.responses.create(model="qwen3-tiny", input="Weather in Paris?", text={"format": fmt},
+                                          temperature=1.0, max_output_tokens=60, stream=True, extra_body={"seed": 2}))  # fmt: skip
+    assert "".join(e.delta for e in events if e.type == "response.reasoning_text.delta") == thought
+    assert "".join(e.delta for e in events if e.type == "response.output_text.delta") == r.output_text
+    assert [o.type for o in events[-1].response.output] == ["reasoning", "message"]
+
+
 def test_thinking_off_answers_at_once(server):
     r = chat(server[1], max_tokens=40, temperature=1.0, seed=4, response_format=FORMAT,
              extra_body={"chat_template_kwargs": {"enable_thinking": False}})  # fmt: skip
