@@ -79,13 +79,13 @@ class KeyOrder:
     def _close(self, schema, base: str, seen: set[int], depth: int, literal: bool) -> None:
         if not isinstance(schema, dict) or depth > 64:
             return
+        base = self.resolver.base_of.get(id(schema), base)
         if id(schema) in seen:  # met again: only a first meeting as literal walks it once more
             if not literal or id(schema) in self.literal:
                 return
         else:
             seen.add(id(schema))
-            self.schemas.append((schema, self.resolver.base_of.get(id(schema), base)))
-        base = self.resolver.base_of.get(id(schema), base)
+            self.schemas.append((schema, base))
         if literal:
             self.literal.add(id(schema))
         for key, value in schema.items():

@@ -153,7 +153,7 @@ class ChatMessage(_Strict):
             return self.content or ""
         texts = []
         for part in self.content:
-            if part.type not in ("text", "input_text") or part.text is None:
+            if part.type not in ("text", "input_text", "output_text") or part.text is None:  # (Responses items too)
                 raise ValueError(f"message content parts of type {part.type!r} are not supported (text only)")
             texts.append(part.text)
         return "".join(texts)

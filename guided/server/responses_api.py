@@ -26,7 +26,6 @@ from guided.server.protocol import ChatCompletionRequest
 __all__ = ["ResponsesRequest", "ResponsesTurn", "ResponseEvents", "ResponseStore", "STORE_SIZE"]
 
 STORE_SIZE = 512  # responses kept for previous_response_id (least recently used go first)
-TEXT_PARTS = ("input_text", "output_text", "text")
 
 
 class _Strict(BaseModel):
@@ -340,7 +339,7 @@ def _messages(value) -> list[dict]:
             if role not in ("user", "system", "developer", "assistant"):
                 raise ApiError(400, f"{where}.role must be user, system, developer or assistant", param=f"{where}.role")
             _only(item, {"type", "role", "content", "id", "status", "phase"}, where)
-            out.append({"role": role, "content": _text(item.get("content"), f"{where}.content")})
+            out.append({"role": role, "content": item.get("content")})  # text parts: ChatMessage.text
         elif kind == "function_call":
             _only(item, {"type", "call_id", "name", "arguments", "id", "status"}, where)
             call = {"id": _string(item, "call_id", where), "type": "function",
@@ -351,30 +350,13 @@ def _messages(value) -> list[dict]:
                 out.append({"role": "assistant", "content": None, "tool_calls": [call]})
         elif kind == "function_call_output":
             _only(item, {"type", "call_id", "output", "id", "status"}, where)
-            output = item.get("output")
-            text = output if isinstance(output, str) else _text(output, f"{where}.output")
-            out.append({"role": "tool", "tool_call_id": _string(item, "call_id", where), "content": text})
+            out.append({"role": "tool", "tool_call_id": _string(item, "call_id", where), "content": item.get("output")})
         elif kind == "reasoning":
             continue  # earlier reasoning: the chat templates leave it out of the prompt
         else:
             raise ApiError(400, f"{where}: input items of type {kind!r} are not supported (message, function_call, "
                            "function_call_output and reasoning are)", param=f"{where}.type")  # fmt: skip
     return out
-
-
-def _text(content, where: str) -> str:
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        raise ApiError(400, f"{where} must be a string or a list of text parts", param=where)
-    texts = []
-    for j, part in enumerate(content):
-        if not isinstance(part, dict) or part.get("type") not in TEXT_PARTS or not isinstance(part.get("text"), str):
-            kind = part.get("type") if isinstance(part, dict) else type(part).__name__
-            raise ApiError(400, f"{where}[{j}]: content parts of type {kind!r} are not supported (text only)",
-                           param=f"{where}[{j}]")  # fmt: skip
-        texts.append(part["text"])
-    return "".join(texts)
 
 
 def _string(item: dict, key: str, where: str) -> str:

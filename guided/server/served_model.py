@@ -290,17 +290,17 @@ class ServedModel:
         if unknown:
             raise ApiError(400, f"tool_choice names unknown tool(s) {unknown}; tools are {list(functions)}",
                            param="tool_choice")  # fmt: skip
-        answer = None
+        answer, closed = None, self.closes_objects(req)
         fmt = req.response_format
         if mode == "auto" and fmt is not None and fmt.type != "text":
             if fmt.type != "json_schema" or fmt.json_schema.schema_ is None:
                 raise ApiError(400, f"response_format {fmt.type!r} with tool_choice 'auto' is not supported; use a "
                                "json_schema (the reply is then tool calls or an answer in it)", param="response_format")  # fmt: skip
-            answer = (json.dumps(fmt.json_schema.schema_), self.closes_objects(req) or bool(fmt.json_schema.strict))
+            answer = (json.dumps(fmt.json_schema.schema_), closed or bool(fmt.json_schema.strict))
         try:
             constraint = ToolCalls.from_functions([functions[n] for n in names], format=self.tool_format.name,
                                                   mode=mode, parallel=parallel, answer=answer,
-                                                  strict=self.closes_objects(req))  # fmt: skip
+                                                  strict=closed)  # fmt: skip
         except Exception as e:
             raise api_error(e, "tools") from None
         return ToolPlan(constraint, self.tool_format)
