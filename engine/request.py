@@ -26,6 +26,8 @@ class CompletionOutput:
     budget_forced: bool = False  # the token budget steered the end (a draw refused, or the end appended)
     parsed: object = None  # the output parsed under its constraint (set by guided's API)
     reasoning_content: str | None = None  # a reasoning model's reasoning (set by guided's LLM.chat)
+    content: str | None = None  # a chat reply's answer: after the reasoning, before tool calls (LLM.chat)
+    tool_calls: list | None = None  # a chat reply's tool calls when tools were given (LLM.chat)
 
     @property
     def finished(self) -> bool:

@@ -19,6 +19,8 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "LLM": "guided.llm",
+    "AsyncLLM": "guided.llm",
+    "ToolCall": "guided.tool_calls",
     "SamplingParams": "guided.engine.sampling_params",
     "JsonSchema": "guided.constraints",
     "Regex": "guided.constraints",

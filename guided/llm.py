@@ -7,9 +7,12 @@ compile in the ``CompileService``'s worker threads while the engine runs; identi
 
 from __future__ import annotations
 
+import json
 import os
 import sys
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 from guided.builtin.tiny_model import default_model_dir
 from guided.compile_service import CompileService
@@ -18,12 +21,22 @@ from guided.engine.config import Config
 from guided.engine.llm_engine import LLMEngine
 from guided.engine.request import CompletionOutput, RequestOutput
 from guided.engine.sampling_params import SamplingParams
-from guided.errors import ConfigError, SchemaError
+from guided.errors import ConfigError, GuidedError, SchemaError
 from guided.grammar.vocab import Vocabulary
 from guided.schema.pydantic_models import parse_output
 from guided.structural import reasoning_markers, split_reasoning, thinking_markers
+from guided.tool_calls import (
+    FORMATS,
+    Tool,
+    ToolCalls,
+    ToolFormat,
+    chat_text,
+    detect_format,
+    function_spec,
+    read_calls,
+)
 
-__all__ = ["LLM", "SamplingParams", "RequestOutput", "CompletionOutput"]
+__all__ = ["LLM", "AsyncLLM", "SamplingParams", "RequestOutput", "CompletionOutput"]
 
 _PROGRESS_MIN = 8  # batches smaller than this get no progress bar
 
@@ -69,6 +82,7 @@ class LLM:
         self.compile_timeout = compile_timeout
         self.grammar_cache, self.grammar_cache_bytes = grammar_cache, grammar_cache_bytes
         self._compile_service: CompileService | None = None
+        self._streams: dict[str, deque[RequestOutput]] = {}  # outputs of open stream() calls, by request
 
     @property
     def compile_service(self) -> CompileService:
@@ -115,10 +129,12 @@ class LLM:
             names it). Otherwise a constrained output ends complete within ``max_tokens``
             (``SamplingParams.budget_aware``; ``outputs[i].budget_forced`` when that steered its end).
         """
-        single = isinstance(prompts, str) or (isinstance(prompts, list) and prompts and isinstance(prompts[0], int))
-        prompts = [prompts] if single else list(prompts)
-        params_list = _per_prompt(params, len(prompts))
+        prompts = _prompt_list(prompts)
         constraints = _per_prompt_constraints(response_format, len(prompts))
+        return self._generate(prompts, params, constraints, [_Reply(c) for c in constraints], use_tqdm)
+
+    def _generate(self, prompts: list, params, constraints: list, replies: list[_Reply], use_tqdm: bool):
+        params_list = _per_prompt(params, len(prompts))
         grammars = [self.compile_service.submit(c) if c is not None else None for c in constraints]
         ids = [self.engine.add_request(p, sp, grammar=g) for p, sp, g in zip(prompts, params_list, grammars, strict=True)]
         try:
@@ -128,14 +144,15 @@ class LLM:
                 self.engine.abort(request_id)
             raise
         outputs = [done[i] for i in ids]
-        for out, constraint in zip(outputs, constraints, strict=True):
+        for out, reply in zip(outputs, replies, strict=True):
             for completion in out.outputs:
-                _read(constraint, completion)
+                reply.read(completion)
         return outputs
 
     def chat(self, messages: list[dict] | Sequence[list[dict]], params=None, use_tqdm: bool = True,
-             response_format=None, chat_template_kwargs: dict | None = None,
-             reasoning_parser: str | None = "auto") -> list[RequestOutput]:  # fmt: skip
+             response_format=None, chat_template_kwargs: dict | None = None, reasoning_parser: str | None = "auto",
+             tools: Sequence | None = None, tool_choice=None, parallel_tool_calls: bool = True,
+             tool_format: str | None = None) -> list[RequestOutput]:  # fmt: skip
         """Generate replies to chat conversations, rendered with the model's own chat template.
 
         ``messages`` is one conversation (a list of ``{"role", "content"}`` dicts) or a list of them.
@@ -143,32 +160,118 @@ class LLM:
         reasoning model (``reasoning_parser``: "auto" finds ``<think>``/``</think>`` in the template,
         as the server does), ``response_format`` applies after the reasoning, and each output's
         ``reasoning_content`` holds the reasoning (``parsed`` reads the answer after it).
+
+        ``tools``: OpenAI tool dicts, pydantic model classes or typed Python functions. The reply is
+        then exactly tool calls in the model's format (``tool_format``: "hermes" or "llama3-json",
+        detected from the template when None), each naming a tool with arguments valid for it, or,
+        under ``tool_choice="auto"`` (the default), free text instead (an answer in
+        ``response_format`` when one is given). ``tool_choice``: "auto", "required", "none", or one
+        tool (its name, an OpenAI ``{"type": "function", ...}`` dict, or the model class or function
+        itself). Each output's ``tool_calls`` lists ``ToolCall`` objects (``name``, ``arguments``
+        JSON text, ``parsed``, ``run()`` for a function tool, ``as_dict()`` to put back into the
+        conversation) and ``content`` the text before them.
         """
         conversations = [messages] if messages and isinstance(messages[0], dict) else list(messages)
-        prompts = [self.render_chat(c, chat_template_kwargs) for c in conversations]
-        template = getattr(self.tokenizer, "chat_template", None)
-        markers = thinking_markers(reasoning_markers(reasoning_parser, template), chat_template_kwargs)
-        if markers is not None:
-            response_format = [None if c is None else Reasoning(c, *markers)
-                               for c in _per_prompt_constraints(response_format, len(prompts))]  # fmt: skip
-        return self.generate(prompts, params, use_tqdm, response_format)
+        constraints, replies, tool_dicts, fmt = [], [], [], None
+        for c in _per_prompt_constraints(response_format, len(conversations)):
+            constraint, reply, tool_dicts, fmt = self._chat_plan(c, chat_template_kwargs, reasoning_parser, tools,
+                                                                 tool_choice, parallel_tool_calls, tool_format)  # fmt: skip
+            constraints.append(constraint)
+            replies.append(reply)
+        prompts = [self.render_chat(c, chat_template_kwargs, tool_dicts, fmt) for c in conversations]
+        return self._generate(prompts, params, constraints, replies, use_tqdm)
 
-    def render_chat(self, messages: list[dict], chat_template_kwargs: dict | None = None) -> list[int]:
-        """Token ids of ``messages`` under the model's chat template, ending with the assistant's turn."""
+    def stream(self, prompt: str | list[int] | list[dict], params: SamplingParams | None = None,
+               response_format=None, chat_template_kwargs: dict | None = None,
+               reasoning_parser: str | None = "auto") -> Iterator[str]:  # fmt: skip
+        """Yield the text of one completion as it is generated (one delta per engine step with new text).
+
+        ``prompt`` is a text, token ids, or a conversation (message dicts, rendered as ``chat`` does,
+        reasoning included in the deltas). ``params.n`` must be 1. Closing the generator early (a
+        ``break``, or dropping it) aborts the request and frees its blocks. A request that fails (its
+        constraint does not compile) raises ``GuidedError`` with the reason.
+        """
+        params = params or SamplingParams()
+        if params.n != 1:
+            raise ConfigError(f"stream() follows one completion; got n={params.n} (use generate())")
+        if isinstance(prompt, list) and prompt and isinstance(prompt[0], dict):
+            (constraint,) = _per_prompt_constraints(response_format, 1)
+            constraint = self._chat_plan(constraint, chat_template_kwargs, reasoning_parser, None, None, True, None)[0]
+            prompt = self.render_chat(prompt, chat_template_kwargs)
+        else:
+            (constraint,) = _per_prompt_constraints(response_format, 1)
+        grammar = self.compile_service.submit(constraint) if constraint is not None else None
+        request_id = self.engine.add_request(prompt, params, grammar=grammar)
+        buffer = self._streams[request_id] = deque()
+        self.engine.stream = True
+        finished = False
+        try:
+            while not finished:
+                if not buffer:
+                    self._step()
+                    continue
+                out = buffer.popleft()
+                finished = out.finished
+                if out.error is not None:
+                    raise GuidedError(out.error)
+                if out.outputs[0].delta_text:
+                    yield out.outputs[0].delta_text
+        finally:
+            del self._streams[request_id]
+            self.engine.stream = bool(self._streams)
+            if not finished:
+                self.engine.abort(request_id)
+
+    def render_chat(self, messages: list[dict], chat_template_kwargs: dict | None = None,
+                    tools: list[dict] | None = None, tool_format: ToolFormat | None = None) -> list[int]:  # fmt: skip
+        """Token ids of ``messages`` under the model's chat template, ending with the assistant's turn
+        (``tools``: OpenAI tool dicts, given to the template or folded into the system message)."""
         tok = self.tokenizer
         if not getattr(tok, "chat_template", None):
             raise ConfigError("this model's tokenizer has no chat template (tokenizer_config.json "
                               "'chat_template'); use generate() with a plain prompt")  # fmt: skip
-        text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False,
-                                       **(chat_template_kwargs or {}))  # fmt: skip
+        fmt = tool_format or FORMATS[detect_format(tok.chat_template)]
+        text = chat_text(tok, messages, tools or [], fmt, chat_template_kwargs or {})
         # the template writes the BOS token itself when the model wants one
         return tok.encode(text, add_special_tokens=False)
+
+    def _chat_plan(self, constraint, chat_template_kwargs, reasoning_parser, tools, tool_choice, parallel: bool,
+                   tool_format) -> tuple[Constraint | None, _Reply, list[dict], ToolFormat]:  # fmt: skip
+        """A chat reply's constraint, how to read it, the tools for the prompt and their format."""
+        template = getattr(self.tokenizer, "chat_template", None)
+        fmt = FORMATS[tool_format or detect_format(template)]
+        markers = thinking_markers(reasoning_markers(reasoning_parser, template), chat_template_kwargs)
+        specs = {}
+        for t in tools or ():
+            tool = function_spec(t)
+            if tool.name in specs:
+                raise ConfigError(f"two tools are named {tool.name!r}")
+            specs[tool.name] = tool
+        tool_dicts = [{"type": "function", "function": t.spec} for t in specs.values()]
+        answer, call = constraint, _tool_choice(tool_choice, specs) if specs else None
+        if call is not None:
+            mode, names = call
+            answer_schema = None
+            if mode == "auto" and constraint is not None:
+                if not isinstance(constraint, JsonSchema):
+                    raise ConfigError(f"response_format beside tools under tool_choice 'auto' must be a JSON Schema "
+                                      f"(the reply is then tool calls or an answer in it), got {type(constraint).__name__}")  # fmt: skip
+                answer_schema = (json.dumps(constraint.schema), constraint.strict)
+            one = mode == "one"  # a named tool: exactly one call of it
+            constraint = ToolCalls.from_functions([specs[n].spec for n in names], format=fmt.name,
+                                                  mode="required" if one else mode, parallel=parallel and not one,
+                                                  answer=answer_schema)  # fmt: skip
+            answer = answer if mode == "auto" else None
+        if markers is not None and constraint is not None:
+            constraint = Reasoning(constraint, *markers)
+        reply = _Reply(answer, markers, specs if call is not None else None, fmt)
+        return constraint, reply, tool_dicts, fmt
 
     def _run(self, pending: set[str], progress: bool) -> dict[str, RequestOutput]:
         done: dict[str, RequestOutput] = {}
         bar = _progress_bar(len(pending)) if progress else None
         while pending and self.engine.has_unfinished():
-            for out in self.engine.step():
+            for out in self._step():
                 if out.finished and out.request_id in pending:
                     pending.discard(out.request_id)
                     done[out.request_id] = out
@@ -177,6 +280,104 @@ class LLM:
         if bar is not None:
             bar.close()
         return done
+
+    def _step(self) -> list[RequestOutput]:
+        """One engine step; the outputs of open ``stream()`` calls go to their buffers too."""
+        outputs = self.engine.step()
+        for out in outputs:
+            buffer = self._streams.get(out.request_id)
+            if buffer is not None:
+                buffer.append(out)
+        return outputs
+
+
+class AsyncLLM:
+    """The ``LLM`` for asyncio: one request per call, many at once, over the engine's async core.
+
+    The engine runs in its own thread (``guided.engine.async_engine.AsyncEngine``, the server's core):
+    coroutines only wait. Takes the same arguments as ``LLM``. Cancelling a task that awaits
+    ``generate``/``chat``, or leaving a ``stream`` early, aborts its request and frees its blocks.
+    Call ``shutdown()`` (or use ``async with``) when done.
+
+    Examples
+    --------
+    >>> async with AsyncLLM("path/to/model") as llm:
+    ...     out = await llm.generate("Hello", SamplingParams(max_tokens=8))
+    ...     async for delta in llm.stream("Hello"):
+    ...         print(delta, end="")
+    """
+
+    def __init__(self, model: str | os.PathLike | None = None, tokenizer=None, **kwargs):
+        from guided.engine.async_engine import AsyncEngine  # starts a thread: only for asyncio users
+
+        self.llm = LLM(model, tokenizer, **kwargs)
+        self.llm.engine.stream = True
+        self.engine = AsyncEngine(self.llm.engine)
+
+    @property
+    def tokenizer(self):
+        return self.llm.tokenizer
+
+    async def generate(self, prompt: str | list[int], params: SamplingParams | None = None,
+                       response_format=None) -> RequestOutput:  # fmt: skip
+        """The finished output of one prompt (as ``LLM.generate`` gives for a batch of one)."""
+        (constraint,) = _per_prompt_constraints(response_format, 1)
+        return await self._finish(prompt, params, constraint, _Reply(constraint))
+
+    async def chat(self, messages: list[dict], params: SamplingParams | None = None, response_format=None,
+                   chat_template_kwargs: dict | None = None, reasoning_parser: str | None = "auto",
+                   tools: Sequence | None = None, tool_choice=None, parallel_tool_calls: bool = True,
+                   tool_format: str | None = None) -> RequestOutput:  # fmt: skip
+        """The reply to one conversation; the arguments and the output's fields are ``LLM.chat``'s."""
+        (constraint,) = _per_prompt_constraints(response_format, 1)
+        constraint, reply, tool_dicts, fmt = self.llm._chat_plan(constraint, chat_template_kwargs, reasoning_parser,
+                                                                 tools, tool_choice, parallel_tool_calls, tool_format)  # fmt: skip
+        prompt = self.llm.render_chat(messages, chat_template_kwargs, tool_dicts, fmt)
+        return await self._finish(prompt, params, constraint, reply)
+
+    async def stream(self, prompt: str | list[int] | list[dict], params: SamplingParams | None = None,
+                     response_format=None, chat_template_kwargs: dict | None = None,
+                     reasoning_parser: str | None = "auto"):  # fmt: skip
+        """``async for delta in llm.stream(...)``: the text of one completion as it comes (``LLM.stream``)."""
+        params = params or SamplingParams()
+        if params.n != 1:
+            raise ConfigError(f"stream() follows one completion; got n={params.n} (use generate())")
+        (constraint,) = _per_prompt_constraints(response_format, 1)
+        if isinstance(prompt, list) and prompt and isinstance(prompt[0], dict):
+            constraint = self.llm._chat_plan(constraint, chat_template_kwargs, reasoning_parser, None, None, True,
+                                             None)[0]  # fmt: skip
+            prompt = self.llm.render_chat(prompt, chat_template_kwargs)
+        outputs = self._outputs(prompt, params, constraint)
+        try:
+            async for out in outputs:
+                if out.error is not None:
+                    raise GuidedError(out.error)
+                if out.outputs[0].delta_text:
+                    yield out.outputs[0].delta_text
+        finally:
+            await outputs.aclose()  # an early exit aborts the request
+
+    def shutdown(self, grace_s: float = 0.0) -> list[str]:
+        """Stop the engine thread; returns the ids of requests it had to end (see ``AsyncEngine.shutdown``)."""
+        return self.engine.shutdown(grace_s)
+
+    async def __aenter__(self) -> AsyncLLM:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        self.shutdown()
+
+    async def _finish(self, prompt, params, constraint, reply: _Reply) -> RequestOutput:
+        last = None
+        async for out in self._outputs(prompt, params or SamplingParams(), constraint):
+            last = out
+        for completion in last.outputs:
+            reply.read(completion)
+        return last
+
+    def _outputs(self, prompt, params: SamplingParams, constraint):
+        grammar = self.llm.compile_service.submit(constraint) if constraint is not None else None
+        return self.engine.generate(prompt, params, grammar=grammar)
 
 
 def _per_prompt(params, n: int) -> list[SamplingParams]:
@@ -199,14 +400,52 @@ def _per_prompt_constraints(response_format, n: int) -> list[Constraint | None]:
     return [to_constraint(response_format)] * n
 
 
-def _read(constraint, completion: CompletionOutput) -> None:
-    """Fill ``parsed`` (a JSON constraint) and ``reasoning_content`` (a reasoning reply) of an output."""
-    text = completion.text
-    if isinstance(constraint, Reasoning):
-        completion.reasoning_content, text = split_reasoning(text, constraint.start, constraint.end)
-        constraint = constraint.answer
-    if isinstance(constraint, JsonSchema) and text is not None:
-        completion.parsed = _parse(constraint, completion, text)
+@dataclass(frozen=True)
+class _Reply:
+    """How to read a finished output: the answer's constraint, and for chat the reasoning markers and
+    the tools whose calls it may hold (None: no tool-call constraint)."""
+
+    answer: Constraint | None
+    markers: tuple[str, str] | None = None
+    tools: dict[str, Tool] | None = None
+    format: ToolFormat | None = None
+
+    def read(self, completion: CompletionOutput) -> None:
+        """Fill ``parsed``, and for chat ``reasoning_content``, ``content`` and ``tool_calls``."""
+        text = completion.text
+        if self.markers is not None:
+            completion.reasoning_content, text = split_reasoning(text, *self.markers)
+        if self.tools is not None and text is not None:
+            text, completion.tool_calls = read_calls(self.format, text, self.tools)
+        if self.markers is not None or self.tools is not None:
+            completion.content = text
+        if isinstance(self.answer, JsonSchema) and text is not None and not completion.tool_calls:
+            completion.parsed = _parse(self.answer, completion, text)
+
+
+def _prompt_list(prompts) -> list:
+    single = isinstance(prompts, str) or (isinstance(prompts, list) and prompts and isinstance(prompts[0], int))
+    return [prompts] if single else list(prompts)
+
+
+def _tool_choice(choice, tools: dict[str, Tool]) -> tuple[str, list[str]] | None:
+    """("auto" | "required", tool names) of a Python ``tool_choice``; None for "none"."""
+    if choice is None or choice == "auto":
+        return "auto", list(tools)
+    if choice == "none":
+        return None
+    if choice == "required":
+        return "required", list(tools)
+    if isinstance(choice, str):
+        name = choice
+    elif isinstance(choice, dict):
+        name = choice.get("function", choice).get("name")
+    else:
+        name = function_spec(choice).name
+    if name not in tools:
+        raise ConfigError(f"tool_choice names {name!r}, which is not among the tools {list(tools)}; it is "
+                          "'auto', 'required', 'none' or one of the tools")  # fmt: skip
+    return "one", [name]
 
 
 def _parse(constraint: JsonSchema, completion: CompletionOutput, text: str):

@@ -8,8 +8,8 @@ streamed tool-call deltas reassemble into exactly the calls of the non-streaming
 from __future__ import annotations
 
 from guided.server.api_errors import ApiError
-from guided.server.tool_calling import ParsedCall, ToolCallParser, ToolFormat, marker_prefix
 from guided.structural import split_reasoning
+from guided.tool_calls import ParsedCall, ToolCallParser, ToolFormat, marker_prefix
 
 __all__ = ["ChatChoiceState", "usage", "finish_reason", "choice_extensions", "chat_logprobs", "completion_logprobs"]
 

@@ -32,28 +32,14 @@ from guided.limits import Limits
 from guided.server.api_errors import ApiError, api_error
 from guided.server.metrics import ServerMetrics
 from guided.server.protocol import ChatCompletionRequest, ChatMessage, CompletionRequest
-from guided.server.tool_calling import FORMATS, ToolCalls, ToolFormat, detect_format
 from guided.structural import reasoning_markers, thinking_markers
+from guided.tool_calls import FORMATS, ToolCalls, ToolFormat, chat_text, detect_format
 
 __all__ = ["ServedModel", "ToolPlan"]
 
 logger = logging.getLogger(__name__)
 
 COMPILE_POLL_S = 0.002  # how often a request waiting for its compile looks again
-
-HERMES_TOOLS_PROMPT = (
-    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
-    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{tools}\n</tools>\n\n"
-    "For each function call, return a json object with function name and arguments within "
-    "<tool_call></tool_call> XML tags:\n<tool_call>\n"
-    '{{"name": <function-name>, "arguments": <args-json-object>}}\n</tool_call>'
-)
-LLAMA3_TOOLS_PROMPT = (
-    "Given the following functions, please respond with a JSON for a function call with its proper "
-    'arguments that best answers the given prompt.\n\nRespond in the format {{"name": function name, '
-    '"parameters": dictionary of argument name and its value}}. Do not use variables.\n\n{tools}'
-)
-
 
 class ToolPlan:
     """What a chat request's ``tools``/``tool_choice`` ask for: the constraint and how to parse."""
@@ -123,7 +109,6 @@ class ServedModel:
         self.compile_service.set_limits(self.limits)
         self.vocab = self.compile_service.grammars.vocabulary
         template = getattr(llm.tokenizer, "chat_template", None)
-        self.template_has_tools = bool(template) and "tools" in template
         self.tool_format = FORMATS[tool_format or detect_format(template)]
         self.reasoning = reasoning_markers(reasoning_parser, template)  # (start, end) or None
         self._reasoning_end_ids = (llm.tokenizer.encode(self.reasoning[1], add_special_tokens=False)
@@ -343,12 +328,8 @@ class ServedModel:
         for reserved in ("messages", "tools", "add_generation_prompt", "tokenize"):
             if reserved in kwargs:
                 raise ApiError(400, f"chat_template_kwargs may not set {reserved!r}", param="chat_template_kwargs")
-        if tools and self.template_has_tools:
-            kwargs["tools"] = tools
-        else:
-            messages = self._fold_tools(messages, tools)
         try:
-            text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False, **kwargs)
+            text = chat_text(tok, messages, tools, self.tool_format, kwargs)
         except Exception as e:  # jinja errors in the model's template
             raise ApiError(
                 400, f"the chat template failed on these messages: {e}", param="messages"
@@ -359,35 +340,12 @@ class ServedModel:
         out = {"role": "system" if m.role == "developer" else m.role, "content": m.text()}
         if m.tool_calls:
             out["tool_calls"] = [{"id": c.id, "type": "function",
-                                  "function": {"name": c.function.name, "arguments": _arguments(c.function.arguments)}}
+                                  "function": {"name": c.function.name, "arguments": c.function.arguments}}
                                  for c in m.tool_calls]  # fmt: skip
         if m.tool_call_id is not None:
             out["tool_call_id"] = m.tool_call_id
         if m.name is not None:
             out["name"] = m.name
-        return out
-
-    def _fold_tools(self, messages: list[dict], tools: list[dict]) -> list[dict]:
-        """For templates that know nothing of tools: tools into the system message, calls and results
-        into plain text in the model's tool-call format."""
-        fmt, out = self.tool_format, []
-        for m in messages:
-            m = dict(m)
-            if m.get("tool_calls"):
-                calls = [f"{fmt.head(c['function']['name'])}{json.dumps(c['function']['arguments'])}{fmt.closer}"
-                         for c in m.pop("tool_calls")]  # fmt: skip
-                m["content"] = ((m["content"] + "\n") if m["content"] else "") + fmt.separator.join(calls)
-            if m["role"] == "tool":
-                m = {"role": "user", "content": f"<tool_response>\n{m['content']}\n</tool_response>"}
-            out.append({"role": m["role"], "content": m["content"]})
-        if tools:
-            listing = "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)
-            template = HERMES_TOOLS_PROMPT if fmt.name == "hermes" else LLAMA3_TOOLS_PROMPT
-            block = template.format(tools=listing)
-            if out and out[0]["role"] == "system":
-                out[0] = {"role": "system", "content": f"{out[0]['content']}\n\n{block}"}
-            else:
-                out.insert(0, {"role": "system", "content": block})
         return out
 
     def completion_prompts(self, req: CompletionRequest) -> list[str | list[int]]:
@@ -453,13 +411,6 @@ def _tool_name(entry) -> str:
             raise ApiError(400, "allowed_tools.tools entries must name a function", param="tool_choice")
         return name
     return entry.function.name
-
-
-def _arguments(arguments: str):
-    try:
-        return json.loads(arguments)
-    except json.JSONDecodeError:
-        return arguments
 
 
 def _structured_outputs(value, strict: bool):

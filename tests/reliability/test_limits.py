@@ -12,7 +12,7 @@ from guided.constraints import Choice, Grammar, JsonSchema, Regex
 from guided.errors import ConfigError, LimitError, SchemaError
 from guided.limits import LIMIT_DOCS, Limits, check_schema
 from guided.schema.compiler import json_schema_to_node
-from guided.server.tool_calling import ToolCalls
+from guided.tool_calls import ToolCalls
 
 
 def test_every_limit_is_documented_and_checked():

@@ -20,12 +20,20 @@ call names one of the tools and its arguments are an instance of that tool's ``p
 (compact JSON), so every parsed ``arguments`` string parses and validates. Under ``tool_choice="auto"``
 the model may answer in free text that never contains the call opener, and calls may follow it. ``ToolCallParser``
 reads calls out of text incrementally, so streamed deltas and the final answer are the same calls.
+
+The server and the Python API share the rest: ``function_spec`` reads a tool given as an OpenAI dict,
+a pydantic model class or a typed Python function; ``chat_text`` renders a conversation with tools
+under the model's chat template (folding them into the system message for templates that know no
+tools); ``read_calls`` turns a finished reply into ``ToolCall`` objects.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import secrets
+import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from guided.constraints import Constraint
@@ -38,7 +46,8 @@ from guided.schema.key_order import repeats_names, root_place
 from guided.schema.unique_runtime import UniqueChecked
 from guided.structural import json_content_node
 
-__all__ = ["ToolFormat", "FORMATS", "detect_format", "ToolCalls", "ToolCallParser", "ParsedCall", "new_call_id"]
+__all__ = ["ToolFormat", "FORMATS", "detect_format", "ToolCalls", "ToolCallParser", "ParsedCall", "new_call_id",
+           "Tool", "ToolCall", "function_spec", "chat_text", "read_calls"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +68,20 @@ FORMATS = {
     "hermes": ToolFormat("hermes", '<tool_call>\n{"name": "', '", "arguments": ', "}\n</tool_call>", "\n"),
     "llama3-json": ToolFormat("llama3-json", '{"name": "', '", "parameters": ', "}", "; "),
 }
+
+
+HERMES_TOOLS_PROMPT = (
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{tools}\n</tools>\n\n"
+    "For each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n<tool_call>\n"
+    '{{"name": <function-name>, "arguments": <args-json-object>}}\n</tool_call>'
+)
+LLAMA3_TOOLS_PROMPT = (
+    "Given the following functions, please respond with a JSON for a function call with its proper "
+    'arguments that best answers the given prompt.\n\nRespond in the format {{"name": function name, '
+    '"parameters": dictionary of argument name and its value}}. Do not use variables.\n\n{tools}'
+)
 
 
 def detect_format(chat_template: str | None) -> str:
@@ -301,3 +324,161 @@ class ToolCallParser:
         """Read the final text: (content delta not yet emitted, the complete calls)."""
         delta, _ = self.update(text, final=True)
         return delta, [c for c in self.calls if c.complete]
+
+
+# ---------------------------------------------------------------------------------------- tools in Python
+@dataclass(frozen=True)
+class Tool:
+    """One tool: its OpenAI ``function`` object, and the Python side it came from (a pydantic model
+    class its arguments parse into, or a function they are passed to)."""
+
+    spec: dict  # {"name", "description"?, "parameters"?, "strict"?}
+    model: object = None  # pydantic class the arguments validate into
+    function: Callable | None = None
+
+    @property
+    def name(self) -> str:
+        return self.spec["name"]
+
+
+def function_spec(tool) -> Tool:
+    """A tool as the Python API takes it: an OpenAI tool dict (``{"type": "function", "function":
+    {...}}``, or the Responses API's flat ``{"type": "function", "name": ...}``), a pydantic model
+    class (its name, docstring and schema), or a typed Python function (its name, docstring and
+    parameters; a parameter without a default is required)."""
+    from pydantic import BaseModel  # a dependency; imported here so that the server's parser stays light
+
+    if isinstance(tool, dict):
+        spec = tool.get("function", tool) if tool.get("type", "function") == "function" else None
+        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+            raise ConfigError(f"a tool dict is an OpenAI function tool with a name, got {tool!r}")
+        return Tool({k: v for k, v in spec.items() if k != "type"})
+    if isinstance(tool, type) and issubclass(tool, BaseModel):
+        return Tool(_spec(tool.__name__, tool.__doc__, tool.model_json_schema()), model=tool)
+    if callable(tool) and hasattr(tool, "__name__"):
+        model = _arguments_model(tool)
+        return Tool(_spec(tool.__name__, tool.__doc__, model.model_json_schema()), model=model, function=tool)
+    raise ConfigError(f"a tool is an OpenAI function dict, a pydantic model class or a function, got {tool!r}")
+
+
+def _spec(name: str, doc: str | None, schema: dict) -> dict:
+    schema = dict(schema)
+    schema.pop("title", None)
+    schema.pop("description", None)  # the docstring: the tool's description below
+    spec = {"name": name, "parameters": schema}
+    if doc and doc.strip():
+        spec["description"] = inspect.cleandoc(doc).split("\n\n")[0]
+    return spec
+
+
+def _arguments_model(function: Callable):
+    """A pydantic model of ``function``'s parameters (annotations resolved; none means any value)."""
+    from pydantic import create_model  # as in function_spec
+
+    try:
+        hints = typing.get_type_hints(function)
+    except Exception as e:
+        raise ConfigError(f"cannot read the type hints of tool {function.__name__!r}: {e}") from e
+    fields = {}
+    for p in inspect.signature(function).parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY):
+            raise ConfigError(f"tool {function.__name__!r}: parameter {p.name!r} cannot be given by name "
+                              "from a JSON object (no *args, **kwargs or positional-only parameters)")  # fmt: skip
+        default = ... if p.default is p.empty else p.default
+        fields[p.name] = (hints.get(p.name, typing.Any), default)
+    return create_model(function.__name__, **fields)
+
+
+@dataclass
+class ToolCall:
+    """A tool call of a finished reply. ``arguments`` is the JSON text the model wrote (an instance of
+    the tool's parameters schema); ``parsed`` is it validated into the tool's pydantic model (model
+    and function tools) or parsed JSON (dict tools); ``run()`` calls a function tool with it."""
+
+    id: str
+    name: str
+    arguments: str
+    parsed: object = None
+    function: Callable | None = None
+
+    def run(self):
+        """Call the function this tool came from with the call's arguments."""
+        if self.function is None:
+            raise ConfigError(f"tool {self.name!r} was not given as a Python function; read .parsed")
+        return self.function(**{k: getattr(self.parsed, k) for k in type(self.parsed).model_fields})
+
+    def as_dict(self) -> dict:
+        """The call as an OpenAI ``tool_calls`` entry, to put back into the conversation."""
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+
+
+def read_calls(fmt: ToolFormat, text: str, tools: dict[str, Tool]) -> tuple[str, list[ToolCall]]:
+    """(the free text before the calls, the complete calls) of a finished reply in format ``fmt``."""
+    parser = ToolCallParser(fmt)
+    parser.finish(text)
+    calls = []
+    for c in parser.calls:
+        if not c.complete:
+            continue
+        tool = tools.get(c.name)
+        if tool is not None and tool.model is not None:
+            parsed = tool.model.model_validate_json(c.arguments)
+        else:
+            parsed = json.loads(c.arguments)
+        calls.append(ToolCall(c.id, c.name, c.arguments, parsed, tool.function if tool else None))
+    return parser.content, calls
+
+
+# ---------------------------------------------------------------------------------------- prompts
+def chat_text(tokenizer, messages: list[dict], tools: list[dict], fmt: ToolFormat, template_kwargs: dict) -> str:
+    """The chat template's text of ``messages`` ending with the assistant's turn. ``tools`` (OpenAI tool
+    dicts) go to a template that speaks of tools; for one that does not, they are folded into the
+    system message, and earlier calls and results into plain text in ``fmt``. A call's
+    ``arguments`` may be JSON text (as OpenAI sends them): templates get the parsed object."""
+    messages = [_parsed_arguments(m) for m in messages]
+    template = getattr(tokenizer, "chat_template", None) or ""
+    kwargs = dict(template_kwargs)
+    if tools and "tools" in template:
+        kwargs["tools"] = tools
+    else:
+        messages = _fold_tools(messages, tools, fmt)
+    return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False, **kwargs)
+
+
+def _parsed_arguments(message: dict) -> dict:
+    if not message.get("tool_calls"):
+        return message
+    calls = []
+    for c in message["tool_calls"]:
+        function = dict(c["function"])
+        if isinstance(function.get("arguments"), str):
+            try:
+                function["arguments"] = json.loads(function["arguments"])
+            except json.JSONDecodeError:
+                pass  # the template gets the text as it is
+        calls.append({**c, "function": function})
+    return {**message, "tool_calls": calls}
+
+
+def _fold_tools(messages: list[dict], tools: list[dict], fmt: ToolFormat) -> list[dict]:
+    """For templates that know nothing of tools: tools into the system message, calls and results
+    into plain text in the model's tool-call format."""
+    out = []
+    for m in messages:
+        m = dict(m)
+        if m.get("tool_calls"):
+            calls = [f"{fmt.head(c['function']['name'])}{json.dumps(c['function']['arguments'])}{fmt.closer}"
+                     for c in m.pop("tool_calls")]  # fmt: skip
+            m["content"] = ((m["content"] + "\n") if m.get("content") else "") + fmt.separator.join(calls)
+        if m["role"] == "tool":
+            m = {"role": "user", "content": f"<tool_response>\n{m['content']}\n</tool_response>"}
+        out.append({"role": m["role"], "content": m["content"]})
+    if tools:
+        listing = "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)
+        template = HERMES_TOOLS_PROMPT if fmt.name == "hermes" else LLAMA3_TOOLS_PROMPT
+        block = template.format(tools=listing)
+        if out and out[0]["role"] == "system":
+            out[0] = {"role": "system", "content": f"{out[0]['content']}\n\n{block}"}
+        else:
+            out.insert(0, {"role": "system", "content": block})
+    return out

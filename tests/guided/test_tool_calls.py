@@ -12,7 +12,7 @@ from json_schema_oracle import one_value
 
 from guided.errors import ConfigError
 from guided.schema.unique_runtime import UniqueChecked
-from guided.server.tool_calling import FORMATS, ToolCallParser, ToolCalls, detect_format
+from guided.tool_calls import FORMATS, ToolCallParser, ToolCalls, detect_format
 
 CALLS = [("get_weather", {"city": "Paris", "nested": {"a": [1, 2]}}), ("get_time", {"zone": "utc"}), ("noop", {})]
 
