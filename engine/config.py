@@ -143,6 +143,12 @@ class Config:
         window = self.hf_config.get("sliding_window")
         if window and self.hf_config.get("use_sliding_window", True):
             limit = min(limit, int(window))  # exact full attention up to the window, never past it
+        rope = self.hf_config.get("rope_parameters") or self.hf_config.get("rope_scaling") or {}
+        if rope.get("rope_type", rope.get("type")) == "longrope":
+            # LongRoPE's long factors are not implemented (HF switches to them past this length and
+            # recomputes the whole KV cache with them): the short ones are exact up to it
+            original = rope.get("original_max_position_embeddings") or self.hf_config.get("original_max_position_embeddings")
+            limit = min(limit, int(original or limit))
         if self.max_model_len is None:
             self.max_model_len = limit
         _positive("max_model_len", self.max_model_len)

@@ -1,8 +1,15 @@
-"""Model implementations over the paged KV cache."""
+"""Model implementations over the paged KV cache: one file per family, sharing llama.py's layers."""
 
 from .llama import LlamaForCausalLM, ModelArgs
+from .phi3 import Phi3ForCausalLM
 
-# config.json "model_type" -> implementation; one implementation covers all four with flags.
-MODEL_TYPES = {"llama": LlamaForCausalLM, "mistral": LlamaForCausalLM, "qwen2": LlamaForCausalLM, "qwen3": LlamaForCausalLM}
+# config.json "model_type" -> implementation (Llama 2/3, Mistral, Qwen2 and Qwen3 differ by flags)
+MODEL_TYPES = {
+    "llama": LlamaForCausalLM,
+    "mistral": LlamaForCausalLM,
+    "qwen2": LlamaForCausalLM,
+    "qwen3": LlamaForCausalLM,
+    "phi3": Phi3ForCausalLM,
+}
 
-__all__ = ["LlamaForCausalLM", "ModelArgs", "MODEL_TYPES"]
+__all__ = ["LlamaForCausalLM", "Phi3ForCausalLM", "ModelArgs", "MODEL_TYPES"]

@@ -39,6 +39,11 @@ class ModelArgs:
     tie_word_embeddings: bool
     qkv_bias: bool
     qk_norm: bool
+    partial_rotary_factor: float = 1.0  # the rotary embedding turns the first head_dim * this of each head
+
+    @property
+    def rotary_dim(self) -> int:
+        return int(self.head_dim * self.partial_rotary_factor)
 
     @classmethod
     def from_hf(cls, cfg: dict) -> ModelArgs:
@@ -47,6 +52,8 @@ class ModelArgs:
         rope = dict(cfg.get("rope_parameters") or cfg.get("rope_scaling") or {})
         theta = rope.get("rope_theta", cfg.get("rope_theta", 10000.0))
         kind = rope.get("rope_type", rope.get("type", "default"))
+        if kind == "longrope":  # Phi-3: where the pre-training length is kept
+            rope.setdefault("original_max_position_embeddings", cfg.get("original_max_position_embeddings"))
         return cls(
             model_type=model_type,
             vocab_size=cfg["vocab_size"],
@@ -63,6 +70,7 @@ class ModelArgs:
             tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
             qkv_bias=model_type == "qwen2" or bool(cfg.get("attention_bias", False)),
             qk_norm=model_type == "qwen3",
+            partial_rotary_factor=float(rope.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0))),
         )
 
 
@@ -80,20 +88,38 @@ class RMSNorm(nn.Module):
 
 
 class RotaryEmbedding(nn.Module):
+    """cos/sin tables by position, applied to the first ``rotary_dim`` of each head (all of it unless
+    the config's ``partial_rotary_factor`` says less; the rest passes through, as HF's Phi-3 does).
+
+    LongRoPE (Phi-3's ``longrope``) uses its short factors and attention factor: ``Config`` caps
+    ``max_model_len`` at ``original_max_position_embeddings``, so its long factors never apply (HF
+    switches to them past that length and recomputes the whole cache with them)."""
+
     def __init__(self, args: ModelArgs):
         super().__init__()
-        inv_freq = _inv_freq(args)
-        t = torch.arange(args.max_position_embeddings, dtype=torch.float32)
-        freqs = t[:, None] * inv_freq[None, :]
-        emb = torch.cat([freqs, freqs], dim=-1)
-        # cos_sin: [max_positions, 2, head_dim], float32; cast to the activations' dtype at use (as HF does)
-        self.register_buffer("cos_sin", torch.stack([emb.cos(), emb.sin()], dim=1), persistent=False)
+        self.rotary_dim = args.rotary_dim
+        rs = args.rope_scaling
+        scale = _longrope_attention_factor(args, rs) if rs is not None and rs["rope_type"] == "longrope" else 1.0
+        self.register_buffer("cos_sin", _cos_sin(args, _inv_freq(args), scale), persistent=False)
 
     def forward(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor):
         # q: [num_tokens, num_heads, head_dim]; k: [num_tokens, num_kv_heads, head_dim]
         cs = self.cos_sin[positions].to(q.dtype)
         cos, sin = cs[:, 0].unsqueeze(1), cs[:, 1].unsqueeze(1)
-        return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+        d = self.rotary_dim
+        if d == q.shape[-1]:
+            return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+        q_rot, k_rot = q[..., :d], k[..., :d]
+        return (torch.cat([q_rot * cos + _rotate_half(q_rot) * sin, q[..., d:]], dim=-1),
+                torch.cat([k_rot * cos + _rotate_half(k_rot) * sin, k[..., d:]], dim=-1))  # fmt: skip
+
+
+def _cos_sin(args: ModelArgs, inv_freq: torch.Tensor, scale: float) -> torch.Tensor:
+    """[max_positions, 2, rotary_dim] float32 (cast to the activations' dtype at use, as HF does)."""
+    t = torch.arange(args.max_position_embeddings, dtype=torch.float32)
+    freqs = t[:, None] * inv_freq[None, :]
+    emb = torch.cat([freqs, freqs], dim=-1)
+    return torch.stack([emb.cos() * scale, emb.sin() * scale], dim=1)
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -102,7 +128,7 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 def _inv_freq(args: ModelArgs) -> torch.Tensor:
-    dim = args.head_dim
+    dim = args.rotary_dim
     inv_freq = 1.0 / (args.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
     rs = args.rope_scaling
     if rs is None:
@@ -111,7 +137,24 @@ def _inv_freq(args: ModelArgs) -> torch.Tensor:
         return inv_freq / rs["factor"]
     if rs["rope_type"] == "llama3":
         return _llama3_inv_freq(inv_freq, rs)
-    raise ModelLoadError(f"rope type {rs['rope_type']!r} is not supported (supported: default, linear, llama3)")
+    if rs["rope_type"] == "longrope":
+        factors = torch.tensor(rs["short_factor"], dtype=torch.float32)
+        if factors.shape != (dim // 2,):
+            raise ModelLoadError(f"longrope short_factor has {len(factors)} entries, expected {dim // 2}")
+        shape = torch.arange(0, dim, 2, dtype=torch.int64).float() / dim
+        return 1.0 / (factors * args.rope_theta**shape)
+    raise ModelLoadError(f"rope type {rs['rope_type']!r} is not supported (supported: default, linear, llama3, "
+                         "longrope)")  # fmt: skip
+
+
+def _longrope_attention_factor(args: ModelArgs, rs: dict) -> float:
+    """The cos/sin scale of LongRoPE: the config's ``attention_factor``, else sqrt(1 + ln(f) / ln(L0)) with
+    f the extension factor (``factor``, else max_position_embeddings / L0) and L0 the original length."""
+    if rs.get("attention_factor") is not None:
+        return float(rs["attention_factor"])
+    original = int(rs["original_max_position_embeddings"])
+    factor = rs.get("factor") or args.max_position_embeddings / original
+    return 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
 
 
 def _llama3_inv_freq(inv_freq: torch.Tensor, rs: dict) -> torch.Tensor:

@@ -1,7 +1,7 @@
 """Random-weight HF checkpoints the project builds for itself: test models and the embedded default.
 
 ``write_tiny_model`` writes a complete local model directory (config.json, model.safetensors,
-generation_config.json, tokenizer files) for a Llama or Qwen2/Qwen3 architecture, seeded and
+generation_config.json, tokenizer files) for a Llama, Qwen2/Qwen3 or Phi-3 architecture, seeded and
 reproducible: the same arguments always give the same bytes. ``default_model_dir()`` is the embedded
 default model the CLI uses when no ``--model`` is given: its text is meaningless, but guided generation
 keeps it valid under any constraint.
@@ -24,6 +24,7 @@ ARCHITECTURES = {
     "llama": ("LlamaConfig", "LlamaForCausalLM"),
     "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
     "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
+    "phi3": ("Phi3Config", "Phi3ForCausalLM"),
 }
 
 
@@ -47,6 +48,9 @@ class TinyModelSpec:
     # where the random weights are drawn: "cuda" draws a multi-billion-parameter model in seconds (the
     # values differ from a CPU draw of the same seed, so it is part of the cache key)
     init_device: str = "cpu"
+    # rope_parameters entries beyond rope_theta, as (key, value) pairs (lists as tuples), e.g.
+    # (("partial_rotary_factor", 0.5),) or a LongRoPE's type, factors and original length
+    rope: tuple = ()
 
     def __post_init__(self) -> None:
         if self.arch not in ARCHITECTURES:
@@ -115,6 +119,8 @@ def tiny_model_dir(tokenizer: str = "builtin", spec: TinyModelSpec | None = None
     fields = asdict(spec)
     if fields["init_device"] == "cpu":  # the keys of models drawn before the field existed stay the same
         del fields["init_device"]
+    if not fields["rope"]:  # (as for init_device)
+        del fields["rope"]
     key_src = json.dumps({"tokenizer": str(tokenizer), **fields, "v": 2}, sort_keys=True)
     key = f"{spec.arch}-{hashlib.sha256(key_src.encode()).hexdigest()[:12]}"
     return cached_dir(cache_dir() / "models" / key, lambda out: write_tiny_model(out, tokenizer, spec),
@@ -159,6 +165,11 @@ def _config(spec: TinyModelSpec, tok):
     )
     if spec.arch == "llama":
         kwargs["rope_theta"] = 500000.0
+    elif spec.arch == "phi3":
+        rope = {k: list(v) if isinstance(v, tuple) else v for k, v in spec.rope}
+        kwargs["rope_parameters"] = {"rope_theta": 10000.0, "rope_type": "default", **rope}
+        if "original_max_position_embeddings" in rope:
+            kwargs["original_max_position_embeddings"] = rope["original_max_position_embeddings"]
     else:
         kwargs["use_sliding_window"] = False
     return cls(**kwargs)

@@ -7,6 +7,8 @@ import random
 import pytest
 from engine_testlib import PROMPTS, greedy, hf_greedy, make_engine, run_all
 
+from guided.errors import ConfigError
+
 MAX_TOKENS = 12
 
 
@@ -21,7 +23,7 @@ def check_parity(engine, name: str, prompts: list[str], max_tokens: int = MAX_TO
     return outputs
 
 
-@pytest.mark.parametrize("name", ["llama", "qwen2", "qwen3", "llama-tied"])
+@pytest.mark.parametrize("name", ["llama", "qwen2", "qwen3", "llama-tied", "phi3", "phi3-longrope"])
 def test_batch_of_prompts_matches_hf(name):
     engine = make_engine(name)
     check_parity(engine, name, PROMPTS)
@@ -43,6 +45,20 @@ def test_prefix_cache_hits_match_hf():
 def test_chunked_prefill_small_budget_matches_hf():
     engine = make_engine("qwen2", max_num_batched_tokens=7)
     check_parity(engine, "qwen2", PROMPTS)
+
+
+def test_phi3_with_prefix_hits_chunked_prefill_and_preemption_matches_hf():
+    # fused qkv/gate_up checkpoint weights, a partial rotary embedding and LongRoPE's short factors
+    engine = make_engine("phi3-longrope", num_kv_blocks=14, max_num_batched_tokens=9)
+    prompts = [PROMPTS[1], PROMPTS[1] + "x", PROMPTS[0], "y = 1"]
+    check_parity(engine, "phi3-longrope", prompts, max_tokens=16)
+    assert engine.block_manager.num_hit_tokens > 0 and engine.scheduler.num_preemptions > 0
+
+
+def test_longrope_caps_max_model_len_at_the_original_length():
+    assert make_engine("phi3-longrope", max_model_len=None).config.max_model_len == 512  # of 2048 positions
+    with pytest.raises(ConfigError, match="limit of 512"):
+        make_engine("phi3-longrope", max_model_len=513)
 
 
 def test_preemption_by_tiny_kv_pool_matches_hf():
