@@ -12,6 +12,9 @@ from collections import OrderedDict
 
 from .sequence import Sequence
 
+# the start of the hash chain of a sequence in LongRoPE's long phase (not -2: hash(-1) == hash(-2))
+_LONG_ROPE = ("long rope",)
+
 
 class Block:
     __slots__ = ("block_id", "ref_count", "hash", "token_ids")
@@ -63,7 +66,7 @@ class BlockManager:
     def _block_hashes(self, seq: Sequence) -> list[int]:
         hashes = seq.block_hashes
         for i in range(len(hashes), seq.num_tokens // self.block_size):
-            prev = hashes[i - 1] if i else -1
+            prev = hashes[i - 1] if i else (_LONG_ROPE if seq.rope_long else -1)  # LongRoPE's phases share no KV
             hashes.append(hash((prev, self._block_tokens(seq, i))))
         return hashes
 

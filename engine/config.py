@@ -143,12 +143,6 @@ class Config:
         window = self.hf_config.get("sliding_window")
         if window and self.hf_config.get("use_sliding_window", True):
             limit = min(limit, int(window))  # exact full attention up to the window, never past it
-        rope = self.hf_config.get("rope_parameters") or self.hf_config.get("rope_scaling") or {}
-        if rope.get("rope_type", rope.get("type")) == "longrope":
-            # LongRoPE's long factors are not implemented (HF switches to them past this length and
-            # recomputes the whole KV cache with them): the short ones are exact up to it
-            original = rope.get("original_max_position_embeddings") or self.hf_config.get("original_max_position_embeddings")
-            limit = min(limit, int(original or limit))
         if self.max_model_len is None:
             self.max_model_len = limit
         _positive("max_model_len", self.max_model_len)
@@ -159,6 +153,16 @@ class Config:
                 f"without chunked prefill max_num_batched_tokens ({self.max_num_batched_tokens}) must be "
                 f">= max_model_len ({self.max_model_len}) so that every prompt fits in one step"
             )
+
+
+def longrope_switch(hf_config: dict) -> int | None:
+    """LongRoPE (Phi-3's ``longrope``): the length past which a sequence takes the long factors
+    (``original_max_position_embeddings``), or None for any other rotary embedding."""
+    rope = hf_config.get("rope_parameters") or hf_config.get("rope_scaling") or {}
+    if rope.get("rope_type", rope.get("type")) != "longrope":
+        return None
+    original = rope.get("original_max_position_embeddings") or hf_config.get("original_max_position_embeddings")
+    return int(original) if original else None
 
 
 def _positive(name: str, value: int) -> None:

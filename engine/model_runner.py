@@ -146,6 +146,9 @@ class ModelRunner:
             hidden = self.graphs.run(shape, ids, positions, slots, seq_lens, tables, batch.num_tokens)
         else:
             ctx = self._context(slots, cu, seq_lens, tables, max(batch.num_tokens))
+            if self.model.rotary.switch is not None:  # LongRoPE: each sequence's phase, for all its tokens
+                ctx.rope_long = self._to_device([s.rope_long for s, n in zip(batch.seqs, batch.num_tokens, strict=True)
+                                                 for _ in range(n)], torch.bool)  # fmt: skip
             hidden = self.model(self._to_device(ids, torch.long), self._to_device(positions, torch.long), ctx)
         if not sample_seqs:
             return sample_seqs, None

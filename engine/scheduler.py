@@ -14,7 +14,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from .block_manager import BlockManager
-from .config import Config
+from .config import Config, longrope_switch
 from .sequence import Sequence, SequenceStatus
 
 logger = logging.getLogger(__name__)
@@ -62,6 +62,10 @@ class Scheduler:
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.num_preemptions = 0  # statistics
+        # LongRoPE: a sequence longer than this takes the long factors at every position, as in HF,
+        # which recomputes the whole cache when a sequence grows past it (see _phase)
+        self.rope_switch = longrope_switch(config.hf_config)
+        self.num_rope_recomputes = 0
 
     def add(self, seq: Sequence) -> None:
         self.waiting.append(seq)
@@ -91,6 +95,9 @@ class Scheduler:
         cap = self._decode_chunk_cap()
         while i < len(self.running) and budget > 0:
             seq = self.running[i]
+            if self.rope_switch is not None and not seq.rope_long and seq.num_tokens > self.rope_switch:
+                self._recompute_long(self.running.pop(i))
+                continue
             try:
                 n = self._schedule_one_running(seq, budget, batch, cap)
             except Exception as e:  # this sequence alone leaves the batch; the caller ends it
@@ -141,6 +148,7 @@ class Scheduler:
     def _admit(self, seq: Sequence, budget: int) -> int | None:
         """Move the first waiting sequence into the running set with its first chunk; None if it cannot."""
         bm = self.block_manager
+        self._phase(seq)
         cached = bm.num_cached_tokens(seq)
         n = min(seq.num_tokens - cached, budget)
         if n < seq.num_tokens - cached and not self.chunked_prefill:
@@ -152,6 +160,22 @@ class Scheduler:
         seq.status = SequenceStatus.RUNNING
         self.running.append(seq)
         return n
+
+    def _phase(self, seq: Sequence) -> None:
+        """LongRoPE: the factors ``seq``'s KV is computed with from now on, long once it holds more
+        than ``rope_switch`` tokens (a new hash chain then: the short phase's blocks are no hits)."""
+        long = self.rope_switch is not None and seq.num_tokens > self.rope_switch
+        if long != seq.rope_long:
+            seq.rope_long = long
+            seq.block_hashes = []
+
+    def _recompute_long(self, seq: Sequence) -> None:
+        """A running sequence grew past ``rope_switch``: its KV, computed with the short factors, is
+        computed again with the long ones (back to the front of the queue; admitted this step if it fits)."""
+        self.block_manager.free(seq)
+        seq.reset_for_recompute()
+        self.waiting.appendleft(seq)
+        self.num_rope_recomputes += 1
 
     def _drop(self, seq: Sequence, error: Exception, batch: ScheduledBatch) -> None:
         """Take ``seq`` out of the queues and the batch after scheduling it raised; the engine ends it."""

@@ -24,7 +24,7 @@ class Sequence:
         "seq_id", "request_id", "index", "params", "status", "token_ids", "num_prompt_tokens",
         "num_computed_tokens", "num_cached_tokens", "block_table", "block_hashes", "num_hashed_blocks",
         "finish_reason", "stop_reason", "logprobs", "seed", "constraint", "num_preemptions", "forced",
-        "budget", "budget_forced", "reasoning_done",
+        "budget", "budget_forced", "reasoning_done", "rope_long",
     )  # fmt: skip
     _ids = count()
 
@@ -51,6 +51,7 @@ class Sequence:
         self.budget = False  # steered to end complete within its budget (see engine.budget)
         self.budget_forced = False  # the budget refused a draw or ended the output
         self.reasoning_done = False  # the end-of-reasoning marker is in the output (max_reasoning_tokens)
+        self.rope_long = False  # LongRoPE: its KV is computed with the long factors (see Scheduler)
 
     def __len__(self) -> int:
         return len(self.token_ids)

@@ -91,20 +91,38 @@ class RotaryEmbedding(nn.Module):
     """cos/sin tables by position, applied to the first ``rotary_dim`` of each head (all of it unless
     the config's ``partial_rotary_factor`` says less; the rest passes through, as HF's Phi-3 does).
 
-    LongRoPE (Phi-3's ``longrope``) uses its short factors and attention factor: ``Config`` caps
-    ``max_model_len`` at ``original_max_position_embeddings``, so its long factors never apply (HF
-    switches to them past that length and recomputes the whole cache with them)."""
+    LongRoPE (Phi-3's ``longrope``) has two tables, of its short and its long factors (both scaled by
+    its attention factor). As in HF, a sequence of at most ``switch`` tokens
+    (``original_max_position_embeddings``) takes the short one at every position, a longer one the
+    long one at every position: the scheduler computes a sequence's whole KV again when it grows
+    past the switch (HF drops its cache there), and tells each step's phases (``StepContext``)."""
 
     def __init__(self, args: ModelArgs):
         super().__init__()
         self.rotary_dim = args.rotary_dim
         rs = args.rope_scaling
-        scale = _longrope_attention_factor(args, rs) if rs is not None and rs["rope_type"] == "longrope" else 1.0
-        self.register_buffer("cos_sin", _cos_sin(args, _inv_freq(args), scale), persistent=False)
+        self.switch = None
+        if rs is not None and rs["rope_type"] == "longrope":
+            self.switch = int(rs["original_max_position_embeddings"])
+            scale = _longrope_attention_factor(args, rs)
+            self.register_buffer("cos_sin", _cos_sin(args, _inv_freq(args, "short_factor"), scale), persistent=False)
+            self.register_buffer("long_cos_sin", _cos_sin(args, _inv_freq(args, "long_factor"), scale),
+                                 persistent=False)  # fmt: skip
+        else:
+            self.register_buffer("cos_sin", _cos_sin(args, _inv_freq(args), 1.0), persistent=False)
 
-    def forward(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor):
+    def long_tokens(self, positions: torch.Tensor, ctx: StepContext) -> torch.Tensor | None:
+        """bool [num_tokens]: the tokens that take the long table (None without LongRoPE)."""
+        if self.switch is None:
+            return None
+        return ctx.rope_long if ctx.rope_long is not None else positions >= self.switch
+
+    def forward(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, long: torch.Tensor | None = None):
         # q: [num_tokens, num_heads, head_dim]; k: [num_tokens, num_kv_heads, head_dim]
-        cs = self.cos_sin[positions].to(q.dtype)
+        cs = self.cos_sin[positions]
+        if long is not None:
+            cs = torch.where(long[:, None, None], self.long_cos_sin[positions], cs)
+        cs = cs.to(q.dtype)
         cos, sin = cs[:, 0].unsqueeze(1), cs[:, 1].unsqueeze(1)
         d = self.rotary_dim
         if d == q.shape[-1]:
@@ -127,7 +145,7 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat([-x2, x1], dim=-1)
 
 
-def _inv_freq(args: ModelArgs) -> torch.Tensor:
+def _inv_freq(args: ModelArgs, longrope_factors: str = "short_factor") -> torch.Tensor:
     dim = args.rotary_dim
     inv_freq = 1.0 / (args.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
     rs = args.rope_scaling
@@ -138,9 +156,9 @@ def _inv_freq(args: ModelArgs) -> torch.Tensor:
     if rs["rope_type"] == "llama3":
         return _llama3_inv_freq(inv_freq, rs)
     if rs["rope_type"] == "longrope":
-        factors = torch.tensor(rs["short_factor"], dtype=torch.float32)
+        factors = torch.tensor(rs[longrope_factors], dtype=torch.float32)
         if factors.shape != (dim // 2,):
-            raise ModelLoadError(f"longrope short_factor has {len(factors)} entries, expected {dim // 2}")
+            raise ModelLoadError(f"longrope {longrope_factors} has {len(factors)} entries, expected {dim // 2}")
         shape = torch.arange(0, dim, 2, dtype=torch.int64).float() / dim
         return 1.0 / (factors * args.rope_theta**shape)
     raise ModelLoadError(f"rope type {rs['rope_type']!r} is not supported (supported: default, linear, llama3, "
@@ -183,14 +201,15 @@ class Attention(nn.Module):
             self.k_norm = RMSNorm(args.head_dim, args.rms_norm_eps)
         self.k_cache = self.v_cache = torch.empty(0)  # [num_blocks, block_size, num_kv_heads, head_dim]
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor, rotary: RotaryEmbedding, ctx: StepContext):
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, rotary: RotaryEmbedding, ctx: StepContext,
+                long: torch.Tensor | None = None):  # fmt: skip
         q, k, v = self.qkv_proj(x).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
         q = q.view(-1, self.num_heads, self.head_dim)
         k = k.view(-1, self.num_kv_heads, self.head_dim)
         v = v.view(-1, self.num_kv_heads, self.head_dim)
         if self.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = rotary(positions, q, k)
+        q, k = rotary(positions, q, k, long)
         if q.is_cuda:  # the Triton kernels
             store_kv(k, v, self.k_cache, self.v_cache, ctx.slot_mapping)
             out = paged_attention(q, self.k_cache, self.v_cache, ctx.block_tables, ctx.cu_seqlens_q, ctx.seq_lens,
@@ -227,8 +246,8 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps)
         self.mlp = MLP(args)
 
-    def forward(self, x, positions, rotary, ctx):
-        x = x + self.self_attn(self.input_layernorm(x), positions, rotary, ctx)
+    def forward(self, x, positions, rotary, ctx, long=None):
+        x = x + self.self_attn(self.input_layernorm(x), positions, rotary, ctx, long)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -258,8 +277,9 @@ class LlamaForCausalLM(nn.Module):
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, ctx: StepContext) -> torch.Tensor:
         # input_ids, positions: [num_tokens] -> hidden: [num_tokens, hidden_size]
         x = self.embed_tokens(input_ids)
+        long = self.rotary.long_tokens(positions, ctx)  # LongRoPE's phase of each token (None: no LongRoPE)
         for layer in self.layers:
-            x = layer(x, positions, self.rotary, ctx)
+            x = layer(x, positions, self.rotary, ctx, long)
         return self.norm(x)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:

@@ -4,10 +4,11 @@ projections fused.
 What differs from Llama, all read from config.json: the checkpoint holds ``qkv_proj`` (q, then k,
 then v) and ``gate_up_proj`` (gate, then up) as single weights, which are this implementation's fused
 parameters as they are; ``partial_rotary_factor`` (Phi-4-mini: 0.75) turns only the first part of each
-head; LongRoPE (``rope_scaling.type`` "longrope": short and long factors past
-``original_max_position_embeddings``, and the attention factor on cos/sin) lives in the shared
-``RotaryEmbedding``. A ``sliding_window`` caps ``max_model_len`` at the window (``Config``): attention
-is then exactly HF's.
+head; LongRoPE (``rope_scaling.type`` "longrope": short factors up to
+``original_max_position_embeddings`` tokens, long ones past it, and an attention factor on cos/sin)
+lives in the shared ``RotaryEmbedding``, with the scheduler recomputing a sequence's KV when it grows
+past that length, as transformers does. A ``sliding_window`` caps ``max_model_len`` at the window
+(``Config``): attention is then exactly HF's.
 """
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ def test_hash_collision_is_not_a_hit():
 
 
 def config(**kw):
-    base = dict(max_num_seqs=8, max_num_batched_tokens=16, enable_chunked_prefill=True)
+    base = dict(max_num_seqs=8, max_num_batched_tokens=16, enable_chunked_prefill=True, hf_config={})
     return SimpleNamespace(**{**base, **kw})
 
 

@@ -7,8 +7,6 @@ import random
 import pytest
 from engine_testlib import PROMPTS, greedy, hf_greedy, make_engine, run_all
 
-from guided.errors import ConfigError
-
 MAX_TOKENS = 12
 
 
@@ -47,18 +45,34 @@ def test_chunked_prefill_small_budget_matches_hf():
     check_parity(engine, "qwen2", PROMPTS)
 
 
+def test_longrope_sequences_growing_past_the_switch_match_hf():
+    # past 32 tokens a sequence takes the long factors everywhere: its KV is computed again, once
+    engine = make_engine("phi3-longrope")
+    outputs = check_parity(engine, "phi3-longrope", PROMPTS, max_tokens=40)
+    crossing = [p for p in PROMPTS if len(engine.tokenizer.encode(p)) <= 32]
+    assert engine.scheduler.num_rope_recomputes == len(crossing) == 4
+    assert all(o.finish_reason == "length" for o in outputs.values())
+
+
+def test_longrope_phases_never_share_cached_blocks():
+    engine = make_engine("phi3-longrope")
+    short, long = PROMPTS[4][:60], PROMPTS[4]  # 16 and 34 tokens: their blocks hold different KV
+    ids = engine.tokenizer.encode(short), engine.tokenizer.encode(long)
+    assert len(ids[0]) <= 32 < len(ids[1]) and ids[0][:12] == ids[1][:12]  # 3 blocks of 4 tokens alike
+    check_parity(engine, "phi3-longrope", [short], max_tokens=4)
+    check_parity(engine, "phi3-longrope", [long], max_tokens=4)
+    assert engine.block_manager.num_hit_tokens == 0  # the short phase's blocks are not the long one's
+    check_parity(engine, "phi3-longrope", [short + "x"], max_tokens=4)  # short again: a hit
+    assert engine.block_manager.num_hit_tokens >= 12
+
+
 def test_phi3_with_prefix_hits_chunked_prefill_and_preemption_matches_hf():
-    # fused qkv/gate_up checkpoint weights, a partial rotary embedding and LongRoPE's short factors
+    # fused qkv/gate_up checkpoint weights, a partial rotary embedding, LongRoPE's two phases
     engine = make_engine("phi3-longrope", num_kv_blocks=14, max_num_batched_tokens=9)
     prompts = [PROMPTS[1], PROMPTS[1] + "x", PROMPTS[0], "y = 1"]
-    check_parity(engine, "phi3-longrope", prompts, max_tokens=16)
+    check_parity(engine, "phi3-longrope", prompts, max_tokens=24)  # the first two grow past 32 tokens
     assert engine.block_manager.num_hit_tokens > 0 and engine.scheduler.num_preemptions > 0
-
-
-def test_longrope_caps_max_model_len_at_the_original_length():
-    assert make_engine("phi3-longrope", max_model_len=None).config.max_model_len == 512  # of 2048 positions
-    with pytest.raises(ConfigError, match="limit of 512"):
-        make_engine("phi3-longrope", max_model_len=513)
+    assert engine.scheduler.num_rope_recomputes > 0
 
 
 def test_preemption_by_tiny_kv_pool_matches_hf():

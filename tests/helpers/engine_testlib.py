@@ -21,10 +21,10 @@ SPECS = {
     "qwen3": TinyModelSpec(arch="qwen3"),
     "llama-tied": TinyModelSpec(arch="llama", tie_word_embeddings=True, num_kv_heads=1, seed=3),
     "phi3": TinyModelSpec(arch="phi3", seed=5),
-    # Phi-4-mini's shape: a partial rotary embedding under LongRoPE (its short factors, up to the
-    # original length: max_model_len is capped there)
-    "phi3-longrope": TinyModelSpec(arch="phi3", seed=7, max_position_embeddings=2048, rope=(
-        ("rope_type", "longrope"), ("original_max_position_embeddings", 512), ("partial_rotary_factor", 0.5),
+    # Phi-4-mini's shape: a partial rotary embedding under LongRoPE, whose long factors take over past
+    # 32 tokens here (the prompts below cross it while they decode)
+    "phi3-longrope": TinyModelSpec(arch="phi3", seed=7, max_position_embeddings=512, rope=(
+        ("rope_type", "longrope"), ("original_max_position_embeddings", 32), ("partial_rotary_factor", 0.5),
         ("short_factor", (1.0, 1.5, 2.0, 3.0)), ("long_factor", (2.0, 4.0, 8.0, 16.0)))),
 }
 
