@@ -55,7 +55,7 @@ def load_model(model_dir: str | Path, hf_config: dict, dtype: torch.dtype, devic
             for name in f.keys():
                 if model.load_weight(name, f.get_tensor(name)):
                     loaded.add(name.removeprefix("model."))
-    missing = sorted(_expected_names(model) - loaded)
+    missing = model.missing_weights(loaded)
     if missing:
         raise ModelLoadError(f"{model_dir}: the checkpoint lacks weights {missing[:4]} ({len(missing)} missing)")
     return model.eval()
@@ -69,16 +69,3 @@ def _build(cls, args: ModelArgs, dtype: torch.dtype, device: torch.device):
             return cls(args)
     finally:
         torch.set_default_dtype(previous)
-
-
-def _expected_names(model) -> set[str]:
-    """Checkpoint names every parameter needs; a fused one needs all its shards (q/k/v, gate/up)."""
-    expected = set()
-    for name, _ in model.named_parameters():  # a tied lm_head is not listed (it is embed_tokens)
-        parts = [part for part, (fused, _) in model.STACKED.items() if f".{fused}." in name]
-        if parts:
-            fused = model.STACKED[parts[0]][0]
-            expected.update(name.replace(fused, part) for part in parts)
-        else:
-            expected.add(name)
-    return expected

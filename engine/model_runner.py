@@ -63,7 +63,8 @@ class ModelRunner:
         self._allocate_kv_cache(self.num_blocks)
         self.sampler.warmup(config.max_num_seqs)
         self.graphs = None
-        if self.device.type == "cuda" and not config.enforce_eager:
+        # a model whose forward depends on its data (a mixture of experts routes tokens) runs eagerly
+        if self.device.type == "cuda" and not config.enforce_eager and self.model.GRAPH_SAFE:
             self.graphs = DecodeGraphs(self, config.cuda_graph_max_batch, config.max_model_len,
                                        config.cuda_graph_max_chunk)  # fmt: skip
 

@@ -40,6 +40,14 @@ class ModelArgs:
     qkv_bias: bool
     qk_norm: bool
     partial_rotary_factor: float = 1.0  # the rotary embedding turns the first head_dim * this of each head
+    # mixture of experts (Qwen3-MoE): experts per layer (0: dense), chosen per token, their width, whether
+    # the chosen ones' weights are renormalised, every how many layers one is sparse, the dense ones
+    num_experts: int = 0
+    num_experts_per_tok: int = 0
+    moe_intermediate_size: int = 0
+    norm_topk_prob: bool = False
+    decoder_sparse_step: int = 1
+    mlp_only_layers: tuple[int, ...] = ()
 
     @property
     def rotary_dim(self) -> int:
@@ -69,8 +77,14 @@ class ModelArgs:
             max_position_embeddings=cfg.get("max_position_embeddings", 2048),
             tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
             qkv_bias=model_type == "qwen2" or bool(cfg.get("attention_bias", False)),
-            qk_norm=model_type == "qwen3",
+            qk_norm=model_type in ("qwen3", "qwen3_moe"),
             partial_rotary_factor=float(rope.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0))),
+            num_experts=int(cfg.get("num_experts") or cfg.get("num_local_experts") or 0),  # (transformers 5 writes the latter)
+            num_experts_per_tok=int(cfg.get("num_experts_per_tok") or 0),
+            moe_intermediate_size=int(cfg.get("moe_intermediate_size") or 0),
+            norm_topk_prob=bool(cfg.get("norm_topk_prob", False)),
+            decoder_sparse_step=int(cfg.get("decoder_sparse_step") or 1),
+            mlp_only_layers=tuple(cfg.get("mlp_only_layers") or ()),
         )
 
 
@@ -239,12 +253,12 @@ class MLP(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, args: ModelArgs):
+    def __init__(self, args: ModelArgs, mlp: nn.Module | None = None):
         super().__init__()
         self.input_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps)
         self.self_attn = Attention(args)
         self.post_attention_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps)
-        self.mlp = MLP(args)
+        self.mlp = mlp if mlp is not None else MLP(args)
 
     def forward(self, x, positions, rotary, ctx, long=None):
         x = x + self.self_attn(self.input_layernorm(x), positions, rotary, ctx, long)
@@ -254,6 +268,7 @@ class DecoderLayer(nn.Module):
 class LlamaForCausalLM(nn.Module):
     """Decoder-only transformer; ``forward`` maps packed tokens to hidden states, ``logits`` to the vocabulary."""
 
+    GRAPH_SAFE = True  # the forward pass is the same kernels whatever the data (CUDA graphs can replay it)
     # checkpoint name -> (fused parameter, shard index)
     STACKED = {
         "q_proj": ("qkv_proj", 0),
@@ -267,12 +282,16 @@ class LlamaForCausalLM(nn.Module):
         super().__init__()
         self.args = args
         self.embed_tokens = nn.Embedding(args.vocab_size, args.hidden_size)
-        self.layers = nn.ModuleList([DecoderLayer(args) for _ in range(args.num_layers)])
+        self.layers = nn.ModuleList([self.make_layer(args, i) for i in range(args.num_layers)])
         self.norm = RMSNorm(args.hidden_size, args.rms_norm_eps)
         self.rotary = RotaryEmbedding(args)
         self.lm_head = nn.Linear(args.hidden_size, args.vocab_size, bias=False)
         if args.tie_word_embeddings:
             self.lm_head.weight = self.embed_tokens.weight
+
+    def make_layer(self, args: ModelArgs, index: int) -> DecoderLayer:
+        """Decoder layer ``index`` (a family whose layers differ says how here)."""
+        return DecoderLayer(args)
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, ctx: StepContext) -> torch.Tensor:
         # input_ids, positions: [num_tokens] -> hidden: [num_tokens, hidden_size]
@@ -304,6 +323,19 @@ class LlamaForCausalLM(nn.Module):
         except AttributeError:
             return False
         return _copy(param.data, tensor, name)
+
+    def missing_weights(self, loaded: set[str]) -> list[str]:
+        """Checkpoint names (without "model.") that ``loaded`` lacks: every parameter's, a fused one's as
+        all its shards (q/k/v, gate/up) unless the checkpoint stores it fused (``loaded`` has it)."""
+        expected = set()
+        for name, _ in self.named_parameters():  # a tied lm_head is not listed (it is embed_tokens)
+            parts = [part for part, (fused, _) in self.STACKED.items() if f".{fused}." in name]
+            if parts and name not in loaded:
+                fused = self.STACKED[parts[0]][0]
+                expected.update(name.replace(fused, part) for part in parts)
+            else:
+                expected.add(name)
+        return sorted(expected - loaded)
 
     def _shard_range(self, fused: str, shard: int) -> tuple[int, int]:
         a = self.args

@@ -25,6 +25,7 @@ ARCHITECTURES = {
     "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
     "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
     "phi3": ("Phi3Config", "Phi3ForCausalLM"),
+    "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM"),
 }
 
 
@@ -51,6 +52,9 @@ class TinyModelSpec:
     # rope_parameters entries beyond rope_theta, as (key, value) pairs (lists as tuples), e.g.
     # (("partial_rotary_factor", 0.5),) or a LongRoPE's type, factors and original length
     rope: tuple = ()
+    # qwen3_moe: experts per sparse layer (2 chosen per token, each intermediate_size // 2 wide); the
+    # last layer stays dense
+    num_experts: int = 0
 
     def __post_init__(self) -> None:
         if self.arch not in ARCHITECTURES:
@@ -104,6 +108,7 @@ def write_tiny_model(out_dir: str | Path, tokenizer: str = "builtin", spec: Tiny
             std = spec.init_std / (fan_in**0.5) if len(shape) > 1 else 0.02
             t = torch.randn(shape, generator=gen, device=device) * std
         tensors[name] = t.to(dtype).cpu().contiguous()
+    tensors = _experts_one_by_one(tensors)
     save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
     config.save_pretrained(str(out))
     eos = [i for i in [tok.eos_token_id] if i is not None]
@@ -113,14 +118,33 @@ def write_tiny_model(out_dir: str | Path, tokenizer: str = "builtin", spec: Tiny
     return out
 
 
+def _experts_one_by_one(tensors: dict) -> dict:
+    """transformers' stacked expert weights (``mlp.experts.gate_up_proj`` [E, 2I, H], ``down_proj``
+    [E, H, I]) as published checkpoints store them: ``mlp.experts.E.{gate,up,down}_proj.weight``."""
+    out = {}
+    for name, t in tensors.items():
+        prefix, _, last = name.rpartition(".")
+        if not prefix.endswith("mlp.experts"):
+            out[name] = t
+        elif last == "gate_up_proj":
+            for e, (gate, up) in enumerate(zip(*t.chunk(2, dim=1), strict=True)):
+                out[f"{prefix}.{e}.gate_proj.weight"] = gate.contiguous()
+                out[f"{prefix}.{e}.up_proj.weight"] = up.contiguous()
+        else:
+            for e in range(t.shape[0]):
+                out[f"{prefix}.{e}.{last}.weight"] = t[e].contiguous()
+    return out
+
+
 def tiny_model_dir(tokenizer: str = "builtin", spec: TinyModelSpec | None = None) -> Path:
     """A cached tiny model for (tokenizer, spec), built on first use (atomically)."""
     spec = spec or TinyModelSpec()
     fields = asdict(spec)
     if fields["init_device"] == "cpu":  # the keys of models drawn before the field existed stay the same
         del fields["init_device"]
-    if not fields["rope"]:  # (as for init_device)
-        del fields["rope"]
+    for name in ("rope", "num_experts"):  # (as for init_device)
+        if not fields[name]:
+            del fields[name]
     key_src = json.dumps({"tokenizer": str(tokenizer), **fields, "v": 2}, sort_keys=True)
     key = f"{spec.arch}-{hashlib.sha256(key_src.encode()).hexdigest()[:12]}"
     return cached_dir(cache_dir() / "models" / key, lambda out: write_tiny_model(out, tokenizer, spec),
@@ -165,6 +189,10 @@ def _config(spec: TinyModelSpec, tok):
     )
     if spec.arch == "llama":
         kwargs["rope_theta"] = 500000.0
+    elif spec.arch == "qwen3_moe":
+        kwargs.update(num_experts=spec.num_experts, num_experts_per_tok=2, norm_topk_prob=True,
+                      moe_intermediate_size=spec.intermediate_size // 2, decoder_sparse_step=1,
+                      mlp_only_layers=[spec.num_layers - 1], use_sliding_window=False)  # fmt: skip
     elif spec.arch == "phi3":
         rope = {k: list(v) if isinstance(v, tuple) else v for k, v in spec.rope}
         kwargs["rope_parameters"] = {"rope_theta": 10000.0, "rope_type": "default", **rope}

@@ -5,7 +5,10 @@ from __future__ import annotations
 import random
 
 import pytest
-from engine_testlib import PROMPTS, greedy, hf_greedy, make_engine, run_all
+import torch
+from engine_testlib import PROMPTS, greedy, hf_greedy, make_engine, model_dir, run_all, tokenizer
+
+from guided.engine.llm_engine import LLMEngine
 
 MAX_TOKENS = 12
 
@@ -21,7 +24,7 @@ def check_parity(engine, name: str, prompts: list[str], max_tokens: int = MAX_TO
     return outputs
 
 
-@pytest.mark.parametrize("name", ["llama", "qwen2", "qwen3", "llama-tied", "phi3", "phi3-longrope"])
+@pytest.mark.parametrize("name", ["llama", "qwen2", "qwen3", "llama-tied", "phi3", "phi3-longrope", "qwen3_moe"])
 def test_batch_of_prompts_matches_hf(name):
     engine = make_engine(name)
     check_parity(engine, name, PROMPTS)
@@ -73,6 +76,43 @@ def test_phi3_with_prefix_hits_chunked_prefill_and_preemption_matches_hf():
     check_parity(engine, "phi3-longrope", prompts, max_tokens=24)  # the first two grow past 32 tokens
     assert engine.block_manager.num_hit_tokens > 0 and engine.scheduler.num_preemptions > 0
     assert engine.scheduler.num_rope_recomputes > 0
+
+
+def test_moe_with_prefix_hits_chunked_prefill_and_preemption_matches_hf():
+    engine = make_engine("qwen3_moe", num_kv_blocks=14, max_num_batched_tokens=9)
+    prompts = [PROMPTS[1], PROMPTS[1] + "x", PROMPTS[0], "y = 1"]
+    check_parity(engine, "qwen3_moe", prompts, max_tokens=16)
+    assert engine.block_manager.num_hit_tokens > 0 and engine.scheduler.num_preemptions > 0
+
+
+def test_moe_checkpoint_with_stacked_experts_or_a_missing_expert(tmp_path):
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    from guided.errors import ModelLoadError
+
+    source = model_dir("qwen3_moe")
+    per_expert = load_file(f"{source}/model.safetensors")
+    stacked, prefixes = {}, {k.split(".experts.")[0] for k in per_expert if ".experts." in k}
+    for p in prefixes:  # transformers' own module names: [experts, 2 x width, hidden] and [experts, hidden, width]
+        n = sum(1 for k in per_expert if k.startswith(f"{p}.experts.") and k.endswith("down_proj.weight"))
+        stacked[f"{p}.experts.gate_up_proj"] = torch.stack(
+            [torch.cat([per_expert[f"{p}.experts.{e}.gate_proj.weight"], per_expert[f"{p}.experts.{e}.up_proj.weight"]])
+             for e in range(n)])  # fmt: skip
+        stacked[f"{p}.experts.down_proj"] = torch.stack([per_expert[f"{p}.experts.{e}.down_proj.weight"] for e in range(n)])
+    stacked.update({k: v for k, v in per_expert.items() if ".experts." not in k})
+    for variant, tensors in (("stacked", stacked), ("missing", {k: v for k, v in per_expert.items()
+                                                               if not k.endswith("experts.3.up_proj.weight")})):  # fmt: skip
+        out = tmp_path / variant
+        shutil.copytree(source, out)
+        save_file(tensors, str(out / "model.safetensors"))
+        if variant == "missing":
+            with pytest.raises(ModelLoadError, match="experts.3.up_proj"):
+                LLMEngine.from_model(str(out), tokenizer=tokenizer(), device="cpu", max_model_len=512)
+            continue
+        engine = LLMEngine.from_model(str(out), tokenizer=tokenizer(), device="cpu", max_model_len=512, block_size=4)
+        check_parity(engine, "qwen3_moe", PROMPTS[:3])
 
 
 def test_preemption_by_tiny_kv_pool_matches_hf():
