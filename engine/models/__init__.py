@@ -2,7 +2,7 @@
 
 from .llama import LlamaForCausalLM, ModelArgs
 from .phi3 import Phi3ForCausalLM
-from .qwen3_moe import Qwen3MoeForCausalLM
+from .qwen3_moe import MixtralForCausalLM, Qwen3MoeForCausalLM
 
 # config.json "model_type" -> implementation (Llama 2/3, Mistral, Qwen2 and Qwen3 differ by flags)
 MODEL_TYPES = {
@@ -12,6 +12,7 @@ MODEL_TYPES = {
     "qwen3": LlamaForCausalLM,
     "phi3": Phi3ForCausalLM,
     "qwen3_moe": Qwen3MoeForCausalLM,
+    "mixtral": MixtralForCausalLM,
 }
 
-__all__ = ["LlamaForCausalLM", "Phi3ForCausalLM", "Qwen3MoeForCausalLM", "ModelArgs", "MODEL_TYPES"]
+__all__ = ["LlamaForCausalLM", "Phi3ForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM", "ModelArgs", "MODEL_TYPES"]

@@ -81,8 +81,9 @@ class ModelArgs:
             partial_rotary_factor=float(rope.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0))),
             num_experts=int(cfg.get("num_experts") or cfg.get("num_local_experts") or 0),  # (transformers 5 writes the latter)
             num_experts_per_tok=int(cfg.get("num_experts_per_tok") or 0),
-            moe_intermediate_size=int(cfg.get("moe_intermediate_size") or 0),
-            norm_topk_prob=bool(cfg.get("norm_topk_prob", False)),
+            moe_intermediate_size=int(cfg.get("moe_intermediate_size")
+                                      or (cfg["intermediate_size"] if model_type == "mixtral" else 0)),
+            norm_topk_prob=model_type == "mixtral" or bool(cfg.get("norm_topk_prob", False)),
             decoder_sparse_step=int(cfg.get("decoder_sparse_step") or 1),
             mlp_only_layers=tuple(cfg.get("mlp_only_layers") or ()),
         )

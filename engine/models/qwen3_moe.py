@@ -1,8 +1,10 @@
-"""Qwen3-MoE (config ``model_type`` "qwen3_moe", e.g. Qwen3-30B-A3B): Qwen3's attention, and in its
-sparse layers a mixture of experts in place of the MLP.
+"""Mixtures of experts: Qwen3-MoE (config ``model_type`` "qwen3_moe", e.g. Qwen3-30B-A3B: Qwen3's
+attention) and Mixtral ("mixtral": Llama's), with a mixture of experts in place of the MLP of their
+sparse layers.
 
 Routing as transformers does it: router logits, a float32 softmax, the ``num_experts_per_tok`` largest,
-renormalised when ``norm_topk_prob``. Experts run grouped: one pass per expert over the tokens routed
+renormalised when ``norm_topk_prob`` (always for Mixtral, whose weights stay float32 as in transformers).
+Experts run grouped: one pass per expert over the tokens routed
 to it (no loop over tokens), their outputs weighted and summed into the tokens' rows in the same order
 as transformers, so fp32 outputs match its greedy generate. A layer is sparse unless listed in
 ``mlp_only_layers`` or off the ``decoder_sparse_step`` beat. The experts' weights are kept stacked
@@ -22,7 +24,8 @@ from torch import nn
 
 from .llama import DecoderLayer, LlamaForCausalLM, ModelArgs, _copy
 
-_EXPERT = re.compile(r"^(layers\.\d+\.mlp\.experts)\.(\d+)\.(gate|up|down)_proj\.weight$")
+_EXPERT = re.compile(r"^(layers\.\d+)\.(?:mlp|block_sparse_moe)\.experts\.(\d+)\.(\w+)\.weight$")
+_ROUTER = re.compile(r"^(layers\.\d+)\.block_sparse_moe\.gate\.weight$")
 
 
 class Experts(nn.Module):
@@ -37,6 +40,7 @@ class SparseMoeBlock(nn.Module):
     def __init__(self, args: ModelArgs):
         super().__init__()
         self.num_experts, self.top_k, self.norm_topk_prob = args.num_experts, args.num_experts_per_tok, args.norm_topk_prob
+        self.float_weights = args.model_type == "mixtral"  # transformers' Mixtral keeps them float32
         self.gate = nn.Linear(args.hidden_size, args.num_experts, bias=False)
         self.experts = Experts(args)
 
@@ -47,7 +51,8 @@ class SparseMoeBlock(nn.Module):
         weights, chosen = torch.topk(probs, self.top_k, dim=-1)  # [num_tokens, top_k]
         if self.norm_topk_prob:
             weights /= weights.sum(dim=-1, keepdim=True)
-        weights = weights.to(logits.dtype)
+        if not self.float_weights:
+            weights = weights.to(logits.dtype)
         out = torch.zeros_like(x)
         routed = F.one_hot(chosen, num_classes=self.num_experts).permute(2, 1, 0)  # [experts, top_k, tokens]
         for e in torch.greater(routed.sum(dim=(-1, -2)), 0).nonzero()[:, 0].tolist():
@@ -62,6 +67,9 @@ class Qwen3MoeForCausalLM(LlamaForCausalLM):
     """Qwen3 layers whose MLP is a ``SparseMoeBlock`` where the config makes them sparse."""
 
     GRAPH_SAFE = False  # which experts run depends on the tokens: no CUDA graphs
+    # a published checkpoint's per-expert weight names: (gate, up, down)
+    EXPERT_WEIGHTS = ("gate_proj", "up_proj", "down_proj")
+    EXPERTS_AT = "mlp"  # the checkpoint's module of the experts and the router
 
     def make_layer(self, args: ModelArgs, index: int) -> DecoderLayer:
         sparse = (args.num_experts > 0 and index not in args.mlp_only_layers
@@ -69,24 +77,43 @@ class Qwen3MoeForCausalLM(LlamaForCausalLM):
         return DecoderLayer(args, SparseMoeBlock(args) if sparse else None)
 
     def load_weight(self, name: str, tensor: torch.Tensor) -> bool:
-        """Per-expert checkpoint weights into their expert's slice; the rest as Qwen3's."""
-        m = _EXPERT.match(name.removeprefix("model."))
-        if m is None:
+        """Per-expert checkpoint weights into their expert's slice; the rest as the dense model's."""
+        name = name.removeprefix("model.")
+        router = _ROUTER.match(name)
+        if router is not None:
+            return super().load_weight(f"{router.group(1)}.mlp.gate.weight", tensor)
+        m = _EXPERT.match(name)
+        if m is None or m.group(3) not in self.EXPERT_WEIGHTS:
             return super().load_weight(name, tensor)
-        prefix, expert, kind = m.group(1), int(m.group(2)), m.group(3)
-        if kind == "down":
+        prefix, expert, kind = f"{m.group(1)}.mlp.experts", int(m.group(2)), self.EXPERT_WEIGHTS.index(m.group(3))
+        if kind == 2:
             return _copy(self.get_parameter(f"{prefix}.down_proj").data[expert], tensor, name)
         width = self.args.moe_intermediate_size
         fused = self.get_parameter(f"{prefix}.gate_up_proj").data[expert]
-        return _copy(fused.narrow(0, 0 if kind == "gate" else width, width), tensor, name)
+        return _copy(fused.narrow(0, kind * width, width), tensor, name)
 
     def missing_weights(self, loaded: set[str]) -> list[str]:
-        """As ``LlamaForCausalLM``'s, stacked experts counted present stacked or expert by expert."""
+        """As ``LlamaForCausalLM``'s, the router and the stacked experts counted present under the
+        checkpoint's names: stacked, or expert by expert."""
         expected = set(super().missing_weights(loaded))
+        gate, up, down = self.EXPERT_WEIGHTS
         for name, _ in self.named_parameters():
             if ".mlp.experts." in name and name in expected:
                 expected.discard(name)
-                prefix, stacked = name.rsplit(".", 1)
-                parts = ("down",) if stacked == "down_proj" else ("gate", "up")
-                expected.update(f"{prefix}.{e}.{p}_proj.weight" for e in range(self.args.num_experts) for p in parts)
+                layer = name.split(".mlp.")[0]
+                parts = (down,) if name.endswith(".down_proj") else (gate, up)
+                expected.update(f"{layer}.{self.EXPERTS_AT}.experts.{e}.{p}.weight"
+                                for e in range(self.args.num_experts) for p in parts)  # fmt: skip
+            elif name.endswith(".mlp.gate.weight") and self.EXPERTS_AT != "mlp" and name in expected:
+                layer = name.split(".mlp.")[0]
+                expected.discard(name)
+                expected.add(f"{layer}.{self.EXPERTS_AT}.gate.weight")
         return sorted(expected - loaded)
+
+
+class MixtralForCausalLM(Qwen3MoeForCausalLM):
+    """Mixtral: Llama's attention, every layer sparse; checkpoints name the experts ``w1`` (gate),
+    ``w3`` (up) and ``w2`` (down) under ``block_sparse_moe``."""
+
+    EXPERT_WEIGHTS = ("w1", "w3", "w2")
+    EXPERTS_AT = "block_sparse_moe"

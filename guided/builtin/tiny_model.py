@@ -26,6 +26,7 @@ ARCHITECTURES = {
     "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
     "phi3": ("Phi3Config", "Phi3ForCausalLM"),
     "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM"),
+    "mixtral": ("MixtralConfig", "MixtralForCausalLM"),
 }
 
 
@@ -108,7 +109,7 @@ def write_tiny_model(out_dir: str | Path, tokenizer: str = "builtin", spec: Tiny
             std = spec.init_std / (fan_in**0.5) if len(shape) > 1 else 0.02
             t = torch.randn(shape, generator=gen, device=device) * std
         tensors[name] = t.to(dtype).cpu().contiguous()
-    tensors = _experts_one_by_one(tensors)
+    tensors = _experts_one_by_one(tensors, spec.arch)
     save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
     config.save_pretrained(str(out))
     eos = [i for i in [tok.eos_token_id] if i is not None]
@@ -118,21 +119,27 @@ def write_tiny_model(out_dir: str | Path, tokenizer: str = "builtin", spec: Tiny
     return out
 
 
-def _experts_one_by_one(tensors: dict) -> dict:
+def _experts_one_by_one(tensors: dict, arch: str) -> dict:
     """transformers' stacked expert weights (``mlp.experts.gate_up_proj`` [E, 2I, H], ``down_proj``
-    [E, H, I]) as published checkpoints store them: ``mlp.experts.E.{gate,up,down}_proj.weight``."""
+    [E, H, I]) as published checkpoints store them: ``mlp.experts.E.{gate,up,down}_proj.weight``, or
+    Mixtral's ``block_sparse_moe.experts.E.{w1,w3,w2}.weight`` (its router ``block_sparse_moe.gate``)."""
+    at, (gate_name, up_name, down_name) = (("block_sparse_moe", ("w1", "w3", "w2")) if arch == "mixtral"
+                                           else ("mlp", ("gate_proj", "up_proj", "down_proj")))  # fmt: skip
     out = {}
     for name, t in tensors.items():
         prefix, _, last = name.rpartition(".")
-        if not prefix.endswith("mlp.experts"):
+        layer = prefix.rsplit(".mlp", 1)[0]
+        if prefix.endswith(".mlp.gate") and arch == "mixtral":
+            out[f"{layer}.{at}.gate.weight"] = t
+        elif not prefix.endswith("mlp.experts"):
             out[name] = t
         elif last == "gate_up_proj":
             for e, (gate, up) in enumerate(zip(*t.chunk(2, dim=1), strict=True)):
-                out[f"{prefix}.{e}.gate_proj.weight"] = gate.contiguous()
-                out[f"{prefix}.{e}.up_proj.weight"] = up.contiguous()
+                out[f"{layer}.{at}.experts.{e}.{gate_name}.weight"] = gate.contiguous()
+                out[f"{layer}.{at}.experts.{e}.{up_name}.weight"] = up.contiguous()
         else:
             for e in range(t.shape[0]):
-                out[f"{prefix}.{e}.{last}.weight"] = t[e].contiguous()
+                out[f"{layer}.{at}.experts.{e}.{down_name}.weight"] = t[e].contiguous()
     return out
 
 
@@ -193,6 +200,8 @@ def _config(spec: TinyModelSpec, tok):
         kwargs.update(num_experts=spec.num_experts, num_experts_per_tok=2, norm_topk_prob=True,
                       moe_intermediate_size=spec.intermediate_size // 2, decoder_sparse_step=1,
                       mlp_only_layers=[spec.num_layers - 1], use_sliding_window=False)  # fmt: skip
+    elif spec.arch == "mixtral":
+        kwargs.update(num_local_experts=spec.num_experts, num_experts_per_tok=2, sliding_window=None)
     elif spec.arch == "phi3":
         rope = {k: list(v) if isinstance(v, tuple) else v for k, v in spec.rope}
         kwargs["rope_parameters"] = {"rope_theta": 10000.0, "rope_type": "default", **rope}

@@ -24,7 +24,8 @@ def check_parity(engine, name: str, prompts: list[str], max_tokens: int = MAX_TO
     return outputs
 
 
-@pytest.mark.parametrize("name", ["llama", "qwen2", "qwen3", "llama-tied", "phi3", "phi3-longrope", "qwen3_moe"])
+@pytest.mark.parametrize("name", ["llama", "qwen2", "qwen3", "llama-tied", "phi3", "phi3-longrope", "qwen3_moe",
+                                  "mixtral"])
 def test_batch_of_prompts_matches_hf(name):
     engine = make_engine(name)
     check_parity(engine, name, PROMPTS)

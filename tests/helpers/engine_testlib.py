@@ -22,6 +22,7 @@ SPECS = {
     "llama-tied": TinyModelSpec(arch="llama", tie_word_embeddings=True, num_kv_heads=1, seed=3),
     "phi3": TinyModelSpec(arch="phi3", seed=5),
     "qwen3_moe": TinyModelSpec(arch="qwen3_moe", num_experts=4, num_layers=3, seed=9),
+    "mixtral": TinyModelSpec(arch="mixtral", num_experts=4, seed=11),
     # Phi-4-mini's shape: a partial rotary embedding under LongRoPE, whose long factors take over past
     # 32 tokens here (the prompts below cross it while they decode)
     "phi3-longrope": TinyModelSpec(arch="phi3", seed=7, max_position_embeddings=512, rope=(
