@@ -1,6 +1,7 @@
-"""Model implementations over the paged KV cache: one file per family, sharing llama.py's layers."""
+"""Model implementations over the paged KV cache: one file per family, sharing the layers of layers.py."""
 
-from .llama import LlamaForCausalLM, ModelArgs
+from .layers import ModelArgs
+from .llama import LlamaForCausalLM
 from .phi3 import Phi3ForCausalLM
 from .qwen3_moe import MixtralForCausalLM, Qwen3MoeForCausalLM
 

@@ -22,7 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .llama import DecoderLayer, LlamaForCausalLM, ModelArgs, _copy
+from .layers import DecoderLayer, ModelArgs, copy_weight
+from .llama import LlamaForCausalLM
 
 _EXPERT = re.compile(r"^(layers\.\d+)\.(?:mlp|block_sparse_moe)\.experts\.(\d+)\.(\w+)\.weight$")
 _ROUTER = re.compile(r"^(layers\.\d+)\.block_sparse_moe\.gate\.weight$")
@@ -87,10 +88,10 @@ class Qwen3MoeForCausalLM(LlamaForCausalLM):
             return super().load_weight(name, tensor)
         prefix, expert, kind = f"{m.group(1)}.mlp.experts", int(m.group(2)), self.EXPERT_WEIGHTS.index(m.group(3))
         if kind == 2:
-            return _copy(self.get_parameter(f"{prefix}.down_proj").data[expert], tensor, name)
+            return copy_weight(self.get_parameter(f"{prefix}.down_proj").data[expert], tensor, name)
         width = self.args.moe_intermediate_size
         fused = self.get_parameter(f"{prefix}.gate_up_proj").data[expert]
-        return _copy(fused.narrow(0, kind * width, width), tensor, name)
+        return copy_weight(fused.narrow(0, kind * width, width), tensor, name)
 
     def missing_weights(self, loaded: set[str]) -> list[str]:
         """As ``LlamaForCausalLM``'s, the router and the stacked experts counted present under the

@@ -1,0 +1,274 @@
+"""The layers every model family shares, over the paged KV cache: the config's arguments
+(``ModelArgs``), RMSNorm, the rotary embedding (default, linear, llama3, LongRoPE; partial), attention
+(fused q/k/v, optional biases and q/k norms; the Triton kernels on CUDA, the torch references on CPU),
+the gated MLP and the decoder layer. A family's file (``llama.py``, ``phi3.py``, ``qwen3_moe.py``)
+assembles them and says how its checkpoint's names map onto them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from guided.errors import ModelLoadError
+from guided.kernels.attention import paged_attention
+from guided.kernels.kv_store import store_kv, store_kv_ref
+
+from ..step_context import StepContext
+from .cpu_attention import attention_cpu, decode_attention_cpu
+
+
+@dataclass(slots=True)
+class ModelArgs:
+    model_type: str
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    rms_norm_eps: float
+    rope_theta: float
+    rope_scaling: dict | None
+    max_position_embeddings: int
+    tie_word_embeddings: bool
+    qkv_bias: bool
+    qk_norm: bool
+    partial_rotary_factor: float = 1.0  # the rotary embedding turns the first head_dim * this of each head
+    # mixture of experts (Qwen3-MoE): experts per layer (0: dense), chosen per token, their width, whether
+    # the chosen ones' weights are renormalised, every how many layers one is sparse, the dense ones
+    num_experts: int = 0
+    num_experts_per_tok: int = 0
+    moe_intermediate_size: int = 0
+    norm_topk_prob: bool = False
+    decoder_sparse_step: int = 1
+    mlp_only_layers: tuple[int, ...] = ()
+
+    @property
+    def rotary_dim(self) -> int:
+        return int(self.head_dim * self.partial_rotary_factor)
+
+    @classmethod
+    def from_hf(cls, cfg: dict) -> ModelArgs:
+        model_type = cfg.get("model_type", "")
+        heads = cfg["num_attention_heads"]
+        rope = dict(cfg.get("rope_parameters") or cfg.get("rope_scaling") or {})
+        theta = rope.get("rope_theta", cfg.get("rope_theta", 10000.0))
+        kind = rope.get("rope_type", rope.get("type", "default"))
+        if kind == "longrope":  # Phi-3: where the pre-training length is kept
+            rope.setdefault("original_max_position_embeddings", cfg.get("original_max_position_embeddings"))
+        return cls(
+            model_type=model_type,
+            vocab_size=cfg["vocab_size"],
+            hidden_size=cfg["hidden_size"],
+            intermediate_size=cfg["intermediate_size"],
+            num_layers=cfg["num_hidden_layers"],
+            num_heads=heads,
+            num_kv_heads=cfg.get("num_key_value_heads") or heads,
+            head_dim=cfg.get("head_dim") or cfg["hidden_size"] // heads,
+            rms_norm_eps=cfg.get("rms_norm_eps", 1e-6),
+            rope_theta=float(theta),
+            rope_scaling=None if kind == "default" else {**rope, "rope_type": kind},
+            max_position_embeddings=cfg.get("max_position_embeddings", 2048),
+            tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+            qkv_bias=model_type == "qwen2" or bool(cfg.get("attention_bias", False)),
+            qk_norm=model_type in ("qwen3", "qwen3_moe"),
+            partial_rotary_factor=float(rope.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0))),
+            num_experts=int(cfg.get("num_experts") or cfg.get("num_local_experts") or 0),  # (transformers 5 writes the latter)
+            num_experts_per_tok=int(cfg.get("num_experts_per_tok") or 0),
+            moe_intermediate_size=int(cfg.get("moe_intermediate_size")
+                                      or (cfg["intermediate_size"] if model_type == "mixtral" else 0)),
+            norm_topk_prob=model_type == "mixtral" or bool(cfg.get("norm_topk_prob", False)),
+            decoder_sparse_step=int(cfg.get("decoder_sparse_step") or 1),
+            mlp_only_layers=tuple(cfg.get("mlp_only_layers") or ()),
+        )
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        x = x.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x.to(dtype)
+
+
+class RotaryEmbedding(nn.Module):
+    """cos/sin tables by position, applied to the first ``rotary_dim`` of each head (all of it unless
+    the config's ``partial_rotary_factor`` says less; the rest passes through, as HF's Phi-3 does).
+
+    LongRoPE (Phi-3's ``longrope``) has two tables, of its short and its long factors (both scaled by
+    its attention factor). As in HF, a sequence of at most ``switch`` tokens
+    (``original_max_position_embeddings``) takes the short one at every position, a longer one the
+    long one at every position: the scheduler computes a sequence's whole KV again when it grows
+    past the switch (HF drops its cache there), and tells each step's phases (``StepContext``)."""
+
+    def __init__(self, args: ModelArgs):
+        super().__init__()
+        self.rotary_dim = args.rotary_dim
+        rs = args.rope_scaling
+        self.switch = None
+        if rs is not None and rs["rope_type"] == "longrope":
+            self.switch = int(rs["original_max_position_embeddings"])
+            scale = _longrope_attention_factor(args, rs)
+            self.register_buffer("cos_sin", _cos_sin(args, _inv_freq(args, "short_factor"), scale), persistent=False)
+            self.register_buffer("long_cos_sin", _cos_sin(args, _inv_freq(args, "long_factor"), scale),
+                                 persistent=False)  # fmt: skip
+        else:
+            self.register_buffer("cos_sin", _cos_sin(args, _inv_freq(args), 1.0), persistent=False)
+
+    def long_tokens(self, positions: torch.Tensor, ctx: StepContext) -> torch.Tensor | None:
+        """bool [num_tokens]: the tokens that take the long table (None without LongRoPE)."""
+        if self.switch is None:
+            return None
+        return ctx.rope_long if ctx.rope_long is not None else positions >= self.switch
+
+    def forward(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, long: torch.Tensor | None = None):
+        # q: [num_tokens, num_heads, head_dim]; k: [num_tokens, num_kv_heads, head_dim]
+        cs = self.cos_sin[positions]
+        if long is not None:
+            cs = torch.where(long[:, None, None], self.long_cos_sin[positions], cs)
+        cs = cs.to(q.dtype)
+        cos, sin = cs[:, 0].unsqueeze(1), cs[:, 1].unsqueeze(1)
+        d = self.rotary_dim
+        if d == q.shape[-1]:
+            return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+        q_rot, k_rot = q[..., :d], k[..., :d]
+        return (torch.cat([q_rot * cos + _rotate_half(q_rot) * sin, q[..., d:]], dim=-1),
+                torch.cat([k_rot * cos + _rotate_half(k_rot) * sin, k[..., d:]], dim=-1))  # fmt: skip
+
+
+def _cos_sin(args: ModelArgs, inv_freq: torch.Tensor, scale: float) -> torch.Tensor:
+    """[max_positions, 2, rotary_dim] float32 (cast to the activations' dtype at use, as HF does)."""
+    t = torch.arange(args.max_position_embeddings, dtype=torch.float32)
+    freqs = t[:, None] * inv_freq[None, :]
+    emb = torch.cat([freqs, freqs], dim=-1)
+    return torch.stack([emb.cos() * scale, emb.sin() * scale], dim=1)
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat([-x2, x1], dim=-1)
+
+
+def _inv_freq(args: ModelArgs, longrope_factors: str = "short_factor") -> torch.Tensor:
+    dim = args.rotary_dim
+    inv_freq = 1.0 / (args.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+    rs = args.rope_scaling
+    if rs is None:
+        return inv_freq
+    if rs["rope_type"] == "linear":
+        return inv_freq / rs["factor"]
+    if rs["rope_type"] == "llama3":
+        return _llama3_inv_freq(inv_freq, rs)
+    if rs["rope_type"] == "longrope":
+        factors = torch.tensor(rs[longrope_factors], dtype=torch.float32)
+        if factors.shape != (dim // 2,):
+            raise ModelLoadError(f"longrope {longrope_factors} has {len(factors)} entries, expected {dim // 2}")
+        shape = torch.arange(0, dim, 2, dtype=torch.int64).float() / dim
+        return 1.0 / (factors * args.rope_theta**shape)
+    raise ModelLoadError(f"rope type {rs['rope_type']!r} is not supported (supported: default, linear, llama3, "
+                         "longrope)")  # fmt: skip
+
+
+def _longrope_attention_factor(args: ModelArgs, rs: dict) -> float:
+    """The cos/sin scale of LongRoPE: the config's ``attention_factor``, else sqrt(1 + ln(f) / ln(L0)) with
+    f the extension factor (``factor``, else max_position_embeddings / L0) and L0 the original length."""
+    if rs.get("attention_factor") is not None:
+        return float(rs["attention_factor"])
+    original = int(rs["original_max_position_embeddings"])
+    factor = rs.get("factor") or args.max_position_embeddings / original
+    return 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
+
+
+def _llama3_inv_freq(inv_freq: torch.Tensor, rs: dict) -> torch.Tensor:
+    factor, low, high = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"]
+    old_len = rs["original_max_position_embeddings"]
+    wavelen = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelen > old_len / low, inv_freq / factor, inv_freq)
+    smooth = (old_len / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < old_len / high) * ~(wavelen > old_len / low)
+    return torch.where(medium, smoothed, scaled)
+
+
+class Attention(nn.Module):
+    def __init__(self, args: ModelArgs):
+        super().__init__()
+        self.num_heads, self.num_kv_heads, self.head_dim = args.num_heads, args.num_kv_heads, args.head_dim
+        self.q_size = args.num_heads * args.head_dim
+        self.kv_size = args.num_kv_heads * args.head_dim
+        self.scale = args.head_dim**-0.5
+        self.qkv_proj = nn.Linear(args.hidden_size, self.q_size + 2 * self.kv_size, bias=args.qkv_bias)
+        self.o_proj = nn.Linear(self.q_size, args.hidden_size, bias=False)
+        self.qk_norm = args.qk_norm
+        if args.qk_norm:
+            self.q_norm = RMSNorm(args.head_dim, args.rms_norm_eps)
+            self.k_norm = RMSNorm(args.head_dim, args.rms_norm_eps)
+        self.k_cache = self.v_cache = torch.empty(0)  # [num_blocks, block_size, num_kv_heads, head_dim]
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, rotary: RotaryEmbedding, ctx: StepContext,
+                long: torch.Tensor | None = None):  # fmt: skip
+        q, k, v = self.qkv_proj(x).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
+        q = q.view(-1, self.num_heads, self.head_dim)
+        k = k.view(-1, self.num_kv_heads, self.head_dim)
+        v = v.view(-1, self.num_kv_heads, self.head_dim)
+        if self.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = rotary(positions, q, k, long)
+        if q.is_cuda:  # the Triton kernels
+            store_kv(k, v, self.k_cache, self.v_cache, ctx.slot_mapping)
+            out = paged_attention(q, self.k_cache, self.v_cache, ctx.block_tables, ctx.cu_seqlens_q, ctx.seq_lens,
+                                  self.scale, ctx.max_seqlen_q)  # fmt: skip
+        else:  # CPU: the torch references (never Triton's interpreter), batched for pure decodes
+            store_kv_ref(k, v, self.k_cache, self.v_cache, ctx.slot_mapping)
+            out = self._attend_cpu(q, ctx)
+        return self.o_proj(out.view(-1, self.q_size))
+
+    def _attend_cpu(self, q: torch.Tensor, ctx: StepContext) -> torch.Tensor:
+        if ctx.max_seqlen_q == 1:
+            return decode_attention_cpu(q, self.k_cache, self.v_cache, ctx.block_tables, ctx.seq_lens, self.scale)
+        return attention_cpu(q, self.k_cache, self.v_cache, ctx.block_tables, ctx.cu_seqlens_q, ctx.seq_lens,
+                             self.scale)  # fmt: skip
+
+
+class MLP(nn.Module):
+    def __init__(self, args: ModelArgs):
+        super().__init__()
+        self.intermediate_size = args.intermediate_size
+        self.gate_up_proj = nn.Linear(args.hidden_size, 2 * args.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(args.intermediate_size, args.hidden_size, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = self.gate_up_proj(x).split(self.intermediate_size, dim=-1)
+        return self.down_proj(F.silu(gate) * up)
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, args: ModelArgs, mlp: nn.Module | None = None):
+        super().__init__()
+        self.input_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps)
+        self.self_attn = Attention(args)
+        self.post_attention_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps)
+        self.mlp = mlp if mlp is not None else MLP(args)
+
+    def forward(self, x, positions, rotary, ctx, long=None):
+        x = x + self.self_attn(self.input_layernorm(x), positions, rotary, ctx, long)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+def copy_weight(dst: torch.Tensor, src: torch.Tensor, name: str) -> bool:
+    """Copy a checkpoint tensor into a parameter (or its slice); a shape mismatch is a clear error."""
+    if dst.shape != src.shape:
+        raise ModelLoadError(f"weight {name!r} has shape {tuple(src.shape)}, expected {tuple(dst.shape)}")
+    dst.copy_(src)
+    return True
