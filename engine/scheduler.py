@@ -95,8 +95,9 @@ class Scheduler:
         cap = self._decode_chunk_cap()
         while i < len(self.running) and budget > 0:
             seq = self.running[i]
-            if self.rope_switch is not None and not seq.rope_long and seq.num_tokens > self.rope_switch:
-                self._recompute_long(self.running.pop(i))
+            if self._long(seq) and not seq.rope_long:  # grown past LongRoPE's switch: its KV again, long
+                self._requeue(self.running.pop(i))
+                self.num_rope_recomputes += 1
                 continue
             try:
                 n = self._schedule_one_running(seq, budget, batch, cap)
@@ -161,21 +162,17 @@ class Scheduler:
         self.running.append(seq)
         return n
 
+    def _long(self, seq: Sequence) -> bool:
+        """LongRoPE: whether ``seq`` holds more tokens than ``rope_switch`` (its KV then takes the long factors)."""
+        return self.rope_switch is not None and seq.num_tokens > self.rope_switch
+
     def _phase(self, seq: Sequence) -> None:
-        """LongRoPE: the factors ``seq``'s KV is computed with from now on, long once it holds more
-        than ``rope_switch`` tokens (a new hash chain then: the short phase's blocks are no hits)."""
-        long = self.rope_switch is not None and seq.num_tokens > self.rope_switch
+        """LongRoPE: the factors ``seq``'s KV is computed with from now on (a new hash chain when they
+        change: the short phase's blocks are no hits for the long one)."""
+        long = self._long(seq)
         if long != seq.rope_long:
             seq.rope_long = long
             seq.block_hashes = []
-
-    def _recompute_long(self, seq: Sequence) -> None:
-        """A running sequence grew past ``rope_switch``: its KV, computed with the short factors, is
-        computed again with the long ones (back to the front of the queue; admitted this step if it fits)."""
-        self.block_manager.free(seq)
-        seq.reset_for_recompute()
-        self.waiting.appendleft(seq)
-        self.num_rope_recomputes += 1
 
     def _drop(self, seq: Sequence, error: Exception, batch: ScheduledBatch) -> None:
         """Take ``seq`` out of the queues and the batch after scheduling it raised; the engine ends it."""
@@ -189,11 +186,15 @@ class Scheduler:
         batch.failed.append((seq, f"scheduling failed: {type(error).__name__}: {error}"))
 
     def _preempt(self, seq: Sequence, batch: ScheduledBatch) -> None:
+        self._requeue(seq)
+        batch.preempted.append(seq)
+        self.num_preemptions += 1
+
+    def _requeue(self, seq: Sequence) -> None:
+        """Free ``seq``'s blocks and put it at the front of the queue, to be computed again."""
         self.block_manager.free(seq)
         seq.reset_for_recompute()
         self.waiting.appendleft(seq)
-        batch.preempted.append(seq)
-        self.num_preemptions += 1
 
     def finish(self, seq: Sequence, reason: str) -> None:
         """Mark ``seq`` finished and release its blocks."""

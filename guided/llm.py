@@ -172,10 +172,12 @@ class LLM:
         conversation) and ``content`` the text before them.
         """
         conversations = [messages] if messages and isinstance(messages[0], dict) else list(messages)
-        constraints, replies, tool_dicts, fmt = [], [], [], None
+        constraints, replies, tool_dicts, fmt, plans = [], [], [], None, {}
         for c in _per_prompt_constraints(response_format, len(conversations)):
-            constraint, reply, tool_dicts, fmt = self._chat_plan(c, chat_template_kwargs, reasoning_parser, tools,
-                                                                 tool_choice, parallel_tool_calls, tool_format)  # fmt: skip
+            if id(c) not in plans:  # one response_format for all: its plan (and the tools) read once
+                plans[id(c)] = self._chat_plan(c, chat_template_kwargs, reasoning_parser, tools, tool_choice,
+                                               parallel_tool_calls, tool_format)  # fmt: skip
+            constraint, reply, tool_dicts, fmt = plans[id(c)]
             constraints.append(constraint)
             replies.append(reply)
         prompts = [self.render_chat(c, chat_template_kwargs, tool_dicts, fmt) for c in conversations]
@@ -191,15 +193,8 @@ class LLM:
         ``break``, or dropping it) aborts the request and frees its blocks. A request that fails (its
         constraint does not compile) raises ``GuidedError`` with the reason.
         """
-        params = params or SamplingParams()
-        if params.n != 1:
-            raise ConfigError(f"stream() follows one completion; got n={params.n} (use generate())")
-        if isinstance(prompt, list) and prompt and isinstance(prompt[0], dict):
-            (constraint,) = _per_prompt_constraints(response_format, 1)
-            constraint = self._chat_plan(constraint, chat_template_kwargs, reasoning_parser, None, None, True, None)[0]
-            prompt = self.render_chat(prompt, chat_template_kwargs)
-        else:
-            (constraint,) = _per_prompt_constraints(response_format, 1)
+        prompt, params, constraint = self._stream_request(prompt, params, response_format, chat_template_kwargs,
+                                                          reasoning_parser)  # fmt: skip
         grammar = self.compile_service.submit(constraint) if constraint is not None else None
         request_id = self.engine.add_request(prompt, params, grammar=grammar)
         buffer = self._streams[request_id] = deque()
@@ -222,6 +217,18 @@ class LLM:
             if not finished:
                 self.engine.abort(request_id)
 
+    def _stream_request(self, prompt, params, response_format, chat_template_kwargs, reasoning_parser):
+        """(prompt, params, constraint) of a ``stream`` call (``LLM``'s and ``AsyncLLM``'s): one
+        completion; a conversation rendered as ``chat`` renders it, its constraint after the reasoning."""
+        params = params or SamplingParams()
+        if params.n != 1:
+            raise ConfigError(f"stream() follows one completion; got n={params.n} (use generate())")
+        (constraint,) = _per_prompt_constraints(response_format, 1)
+        if isinstance(prompt, list) and prompt and isinstance(prompt[0], dict):
+            constraint = self._chat_plan(constraint, chat_template_kwargs, reasoning_parser)[0]
+            prompt = self.render_chat(prompt, chat_template_kwargs)
+        return prompt, params, constraint
+
     def render_chat(self, messages: list[dict], chat_template_kwargs: dict | None = None,
                     tools: list[dict] | None = None, tool_format: ToolFormat | None = None) -> list[int]:  # fmt: skip
         """Token ids of ``messages`` under the model's chat template, ending with the assistant's turn
@@ -235,8 +242,8 @@ class LLM:
         # the template writes the BOS token itself when the model wants one
         return tok.encode(text, add_special_tokens=False)
 
-    def _chat_plan(self, constraint, chat_template_kwargs, reasoning_parser, tools, tool_choice, parallel: bool,
-                   tool_format) -> tuple[Constraint | None, _Reply, list[dict], ToolFormat]:  # fmt: skip
+    def _chat_plan(self, constraint, chat_template_kwargs, reasoning_parser, tools=None, tool_choice=None,
+                   parallel: bool = True, tool_format=None) -> tuple[Constraint | None, _Reply, list[dict], ToolFormat]:  # fmt: skip
         """A chat reply's constraint, how to read it, the tools for the prompt and their format."""
         template = getattr(self.tokenizer, "chat_template", None)
         fmt = FORMATS[tool_format or detect_format(template)]
@@ -339,14 +346,8 @@ class AsyncLLM:
                      response_format=None, chat_template_kwargs: dict | None = None,
                      reasoning_parser: str | None = "auto"):  # fmt: skip
         """``async for delta in llm.stream(...)``: the text of one completion as it comes (``LLM.stream``)."""
-        params = params or SamplingParams()
-        if params.n != 1:
-            raise ConfigError(f"stream() follows one completion; got n={params.n} (use generate())")
-        (constraint,) = _per_prompt_constraints(response_format, 1)
-        if isinstance(prompt, list) and prompt and isinstance(prompt[0], dict):
-            constraint = self.llm._chat_plan(constraint, chat_template_kwargs, reasoning_parser, None, None, True,
-                                             None)[0]  # fmt: skip
-            prompt = self.llm.render_chat(prompt, chat_template_kwargs)
+        prompt, params, constraint = self.llm._stream_request(prompt, params, response_format, chat_template_kwargs,
+                                                              reasoning_parser)  # fmt: skip
         outputs = self._outputs(prompt, params, constraint)
         try:
             async for out in outputs:
