@@ -2,6 +2,9 @@
 
 CPU (always): the tiny embedded-default-shaped model; engine vs HF ``generate`` output tok/s (HF at
 its best batch size), and the prefix cache's TTFT gain. Ratios only: absolute CPU times mean little.
+Tensor parallelism (``--tp-sizes``, default 1,2): the same model split across N ranks over gloo, each
+rank one thread: output tok/s, the median decode step at batch 1, and the time per step spent in
+collectives (the step's broadcast, the all-reduces, the logits' gather) as rank 0 sees it.
 
 GPU (only where CUDA is available): bf16 random-weight models shaped like Llama-3.2-1B and
 Llama-3.1-8B, built on the machine (no download):
@@ -10,7 +13,7 @@ Llama-3.1-8B, built on the machine (no download):
 - TTFT and TPOT p50/p99 with 1, 16, 64 and 256 concurrent requests (the asyncio front);
 - prefix caching: a shared 2k-token system prompt, TTFT of a second request, target >= 3x faster.
 
-Usage: python benchmarks/throughput.py [--skip-gpu] [--skip-hf] [--models 1b,8b] [--out DIR]
+Usage: python benchmarks/throughput.py [--skip-gpu] [--skip-hf] [--models 1b,8b] [--tp-sizes 1,2] [--out DIR]
 Writes ``throughput-cpu.json`` / ``throughput-gpu.json`` under ``benchmarks/results/``.
 """
 
@@ -201,6 +204,43 @@ def run_cpu(args) -> dict:
     return result
 
 
+def run_tensor_parallel(args, sizes: list[int]) -> list[dict]:
+    """One row per tensor-parallel size: throughput, decode step and communication per step."""
+    model_dir = str(tiny_model_dir("builtin", CPU_SPEC))
+    rows = []
+    for size in sizes:
+        engine = LLMEngine.from_model(model_dir, device="cpu", max_model_len=512, max_num_seqs=64,
+                                      tensor_parallel_size=size)  # fmt: skip
+        try:
+            vocab = len(engine.tokenizer) - 16
+            prompts = random_prompts(args.tp_prompts, 64, vocab)
+            engine_throughput(engine, prompts[:4], 4)  # warm-up
+            stats = engine.runner.tp.stats
+            stats.clear()
+            row = {"tensor_parallel_size": size, "engine": engine_throughput(engine, prompts, 64)}
+            row.update(_communication(stats, "batch_"))
+            stats.clear()
+            row["decode_b1_ms"] = 1e3 * decode_step_time(engine, prompt_len=64, steps=64)
+            row.update(_communication(stats, "decode_b1_"))
+        finally:
+            engine.close()
+        rows.append(row)
+        print(f"CPU  tensor_parallel_size={size}: {row['engine']['output_tok_s']:.0f} tok/s "
+              f"(communication {row['batch_comm_per_step_ms']:.2f} ms/step), decode step at batch 1 "
+              f"{row['decode_b1_ms']:.2f} ms (communication {row['decode_b1_comm_per_step_ms']:.2f} ms, "
+              f"{row['decode_b1_all_reduces_per_step']:.0f} all-reduces)")  # fmt: skip
+    return rows
+
+
+def _communication(stats: dict, prefix: str) -> dict:
+    """Rank 0's time in collectives per step (one broadcast per step), waiting for the others included."""
+    steps = max(stats.get("broadcasts", 0), 1)
+    seconds = {k: v for k, v in stats.items() if k.endswith("_s")}
+    return {prefix + "comm_per_step_ms": 1e3 * sum(seconds.values()) / steps,
+            prefix + "all_reduces_per_step": stats.get("all_reduces", 0) / steps,
+            prefix + "collectives_s": seconds}  # fmt: skip
+
+
 def hbm_bandwidth() -> float:
     """Bytes/s of a large device-to-device copy (read + write)."""
     x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
@@ -272,6 +312,8 @@ def main() -> None:
     ap.add_argument("--gpu-prompts", type=int, default=512)
     ap.add_argument("--cpu-threads", type=int, default=1,
                     help="torch threads for the CPU section (1 = robust to other load on the machine)")
+    ap.add_argument("--tp-sizes", default="1,2", help="tensor-parallel sizes of the CPU rows ('' skips them)")
+    ap.add_argument("--tp-prompts", type=int, default=16)
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -282,6 +324,8 @@ def main() -> None:
     torch.set_num_threads(args.cpu_threads)
     cpu = run_cpu(args)
     cpu["cpu_threads"] = args.cpu_threads
+    if args.tp_sizes:
+        cpu["tensor_parallel"] = run_tensor_parallel(args, [int(n) for n in args.tp_sizes.split(",")])
     torch.set_num_threads(threads)
     (args.out / "throughput-cpu.json").write_text(json.dumps({**meta, **cpu}, indent=1, default=str))
     print(f"CPU  engine {cpu['engine']['output_tok_s']:.0f} tok/s", end="")

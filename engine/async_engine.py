@@ -91,6 +91,8 @@ class AsyncEngine:
             time.sleep(0.01)
         self._send(("stop",))
         self._thread.join(timeout)
+        if not self._thread.is_alive():
+            self.engine.close()  # tensor-parallel workers stop with it
         if self._ended and not already:
             logger.warning(
                 "engine shut down with %d request(s) unfinished: %s", len(self._ended), self._ended

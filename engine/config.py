@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from guided.errors import ConfigError, ModelLoadError
@@ -69,6 +69,13 @@ class Config:
     mask_wait_s : float
         How long a step waits, once its logits are ready, for masks still being computed; a sequence
         whose mask is later is held back (it samples in a later step, from the same logits).
+    tensor_parallel_size : int
+        Ranks the model is split across (``engine.parallel``): spawned processes on this machine, or
+        the ranks ``torchrun`` started. Attention and KV heads, the MLP's width and the vocabulary
+        must divide by it. CUDA graphs are off under tensor parallelism (steps run eagerly).
+    distributed_timeout_s : float
+        Bound on one collective of the tensor-parallel group (a stuck peer); a peer that dies is
+        seen at once.
     """
 
     model: str
@@ -92,6 +99,8 @@ class Config:
     fast_forward: bool = True
     mask_threads: int = 4
     mask_wait_s: float = 0.005
+    tensor_parallel_size: int = 1
+    distributed_timeout_s: float = 120.0
     hf_config: dict = field(default_factory=dict, repr=False)
     hub_id: str | None = None  # the hub name the model was resolved from, if any
 
@@ -131,6 +140,12 @@ class Config:
             raise ConfigError(f"mask_threads must be an integer >= 0, got {self.mask_threads!r}")
         if not 0.0 <= self.mask_wait_s < 60.0:
             raise ConfigError(f"mask_wait_s must be in [0, 60), got {self.mask_wait_s}")
+        _positive("tensor_parallel_size", self.tensor_parallel_size)
+        if self.tensor_parallel_size > 1 and self.device.startswith("cuda:"):
+            raise ConfigError(f"device {self.device!r} names one GPU; with tensor_parallel_size > 1 use 'cuda' or "
+                              "'auto' (rank i takes GPU i of its machine)")  # fmt: skip
+        if not 0.0 < self.distributed_timeout_s <= 86400.0:
+            raise ConfigError(f"distributed_timeout_s must be in (0, 86400], got {self.distributed_timeout_s}")
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise ConfigError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
         if self.num_kv_blocks is not None:
@@ -153,6 +168,12 @@ class Config:
                 f"without chunked prefill max_num_batched_tokens ({self.max_num_batched_tokens}) must be "
                 f">= max_model_len ({self.max_model_len}) so that every prompt fits in one step"
             )
+
+
+def worker_fields(config: Config) -> dict:
+    """The keyword arguments that make ``config`` again in another process (a tensor-parallel worker):
+    the model as the local directory it was resolved to."""
+    return {f.name: getattr(config, f.name) for f in fields(config) if f.name not in ("hf_config", "hub_id")}
 
 
 def longrope_switch(hf_config: dict) -> int | None:

@@ -106,6 +106,7 @@ class LLMEngine:
         that fails ends that request alone, with ``finish_reason == "error"`` and the message in
         ``RequestOutput.error``.
         """
+        self.runner.check_alive()
         params = params or SamplingParams()
         request_id = str(next(self._ids)) if request_id is None else str(request_id)
         if request_id in self.requests:
@@ -256,6 +257,16 @@ class LLMEngine:
         self.runner.graphs = graphs
         usable = graphs is not None and (bool(graphs.graphs) or not graphs.capture)
         self.scheduler.max_decode_chunk = graphs.max_chunk if usable else None
+
+    def close(self) -> None:
+        """Stop what the engine started outside this process (tensor-parallel workers); the engine
+        runs no step after it."""
+        self.runner.close()
+
+    def dead(self) -> str | None:
+        """Why the engine cannot run another step (a tensor-parallel worker is gone), or None."""
+        group = self.runner.group
+        return None if group is None else group.dead
 
     def has_unfinished(self) -> bool:
         return self.scheduler.has_unfinished() or bool(self.pending_grammars) or bool(self._finished_early)

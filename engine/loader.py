@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -10,6 +11,7 @@ import torch
 from guided.errors import ModelLoadError
 
 from .models import MODEL_TYPES, ModelArgs
+from .parallel import SINGLE, TensorParallel
 
 
 def safetensors_files(model_dir: str | Path) -> list[Path]:
@@ -34,8 +36,10 @@ def safetensors_files(model_dir: str | Path) -> list[Path]:
     return files
 
 
-def load_model(model_dir: str | Path, hf_config: dict, dtype: torch.dtype, device: torch.device):
-    """Build the model for ``hf_config`` on ``device`` in ``dtype`` and load its weights.
+def load_model(model_dir: str | Path, hf_config: dict, dtype: torch.dtype, device: torch.device,
+               tp: TensorParallel = SINGLE):  # fmt: skip
+    """Build the model for ``hf_config`` on ``device`` in ``dtype`` and load its weights (this rank's
+    part of each, under tensor parallelism ``tp``).
 
     Returns
     -------
@@ -48,7 +52,7 @@ def load_model(model_dir: str | Path, hf_config: dict, dtype: torch.dtype, devic
     if model_type not in MODEL_TYPES:
         raise ModelLoadError(f"model_type {model_type!r} is not supported (supported: {sorted(MODEL_TYPES)})")
     files = safetensors_files(model_dir)
-    model = _build(MODEL_TYPES[model_type], ModelArgs.from_hf(hf_config), dtype, device)
+    model = _build(MODEL_TYPES[model_type], replace(ModelArgs.from_hf(hf_config), tp=tp), dtype, device)
     loaded: set[str] = set()
     for file in files:
         with safe_open(str(file), framework="pt", device="cpu") as f:

@@ -3,20 +3,30 @@
 Per step it builds plain Python lists (token ids, positions, KV slots, query offsets, context lengths,
 block tables) and copies each to the device once. On CUDA, pure-decode steps replay a captured CUDA
 graph of the padded batch size; every other step (and everything on CPU) runs eagerly.
+
+Under tensor parallelism (``Config.tensor_parallel_size``, ``engine.parallel``) the runner of rank 0
+starts the group, sends each step's lists to the workers and samples; a worker's runner holds its
+shard of the model and the KV cache and replays the steps (``replay``).
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import weakref
 from collections.abc import Callable
+from dataclasses import replace
 
 import torch
+import torch.distributed as dist
 
 from guided.errors import ConfigError
 
-from .config import Config
+from .config import Config, worker_fields
 from .cuda_graphs import DecodeGraphs
 from .loader import load_model
+from .models import ModelArgs
+from .parallel import SINGLE, Group, TensorParallel, start
 from .sampler import SampledTokens, Sampler
 from .scheduler import ScheduledBatch, reaches_end
 from .sequence import Sequence
@@ -31,11 +41,17 @@ KV_BLOCKS_OVER_FULL = 2  # CUDA: KV blocks for at most twice max_num_seqs sequen
 BitmaskProvider = Callable[[list[Sequence]], "tuple[torch.Tensor, list[int]] | None"]
 
 
-def resolve_device(name: str) -> torch.device:
+def resolve_device(name: str, rank: int = 0) -> torch.device:
+    """The device of ``name``; "auto" and "cuda" give rank ``rank`` (a tensor-parallel rank on this
+    machine) GPU number ``rank``."""
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        name = "cuda" if torch.cuda.is_available() else "cpu"
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError(f"device {name!r} was asked for but CUDA is not available")
+    if name == "cuda" and rank:
+        if rank >= torch.cuda.device_count():
+            raise ConfigError(f"rank {rank} needs GPU {rank}, but this machine has {torch.cuda.device_count()}")
+        return torch.device("cuda", rank)
     return torch.device(name)
 
 
@@ -49,22 +65,59 @@ def resolve_dtype(name: str, hf_config: dict, device: torch.device) -> torch.dty
 
 
 class ModelRunner:
-    def __init__(self, config: Config, eos_ids: list[int], num_text_tokens: int):
+    def __init__(self, config: Config, eos_ids: list[int], num_text_tokens: int, group: Group | None = None):
+        """Rank 0 (``group`` None): the engine's runner, which starts the tensor-parallel group when
+        ``config.tensor_parallel_size`` > 1; a worker: its ``group``, no sampler."""
         self.config = config
-        self.device = resolve_device(config.device)
-        if self.device.type == "cuda" and self.device.index is not None:
-            torch.cuda.set_device(self.device)  # Triton launches on the current device
-        self.dtype = resolve_dtype(config.dtype, config.hf_config, self.device)
+        size = config.tensor_parallel_size
+        if group is None and size > 1:
+            args = ModelArgs.from_hf(config.hf_config)
+            replace(args, tp=TensorParallel(0, size)).check_split()  # before any process starts
+            group = start(worker_fields(config), size, resolve_device(config.device), config.distributed_timeout_s)
+            weakref.finalize(self, group.close)  # the workers end with the engine, however it ends
+        self.group = group
+        self.tp = group.tp if group is not None else SINGLE
+        try:
+            self._start(config, eos_ids, num_text_tokens)
+        except BaseException:
+            if group is not None and self.tp.rank == 0:
+                group.dead = "the engine failed to start"
+                group.close()
+            raise
+
+    def _start(self, config: Config, eos_ids: list[int], num_text_tokens: int) -> None:
+        group, tp = self.group, self.tp
         self.block_size = config.block_size
-        self.model = load_model(config.model, config.hf_config, self.dtype, self.device)
+        failed = None
+        try:
+            local_rank = int(os.environ.get("LOCAL_RANK", tp.rank)) if tp.size > 1 else 0
+            self.device = resolve_device(config.device, local_rank)
+            if self.device.type == "cuda" and self.device.index is not None:
+                torch.cuda.set_device(self.device)  # Triton launches on the current device
+            self.dtype = resolve_dtype(config.dtype, config.hf_config, self.device)
+            self.model = load_model(config.model, config.hf_config, self.dtype, self.device, tp)
+        except Exception as e:
+            if group is None:
+                raise
+            failed = e
+        if group is not None:  # every rank learns whether all loaded; rank 0 raises its own error as it is
+            if failed is not None and tp.rank == 0:
+                _raise_after(group, failed)
+            group.all_ok(None if failed is None else f"{type(failed).__name__}: {failed}")
         self.vocab_size = self.model.args.vocab_size
-        self.sampler = Sampler(self.vocab_size, num_text_tokens, eos_ids, self.device)
+        self.sampler = Sampler(self.vocab_size, num_text_tokens, eos_ids, self.device) if tp.rank == 0 else None
         self.num_blocks = self._num_kv_blocks()
+        if group is not None:  # every rank holds the same number of blocks: the smallest
+            least = torch.tensor([self.num_blocks])
+            dist.all_reduce(least, op=dist.ReduceOp.MIN, group=group.control)
+            self.num_blocks = int(least)
         self._allocate_kv_cache(self.num_blocks)
-        self.sampler.warmup(config.max_num_seqs)
+        if self.sampler is not None:
+            self.sampler.warmup(config.max_num_seqs)
         self.graphs = None
-        # a model whose forward depends on its data (a mixture of experts routes tokens) runs eagerly
-        if self.device.type == "cuda" and not config.enforce_eager and self.model.GRAPH_SAFE:
+        # a model whose forward depends on its data (a mixture of experts routes tokens) runs eagerly, and
+        # so do tensor-parallel steps (every rank would have to capture and replay in step)
+        if self.device.type == "cuda" and not config.enforce_eager and self.model.GRAPH_SAFE and tp.size == 1:
             self.graphs = DecodeGraphs(self, config.cuda_graph_max_batch, config.max_model_len,
                                        config.cuda_graph_max_chunk)  # fmt: skip
 
@@ -72,7 +125,7 @@ class ModelRunner:
     def block_bytes(self) -> int:
         """Bytes of one KV block: 2 (K and V) x layers x kv_heads x head_dim x dtype bytes per token."""
         a = self.model.args
-        per_token = 2 * a.num_layers * a.num_kv_heads * a.head_dim * self.dtype.itemsize
+        per_token = 2 * a.num_layers * a.local_kv_heads * a.head_dim * self.dtype.itemsize
         return per_token * self.block_size
 
     def _num_kv_blocks(self) -> int:
@@ -128,7 +181,7 @@ class ModelRunner:
 
     def _allocate_kv_cache(self, num_blocks: int) -> None:
         a = self.model.args
-        shape = (2, a.num_layers, num_blocks, self.block_size, a.num_kv_heads, a.head_dim)
+        shape = (2, a.num_layers, num_blocks, self.block_size, a.local_kv_heads, a.head_dim)
         self.kv_cache = None  # release the old pool first
         # zeros, not empty: kernels mask unused slots, but never-written memory may hold NaNs that a
         # masked lane can still carry into a sum (0 * NaN); zeroing once at start-up rules that out
@@ -145,16 +198,47 @@ class ModelRunner:
         shape = self.graphs.shape_for(batch) if self.graphs is not None else None
         if shape is not None:
             hidden = self.graphs.run(shape, ids, positions, slots, seq_lens, tables, batch.num_tokens)
-        else:
-            ctx = self._context(slots, cu, seq_lens, tables, max(batch.num_tokens))
-            if self.model.rotary.switch is not None:  # LongRoPE: each sequence's phase, for all its tokens
-                ctx.rope_long = self._to_device([s.rope_long for s, n in zip(batch.seqs, batch.num_tokens, strict=True)
-                                                 for _ in range(n)], torch.bool)  # fmt: skip
-            hidden = self.model(self._to_device(ids, torch.long), self._to_device(positions, torch.long), ctx)
-        if not sample_seqs:
-            return sample_seqs, None
+            return sample_seqs, self._logits(hidden, sample_rows)
+        rope_long = None
+        if self.model.rotary.switch is not None:  # LongRoPE: each sequence's phase, for all its tokens
+            rope_long = [s.rope_long for s, n in zip(batch.seqs, batch.num_tokens, strict=True) for _ in range(n)]
+        step = (ids, positions, slots, cu, seq_lens, tables, max(batch.num_tokens), rope_long, sample_rows)
+        if self.group is None:
+            return sample_seqs, self.replay(step)
+        self.check_alive()
+        try:
+            self.group.send(("step", step))
+            return sample_seqs, self.replay(step)
+        except Exception as e:  # a worker is gone (or stuck past the timeout): the engine is over
+            raise self.group.failure(e) from e
+
+    @torch.inference_mode()
+    def replay(self, step: tuple) -> torch.Tensor | None:
+        """One eager forward pass of a step's lists (``forward`` makes them; a tensor-parallel worker
+        gets them from rank 0): the logits of its sampled rows, None when there are none (and on a
+        worker, which only takes part in gathering them)."""
+        ids, positions, slots, cu, seq_lens, tables, max_seqlen_q, rope_long, sample_rows = step
+        ctx = self._context(slots, cu, seq_lens, tables, max_seqlen_q)
+        if rope_long is not None:
+            ctx.rope_long = self._to_device(rope_long, torch.bool)
+        hidden = self.model(self._to_device(ids, torch.long), self._to_device(positions, torch.long), ctx)
+        return self._logits(hidden, sample_rows)
+
+    def _logits(self, hidden: torch.Tensor, sample_rows: list[int]) -> torch.Tensor | None:
+        if not sample_rows:
+            return None
         # hidden: [num_tokens, hidden_size]; sample_rows index the last token of each sampled sequence
-        return sample_seqs, self.model.logits(hidden[self._to_device(sample_rows, torch.long)]).float()
+        return self.model.logits(hidden[self._to_device(sample_rows, torch.long)])
+
+    def check_alive(self) -> None:
+        """``EngineDeadError`` when a tensor-parallel worker is gone (or the group was shut down)."""
+        if self.group is not None:
+            self.group.check()
+
+    def close(self) -> None:
+        """Stop the tensor-parallel workers (nothing to do without them)."""
+        if self.group is not None:
+            self.group.close()
 
     def logits_ready(self):
         """A callable that says whether the device has finished what was queued so far (always True on CPU)."""
@@ -241,3 +325,12 @@ class ModelRunner:
     def _to_device(self, values: list, dtype: torch.dtype) -> torch.Tensor:
         pin = self.device.type == "cuda"
         return torch.tensor(values, dtype=dtype, pin_memory=pin).to(self.device, non_blocking=True)
+
+
+def _raise_after(group: Group, error: Exception) -> None:
+    """Rank 0 failed to load: the workers learn it (and stop), then rank 0 raises its own error."""
+    try:
+        group.all_ok(f"{type(error).__name__}: {error}")
+    except Exception:
+        pass
+    raise error

@@ -51,6 +51,9 @@ def _engine_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", default="auto", help="auto, float32, bfloat16 or float16 (default: auto)")
     p.add_argument("--max-num-seqs", type=int, default=256, help="most sequences in one step (default: 256)")
     p.add_argument("--max-model-len", type=int, help="longest prompt + output (default: the model's)")
+    p.add_argument("--tensor-parallel-size", "-tp", type=int, default=1, metavar="N",
+                   help="split the model across N processes: spawned here, or the ranks torchrun started, "
+                        "where every rank runs this same command (default: 1)")  # fmt: skip
     p.add_argument(
         "--compile-timeout", type=float, default=10.0, help="seconds per constraint compile (default: 10)"
     )
@@ -171,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
 def _llm(args):
     from guided.llm import LLM  # lazy: torch and the engine load only for commands that run a model
 
-    config = {"device": args.device, "dtype": args.dtype, "max_num_seqs": args.max_num_seqs}
+    config = {"device": args.device, "dtype": args.dtype, "max_num_seqs": args.max_num_seqs,
+              "tensor_parallel_size": args.tensor_parallel_size}  # fmt: skip
     if args.max_model_len is not None:
         config["max_model_len"] = args.max_model_len
     if args.grammar_cache_mb <= 0:
@@ -247,9 +251,10 @@ def _generate(args) -> int:
     params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed,
                             budget_aware=args.budget_aware)  # fmt: skip
     prompt = llm.render_chat([{"role": "user", "content": args.prompt}]) if args.chat else args.prompt
-    if constraint is not None:
-        llm.compile_service.compile(constraint)  # a bad schema or grammar is reported here, with where
-    out = llm.generate(prompt, params, use_tqdm=False, response_format=constraint)[0]
+    with llm:  # (tensor-parallel workers stop at the end)
+        if constraint is not None:
+            llm.compile_service.compile(constraint)  # a bad schema or grammar is reported here, with where
+        out = llm.generate(prompt, params, use_tqdm=False, response_format=constraint)[0]
     if out.finish_reason == "error":
         raise GuidedError(out.error or "generation failed")
     print(out.text)

@@ -13,6 +13,7 @@ __all__ = [
     "SchemaError",
     "CompileTimeoutError",
     "LimitError",
+    "EngineDeadError",
 ]
 
 
@@ -54,3 +55,7 @@ class CompileTimeoutError(GuidedError, TimeoutError):
 
 class LimitError(GuidedError, ValueError):
     """A configured limit (size, depth, count) was exceeded; the message names it."""
+
+
+class EngineDeadError(GuidedError, RuntimeError):
+    """The engine cannot run another step: a tensor-parallel worker is gone, or it was shut down."""

@@ -19,8 +19,10 @@ from guided.compile_service import CompileService
 from guided.constraints import Constraint, JsonSchema, Reasoning, to_constraint
 from guided.engine.config import Config
 from guided.engine.llm_engine import LLMEngine
+from guided.engine.parallel import torchrun_rank
 from guided.engine.request import CompletionOutput, RequestOutput
 from guided.engine.sampling_params import SamplingParams
+from guided.engine.tp_worker import run_worker
 from guided.errors import ConfigError, GuidedError, SchemaError
 from guided.grammar.vocab import Vocabulary
 from guided.schema.pydantic_models import parse_output
@@ -62,7 +64,13 @@ class LLM:
         Bound on that directory (least recently used entries are removed past it).
     **config
         Any ``guided.engine.config.Config`` field: ``dtype``, ``block_size``, ``max_num_seqs``,
-        ``max_num_batched_tokens``, ``gpu_memory_utilization``, ``enable_prefix_caching``, ...
+        ``max_num_batched_tokens``, ``gpu_memory_utilization``, ``enable_prefix_caching``,
+        ``tensor_parallel_size``, ...
+
+    With ``tensor_parallel_size=N`` the model is split across N processes (spawned here, or the ranks
+    ``torchrun`` started: there, ``LLM(...)`` on a rank other than 0 serves as a worker until rank 0
+    shuts down, then exits the process). ``shutdown()`` (or ``with LLM(...) as llm:``) stops them;
+    so does the end of the program.
 
     Examples
     --------
@@ -78,7 +86,11 @@ class LLM:
             model = default_model_dir()
             print(f"guided: no model given; using the embedded random-weight default model ({model})",
                   file=sys.stderr)  # fmt: skip
-        self.engine = LLMEngine(Config(model=str(model), **config), tokenizer, stream=False)
+        engine_config = Config(model=str(model), **config)
+        if torchrun_rank(engine_config.tensor_parallel_size):  # a torchrun rank other than 0: a worker
+            run_worker(engine_config)
+            raise SystemExit(0)
+        self.engine = LLMEngine(engine_config, tokenizer, stream=False)
         self.compile_timeout = compile_timeout
         self.grammar_cache, self.grammar_cache_bytes = grammar_cache, grammar_cache_bytes
         self._compile_service: CompileService | None = None
@@ -98,6 +110,18 @@ class LLM:
     @property
     def tokenizer(self):
         return self.engine.tokenizer
+
+    def shutdown(self) -> None:
+        """Stop the tensor-parallel workers, if any; the LLM generates nothing after it."""
+        self.engine.close()
+        if self._compile_service is not None:
+            self._compile_service.shutdown()
+
+    def __enter__(self) -> LLM:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
 
     def generate(
         self,

@@ -18,6 +18,7 @@ from guided.errors import ModelLoadError
 from guided.kernels.attention import paged_attention
 from guided.kernels.kv_store import store_kv, store_kv_ref
 
+from ..parallel import SINGLE, TensorParallel
 from ..step_context import StepContext
 from .cpu_attention import attention_cpu, decode_attention_cpu
 
@@ -48,10 +49,34 @@ class ModelArgs:
     norm_topk_prob: bool = False
     decoder_sparse_step: int = 1
     mlp_only_layers: tuple[int, ...] = ()
+    tp: TensorParallel = SINGLE  # this process's place in a tensor-parallel group (engine.parallel)
 
     @property
     def rotary_dim(self) -> int:
         return int(self.head_dim * self.partial_rotary_factor)
+
+    # this rank's shares (all of it without tensor parallelism); a ConfigError where the size does not divide
+    @property
+    def local_heads(self) -> int:
+        return self.tp.split(self.num_heads, "num_attention_heads")
+
+    @property
+    def local_kv_heads(self) -> int:
+        return self.tp.split(self.num_kv_heads, "num_key_value_heads")
+
+    @property
+    def local_intermediate(self) -> int:
+        return self.tp.split(self.intermediate_size, "intermediate_size")
+
+    @property
+    def local_moe_intermediate(self) -> int:
+        return self.tp.split(self.moe_intermediate_size, "moe_intermediate_size")
+
+    def check_split(self) -> None:
+        """A ConfigError unless every size the tensor-parallel split divides is divisible."""
+        _ = self.local_heads, self.local_kv_heads, self.local_intermediate
+        if self.num_experts:
+            _ = self.local_moe_intermediate
 
     @classmethod
     def from_hf(cls, cfg: dict) -> ModelArgs:
@@ -204,12 +229,14 @@ def _llama3_inv_freq(inv_freq: torch.Tensor, rs: dict) -> torch.Tensor:
 class Attention(nn.Module):
     def __init__(self, args: ModelArgs):
         super().__init__()
-        self.num_heads, self.num_kv_heads, self.head_dim = args.num_heads, args.num_kv_heads, args.head_dim
-        self.q_size = args.num_heads * args.head_dim
-        self.kv_size = args.num_kv_heads * args.head_dim
+        self.tp = args.tp
+        # this rank's heads (all of them without tensor parallelism)
+        self.num_heads, self.num_kv_heads, self.head_dim = args.local_heads, args.local_kv_heads, args.head_dim
+        self.q_size = self.num_heads * args.head_dim
+        self.kv_size = self.num_kv_heads * args.head_dim
         self.scale = args.head_dim**-0.5
-        self.qkv_proj = nn.Linear(args.hidden_size, self.q_size + 2 * self.kv_size, bias=args.qkv_bias)
-        self.o_proj = nn.Linear(self.q_size, args.hidden_size, bias=False)
+        self.qkv_proj = split_rows(nn.Linear(args.hidden_size, self.q_size + 2 * self.kv_size, bias=args.qkv_bias))
+        self.o_proj = split_columns(nn.Linear(self.q_size, args.hidden_size, bias=False))
         self.qk_norm = args.qk_norm
         if args.qk_norm:
             self.q_norm = RMSNorm(args.head_dim, args.rms_norm_eps)
@@ -232,7 +259,7 @@ class Attention(nn.Module):
         else:  # CPU: the torch references (never Triton's interpreter), batched for pure decodes
             store_kv_ref(k, v, self.k_cache, self.v_cache, ctx.slot_mapping)
             out = self._attend_cpu(q, ctx)
-        return self.o_proj(out.view(-1, self.q_size))
+        return self.tp.all_reduce(self.o_proj(out.view(-1, self.q_size)))
 
     def _attend_cpu(self, q: torch.Tensor, ctx: StepContext) -> torch.Tensor:
         if ctx.max_seqlen_q == 1:
@@ -244,13 +271,65 @@ class Attention(nn.Module):
 class MLP(nn.Module):
     def __init__(self, args: ModelArgs):
         super().__init__()
-        self.intermediate_size = args.intermediate_size
-        self.gate_up_proj = nn.Linear(args.hidden_size, 2 * args.intermediate_size, bias=False)
-        self.down_proj = nn.Linear(args.intermediate_size, args.hidden_size, bias=False)
+        self.tp = args.tp
+        self.intermediate_size = args.local_intermediate
+        self.gate_up_proj = split_rows(nn.Linear(args.hidden_size, 2 * self.intermediate_size, bias=False))
+        self.down_proj = split_columns(nn.Linear(self.intermediate_size, args.hidden_size, bias=False))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.gate_up_proj(x).split(self.intermediate_size, dim=-1)
-        return self.down_proj(F.silu(gate) * up)
+        return self.tp.all_reduce(self.down_proj(F.silu(gate) * up))
+
+
+class VocabEmbedding(nn.Module):
+    """The token embedding, split by vocabulary rows under tensor parallelism: a rank looks up the
+    ids in its block and adds zeros for the others, and the all-reduce sums the one row each id has."""
+
+    def __init__(self, args: ModelArgs):
+        super().__init__()
+        self.tp = args.tp
+        self.first, rows = args.tp.vocab_rows(args.vocab_size)
+        self.weight = vocab_rows(nn.Parameter(torch.empty(rows, args.hidden_size)), self.first)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        if self.tp.size == 1:
+            return F.embedding(ids, self.weight)
+        local = ids - self.first
+        inside = (local >= 0) & (local < self.weight.shape[0])
+        x = F.embedding(torch.where(inside, local, 0), self.weight) * inside.unsqueeze(-1).to(self.weight.dtype)
+        return self.tp.all_reduce(x)
+
+
+# How a parameter is split across tensor-parallel ranks (read by ``rank_part`` when loading):
+# ``tp_dim`` 0 (column-parallel: output rows) or 1 (row-parallel: input columns), or ``tp_rows``
+# (first vocabulary row of this rank's block, padded with zero rows past the vocabulary).
+def split_rows(linear: nn.Linear) -> nn.Linear:
+    linear.weight.tp_dim = 0
+    if linear.bias is not None:
+        linear.bias.tp_dim = 0
+    return linear
+
+
+def split_columns(linear: nn.Linear) -> nn.Linear:
+    linear.weight.tp_dim = 1  # (a bias would be added once, after the sum: none of the families has one)
+    return linear
+
+
+def vocab_rows(param: nn.Parameter, first: int) -> nn.Parameter:
+    param.tp_rows = first
+    return param
+
+
+def rank_part(param: torch.Tensor, tensor: torch.Tensor, tp: TensorParallel) -> torch.Tensor:
+    """This rank's part of the checkpoint ``tensor`` of the whole ``param``."""
+    first = getattr(param, "tp_rows", None)
+    if first is not None:
+        part = tensor[first : first + param.shape[0]]
+        if part.shape[0] < param.shape[0]:  # the last block's padding rows (never sampled)
+            part = torch.cat([part, part.new_zeros(param.shape[0] - part.shape[0], *part.shape[1:])])
+        return part
+    dim = getattr(param, "tp_dim", None)
+    return tensor if dim is None else tp.shard(tensor, dim)
 
 
 class DecoderLayer(nn.Module):

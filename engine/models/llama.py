@@ -11,7 +11,17 @@ import torch
 from torch import nn
 
 from ..step_context import StepContext
-from .layers import Attention, DecoderLayer, ModelArgs, RMSNorm, RotaryEmbedding, copy_weight
+from .layers import (
+    Attention,
+    DecoderLayer,
+    ModelArgs,
+    RMSNorm,
+    RotaryEmbedding,
+    VocabEmbedding,
+    copy_weight,
+    rank_part,  # fmt: skip
+    vocab_rows,
+)
 
 
 class LlamaForCausalLM(nn.Module):
@@ -30,11 +40,13 @@ class LlamaForCausalLM(nn.Module):
     def __init__(self, args: ModelArgs):
         super().__init__()
         self.args = args
-        self.embed_tokens = nn.Embedding(args.vocab_size, args.hidden_size)
+        self.embed_tokens = VocabEmbedding(args)
         self.layers = nn.ModuleList([self.make_layer(args, i) for i in range(args.num_layers)])
         self.norm = RMSNorm(args.hidden_size, args.rms_norm_eps)
         self.rotary = RotaryEmbedding(args)
-        self.lm_head = nn.Linear(args.hidden_size, args.vocab_size, bias=False)
+        # this rank's block of vocabulary rows (all of them without tensor parallelism)
+        self.lm_head = nn.Linear(args.hidden_size, self.embed_tokens.weight.shape[0], bias=False)
+        vocab_rows(self.lm_head.weight, self.embed_tokens.first)
         if args.tie_word_embeddings:
             self.lm_head.weight = self.embed_tokens.weight
 
@@ -50,15 +62,20 @@ class LlamaForCausalLM(nn.Module):
             x = layer(x, positions, self.rotary, ctx, long)
         return self.norm(x)
 
-    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        # hidden: [rows, hidden_size] -> [rows, vocab_size] (the padded lm_head width), float32
-        return self.lm_head(hidden).float()
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor | None:
+        """hidden: [rows, hidden_size] -> float32 [rows, vocab_size] (the checkpoint's lm_head width);
+        under tensor parallelism the ranks' blocks gathered on rank 0 (None on the others)."""
+        logits = self.args.tp.gather_columns(self.lm_head(hidden).float())
+        if logits is not None and logits.shape[-1] != self.args.vocab_size:
+            logits = logits[:, : self.args.vocab_size]  # the last block's padding
+        return logits
 
     def attention_layers(self) -> list[Attention]:
         return [layer.self_attn for layer in self.layers]
 
     def load_weight(self, name: str, tensor: torch.Tensor) -> bool:
-        """Copy one checkpoint tensor into its (possibly fused) parameter; False if it has no place."""
+        """Copy one checkpoint tensor (this rank's part of it) into its (possibly fused) parameter;
+        False if it has no place."""
         name = name.removeprefix("model.")
         if self.args.tie_word_embeddings and name == "lm_head.weight":
             return True  # some tied checkpoints store it anyway
@@ -66,12 +83,12 @@ class LlamaForCausalLM(nn.Module):
             if f".{part}." in name:
                 param = self.get_parameter(name.replace(part, fused))
                 start, size = self._shard_range(fused, shard)
-                return copy_weight(param.data.narrow(0, start, size), tensor, name)
+                return copy_weight(param.data.narrow(0, start, size), self.args.tp.shard(tensor, 0), name)
         try:
             param = self.get_parameter(name)
         except AttributeError:
             return False
-        return copy_weight(param.data, tensor, name)
+        return copy_weight(param.data, rank_part(param, tensor, self.args.tp), name)
 
     def missing_weights(self, loaded: set[str]) -> list[str]:
         """Checkpoint names (without "model.") that ``loaded`` lacks: every parameter's, a fused one's as
@@ -87,8 +104,9 @@ class LlamaForCausalLM(nn.Module):
         return sorted(expected - loaded)
 
     def _shard_range(self, fused: str, shard: int) -> tuple[int, int]:
+        """(start, size) of one checkpoint weight's rows in this rank's fused parameter."""
         a = self.args
         if fused == "gate_up_proj":
-            return shard * a.intermediate_size, a.intermediate_size
-        q, kv = a.num_heads * a.head_dim, a.num_kv_heads * a.head_dim
+            return shard * a.local_intermediate, a.local_intermediate
+        q, kv = a.local_heads * a.head_dim, a.local_kv_heads * a.head_dim
         return [(0, q), (q, kv), (q + kv, kv)][shard]

@@ -10,7 +10,8 @@ as transformers, so fp32 outputs match its greedy generate. A layer is sparse un
 ``mlp_only_layers`` or off the ``decoder_sparse_step`` beat. The experts' weights are kept stacked
 (``gate_up_proj`` [experts, 2 x width, hidden], ``down_proj`` [experts, hidden, width]); checkpoints
 store them per expert (``mlp.experts.E.gate_proj.weight``, ...), or stacked as transformers' own
-modules name them. Not yet: a Triton grouped-GEMM kernel (experts run as torch matmuls), and CUDA
+modules name them. Under tensor parallelism every expert's width is split across the ranks (the
+router is replicated) and the block's output is summed over them. Not yet: a Triton grouped-GEMM kernel (experts run as torch matmuls), and CUDA
 graphs (the routing decides which experts run, so steps run eagerly).
 """
 
@@ -32,7 +33,8 @@ _ROUTER = re.compile(r"^(layers\.\d+)\.block_sparse_moe\.gate\.weight$")
 class Experts(nn.Module):
     def __init__(self, args: ModelArgs):
         super().__init__()
-        e, width, hidden = args.num_experts, args.moe_intermediate_size, args.hidden_size
+        # each expert's width is split across tensor-parallel ranks (this rank's share here)
+        e, width, hidden = args.num_experts, args.local_moe_intermediate, args.hidden_size
         self.gate_up_proj = nn.Parameter(torch.empty(e, 2 * width, hidden))
         self.down_proj = nn.Parameter(torch.empty(e, hidden, width))
 
@@ -40,6 +42,7 @@ class Experts(nn.Module):
 class SparseMoeBlock(nn.Module):
     def __init__(self, args: ModelArgs):
         super().__init__()
+        self.tp = args.tp
         self.num_experts, self.top_k, self.norm_topk_prob = args.num_experts, args.num_experts_per_tok, args.norm_topk_prob
         self.float_weights = args.model_type == "mixtral"  # transformers' Mixtral keeps them float32
         self.gate = nn.Linear(args.hidden_size, args.num_experts, bias=False)
@@ -61,7 +64,7 @@ class SparseMoeBlock(nn.Module):
             gate, up = F.linear(x[token], self.experts.gate_up_proj[e]).chunk(2, dim=-1)
             y = F.linear(F.silu(gate) * up, self.experts.down_proj[e]) * weights[token, slot, None]
             out.index_add_(0, token, y.to(out.dtype))
-        return out
+        return self.tp.all_reduce(out)
 
 
 class Qwen3MoeForCausalLM(LlamaForCausalLM):
@@ -83,15 +86,20 @@ class Qwen3MoeForCausalLM(LlamaForCausalLM):
         router = _ROUTER.match(name)
         if router is not None:
             return super().load_weight(f"{router.group(1)}.mlp.gate.weight", tensor)
+        tp = self.args.tp
+        if name.endswith(".mlp.experts.gate_up_proj") and tp.size > 1:  # stacked: this rank's gate and up
+            tensor = torch.cat([tp.shard(half, 1) for half in tensor.chunk(2, dim=1)], dim=1)
+        elif name.endswith(".mlp.experts.down_proj") and tp.size > 1:
+            tensor = tp.shard(tensor, 2)
         m = _EXPERT.match(name)
         if m is None or m.group(3) not in self.EXPERT_WEIGHTS:
             return super().load_weight(name, tensor)
         prefix, expert, kind = f"{m.group(1)}.mlp.experts", int(m.group(2)), self.EXPERT_WEIGHTS.index(m.group(3))
         if kind == 2:
-            return copy_weight(self.get_parameter(f"{prefix}.down_proj").data[expert], tensor, name)
-        width = self.args.moe_intermediate_size
+            return copy_weight(self.get_parameter(f"{prefix}.down_proj").data[expert], tp.shard(tensor, 1), name)
+        width = self.args.local_moe_intermediate
         fused = self.get_parameter(f"{prefix}.gate_up_proj").data[expert]
-        return copy_weight(fused.narrow(0, kind * width, width), tensor, name)
+        return copy_weight(fused.narrow(0, kind * width, width), tp.shard(tensor, 0), name)
 
     def missing_weights(self, loaded: set[str]) -> list[str]:
         """As ``LlamaForCausalLM``'s, the router and the stacked experts counted present under the

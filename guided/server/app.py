@@ -144,10 +144,10 @@ def create_app(llm=None, *, model_name: str | None = None, api_key: str | None =
 
     @app.get("/health")
     async def health():
-        alive = served.async_engine._thread.is_alive()
-        return JSONResponse(
-            {"status": "ok" if alive else "engine stopped"}, status_code=200 if alive else 503
-        )
+        dead = served.llm.engine.dead()  # a tensor-parallel worker gone
+        alive = served.async_engine._thread.is_alive() and dead is None
+        status = "ok" if alive else dead or "engine stopped"
+        return JSONResponse({"status": status}, status_code=200 if alive else 503)
 
     @app.get("/metrics", response_class=PlainTextResponse)
     async def metrics():

@@ -5,23 +5,20 @@ from __future__ import annotations
 import random
 
 import pytest
-import torch
-from engine_testlib import PROMPTS, greedy, hf_greedy, make_engine, model_dir, run_all, tokenizer
+from engine_testlib import (
+    PROMPTS,
+    check_parity,
+    greedy,
+    hf_greedy,
+    make_engine,
+    moe_checkpoint,
+    run_all,
+    tokenizer,
+)
 
 from guided.engine.llm_engine import LLMEngine
 
 MAX_TOKENS = 12
-
-
-def check_parity(engine, name: str, prompts: list[str], max_tokens: int = MAX_TOKENS) -> dict:
-    ids = {str(i): engine.tokenizer.encode(p) for i, p in enumerate(prompts)}
-    for rid, p in ids.items():
-        engine.add_request(p, greedy(max_tokens), request_id=rid)
-    outputs = run_all(engine)
-    for rid, p in ids.items():
-        assert outputs[rid].token_ids == hf_greedy(name, p, max_tokens), f"prompt {rid}"
-        assert outputs[rid].finish_reason == "length"
-    return outputs
 
 
 @pytest.mark.parametrize("name", ["llama", "qwen2", "qwen3", "llama-tied", "phi3", "phi3-longrope", "qwen3_moe",
@@ -87,33 +84,14 @@ def test_moe_with_prefix_hits_chunked_prefill_and_preemption_matches_hf():
 
 
 def test_moe_checkpoint_with_stacked_experts_or_a_missing_expert(tmp_path):
-    import shutil
-
-    from safetensors.torch import load_file, save_file
-
     from guided.errors import ModelLoadError
 
-    source = model_dir("qwen3_moe")
-    per_expert = load_file(f"{source}/model.safetensors")
-    stacked, prefixes = {}, {k.split(".experts.")[0] for k in per_expert if ".experts." in k}
-    for p in prefixes:  # transformers' own module names: [experts, 2 x width, hidden] and [experts, hidden, width]
-        n = sum(1 for k in per_expert if k.startswith(f"{p}.experts.") and k.endswith("down_proj.weight"))
-        stacked[f"{p}.experts.gate_up_proj"] = torch.stack(
-            [torch.cat([per_expert[f"{p}.experts.{e}.gate_proj.weight"], per_expert[f"{p}.experts.{e}.up_proj.weight"]])
-             for e in range(n)])  # fmt: skip
-        stacked[f"{p}.experts.down_proj"] = torch.stack([per_expert[f"{p}.experts.{e}.down_proj.weight"] for e in range(n)])
-    stacked.update({k: v for k, v in per_expert.items() if ".experts." not in k})
-    for variant, tensors in (("stacked", stacked), ("missing", {k: v for k, v in per_expert.items()
-                                                               if not k.endswith("experts.3.up_proj.weight")})):  # fmt: skip
-        out = tmp_path / variant
-        shutil.copytree(source, out)
-        save_file(tensors, str(out / "model.safetensors"))
-        if variant == "missing":
-            with pytest.raises(ModelLoadError, match="experts.3.up_proj"):
-                LLMEngine.from_model(str(out), tokenizer=tokenizer(), device="cpu", max_model_len=512)
-            continue
-        engine = LLMEngine.from_model(str(out), tokenizer=tokenizer(), device="cpu", max_model_len=512, block_size=4)
-        check_parity(engine, "qwen3_moe", PROMPTS[:3])
+    missing = moe_checkpoint(tmp_path / "missing", drop="experts.3.up_proj.weight")
+    with pytest.raises(ModelLoadError, match="experts.3.up_proj"):
+        LLMEngine.from_model(missing, tokenizer=tokenizer(), device="cpu", max_model_len=512)
+    stacked = moe_checkpoint(tmp_path / "stacked", stacked=True)
+    engine = LLMEngine.from_model(stacked, tokenizer=tokenizer(), device="cpu", max_model_len=512, block_size=4)
+    check_parity(engine, "qwen3_moe", PROMPTS[:3])
 
 
 def test_preemption_by_tiny_kv_pool_matches_hf():

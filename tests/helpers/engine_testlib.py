@@ -79,6 +79,31 @@ def hf_greedy(name: str, prompt_ids: list[int], max_new_tokens: int, repetition_
     return list(_hf_greedy(name, tuple(prompt_ids), max_new_tokens, repetition_penalty))
 
 
+def moe_checkpoint(out, stacked: bool = False, drop: str | None = None) -> str:
+    """The tiny qwen3_moe checkpoint copied to ``out``: its experts stacked as transformers' own
+    modules name them ([experts, 2 x width, hidden] and [experts, hidden, width]), or with the
+    weights whose names end with ``drop`` left out."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    source = model_dir("qwen3_moe")
+    per_expert = load_file(f"{source}/model.safetensors")
+    tensors = {k: v for k, v in per_expert.items() if drop is None or not k.endswith(drop)}
+    if stacked:
+        tensors = {k: v for k, v in per_expert.items() if ".experts." not in k}
+        for p in {k.split(".experts.")[0] for k in per_expert if ".experts." in k}:
+            n = sum(1 for k in per_expert if k.startswith(f"{p}.experts.") and k.endswith("down_proj.weight"))
+            tensors[f"{p}.experts.gate_up_proj"] = torch.stack([torch.cat(
+                [per_expert[f"{p}.experts.{e}.gate_proj.weight"], per_expert[f"{p}.experts.{e}.up_proj.weight"]])
+                for e in range(n)])  # fmt: skip
+            tensors[f"{p}.experts.down_proj"] = torch.stack([per_expert[f"{p}.experts.{e}.down_proj.weight"]
+                                                             for e in range(n)])  # fmt: skip
+    shutil.copytree(source, out)
+    save_file(tensors, str(out / "model.safetensors"))
+    return str(out)
+
+
 def make_engine(name: str = "llama", **config) -> LLMEngine:
     config.setdefault("device", "cpu")  # the CPU tier: fp32, exact parity with HF on CPU
     config.setdefault("block_size", 4)
@@ -98,6 +123,18 @@ def run_all(engine: LLMEngine) -> dict[str, object]:
             if out.finished:
                 final[out.request_id] = out
     return final
+
+
+def check_parity(engine: LLMEngine, name: str, prompts: list[str], max_tokens: int = 12) -> dict:
+    """Greedy outputs of ``prompts`` on ``engine`` equal HF's for model ``name``; the outputs by id."""
+    ids = {str(i): engine.tokenizer.encode(p) for i, p in enumerate(prompts)}
+    for rid, p in ids.items():
+        engine.add_request(p, greedy(max_tokens), request_id=rid)
+    outputs = run_all(engine)
+    for rid, p in ids.items():
+        assert outputs[rid].token_ids == hf_greedy(name, p, max_tokens), f"prompt {rid}"
+        assert outputs[rid].finish_reason == "length"
+    return outputs
 
 
 class SlowMatcher:
