@@ -215,3 +215,18 @@ def _children() -> set[int]:
             if int(fields[1]) == os.getpid() and fields[0] != "Z":
                 out.add(int(entry))
     return out
+
+
+@pytest.mark.gpu
+def test_two_gpus_over_nccl_match_hf():
+    """The NCCL path: two ranks on GPUs 0 and 1 in fp32 (the Triton kernels) against HF on CPU."""
+    import torch
+
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two CUDA GPUs")
+    engine = make_engine("qwen3", device="cuda", dtype="float32", max_num_batched_tokens=9, num_kv_blocks=14, **TP)
+    try:
+        check_parity(engine, "qwen3", PROMPTS[:4], max_tokens=8)
+        assert engine.runner.kv_cache.device == torch.device("cuda", 0)
+    finally:
+        engine.close()
