@@ -154,10 +154,7 @@ class Config:
             _positive("kv_cache_memory_bytes", self.kv_cache_memory_bytes)
 
     def _resolve_max_model_len(self) -> None:
-        limit = int(self.hf_config.get("max_position_embeddings", 2048))
-        window = self.hf_config.get("sliding_window")
-        if window and self.hf_config.get("use_sliding_window", True):
-            limit = min(limit, int(window))  # exact full attention up to the window, never past it
+        limit = int(self.hf_config.get("max_position_embeddings", 2048))  # (sliding windows are attention's)
         if self.max_model_len is None:
             self.max_model_len = limit
         _positive("max_model_len", self.max_model_len)
@@ -180,7 +177,7 @@ def longrope_switch(hf_config: dict) -> int | None:
     """LongRoPE (Phi-3's ``longrope``): the length past which a sequence takes the long factors
     (``original_max_position_embeddings``), or None for any other rotary embedding."""
     rope = hf_config.get("rope_parameters") or hf_config.get("rope_scaling") or {}
-    if rope.get("rope_type", rope.get("type")) != "longrope":
+    if rope.get("rope_type", rope.get("type")) not in ("longrope", "su"):  # ("su": early Phi-3-128k configs)
         return None
     original = rope.get("original_max_position_embeddings") or hf_config.get("original_max_position_embeddings")
     return int(original) if original else None

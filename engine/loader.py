@@ -52,6 +52,7 @@ def load_model(model_dir: str | Path, hf_config: dict, dtype: torch.dtype, devic
     if model_type not in MODEL_TYPES:
         raise ModelLoadError(f"model_type {model_type!r} is not supported (supported: {sorted(MODEL_TYPES)})")
     files = safetensors_files(model_dir)
+    MODEL_TYPES[model_type].check_config(hf_config)
     model = _build(MODEL_TYPES[model_type], replace(ModelArgs.from_hf(hf_config), tp=tp), dtype, device)
     loaded: set[str] = set()
     for file in files:

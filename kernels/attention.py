@@ -1,7 +1,7 @@
 """Causal attention of packed query tokens over a paged KV cache: decode, prefill, extend, mixed.
 
 Query token ``t`` of sequence ``i`` sits at position ``seq_lens[i] - q_len_i + t`` and attends to
-cache positions ``0 ..= that position``; its own K/V (and its chunk's) were written by ``store_kv``
+cache positions ``0 ..= that position`` (with a sliding ``window``: the last ``window`` of them); its own K/V (and its chunk's) were written by ``store_kv``
 beforehand. One launch serves any mix of decode rows (``q_len = 1``) and prefill/extend chunks
 (prefix caching, chunked prefill, forced-token fast-forward).
 
@@ -55,6 +55,7 @@ def _paged_attention_kernel(
     stride_bt,
     num_heads,
     split_len,  # SPLIT_K: keys per split, a multiple of BLOCK_N
+    window,  # sliding window: a query at p sees keys p - window < k <= p (0: all keys up to p)
     QUERIES_PER_KV: tl.constexpr,
     BLOCK_Q: tl.constexpr,
     BLOCK_M: tl.constexpr,
@@ -108,6 +109,10 @@ def _paged_attention_kernel(
     if SPLIT_K:
         kv_start = tl.program_id(2) * split_len
         kv_end = tl.minimum(kv_end, kv_start + split_len)
+    # keys before the tile's first query position's window are never needed (whole BLOCK_N steps)
+    window_start = tl.maximum(prefix_len + tile * BLOCK_Q - window + 1, 0) // BLOCK_N * BLOCK_N
+    kv_start = tl.maximum(kv_start, tl.where(window > 0, window_start, 0))
+    lowest = tl.where(window > 0, q_pos - window, -1)  # [BLOCK_M]: keys at or below it are outside the window
     for start in range(kv_start, kv_end, BLOCK_N):
         keys = start + tl.arange(0, BLOCK_N)  # [BLOCK_N] absolute key positions
         key_ok = keys < kv_end
@@ -127,7 +132,7 @@ def _paged_attention_kernel(
             v = v.to(tl.float32)
 
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * scale_log2  # [BLOCK_M, BLOCK_N] fp32
-        causal = (keys[None, :] <= q_pos[:, None]) & key_ok[None, :]
+        causal = (keys[None, :] <= q_pos[:, None]) & (keys[None, :] > lowest[:, None]) & key_ok[None, :]
         s = tl.where(causal, s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
         # rows with nothing visible yet keep m = -inf; shift by 0 so exp2 gives 0, not NaN
@@ -188,6 +193,7 @@ def paged_attention_ref(
     seq_lens: torch.Tensor,
     scale: float,
     max_seqlen_q: int | None = None,
+    window: int | None = None,
 ) -> torch.Tensor:
     """Pure-torch reference of :func:`paged_attention`: gathers each sequence's KV, fp32 math."""
     _check(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens)
@@ -206,7 +212,10 @@ def paged_attention_ref(
         qi = q[cu[i] : cu[i + 1]].float()  # [q_len, num_heads, head_dim]
         scores = torch.einsum("qhd,khd->hqk", qi, k) * scale
         q_pos = torch.arange(context_len - q_len, context_len, device=q.device)
-        visible = torch.arange(context_len, device=q.device)[None, :] <= q_pos[:, None]
+        keys = torch.arange(context_len, device=q.device)[None, :]
+        visible = keys <= q_pos[:, None]
+        if window:
+            visible &= keys > q_pos[:, None] - window
         probs = scores.masked_fill(~visible, float("-inf")).softmax(dim=-1)
         probs = torch.where(visible.any(dim=-1, keepdim=True), probs, 0.0)  # no visible key: 0, as the kernel
         out[cu[i] : cu[i + 1]] = torch.einsum("hqk,khd->qhd", probs, v).to(q.dtype)
@@ -222,6 +231,7 @@ def paged_attention(
     seq_lens: torch.Tensor,
     scale: float,
     max_seqlen_q: int | None = None,
+    window: int | None = None,
 ) -> torch.Tensor:
     """Causal attention of packed query tokens over a paged KV cache, in one launch.
 
@@ -245,6 +255,9 @@ def paged_attention(
     max_seqlen_q : int, optional
         Longest query length in the batch, a tile-size hint only (1 = pure decode). Without it
         the tile size is chosen from the shapes; results do not depend on it.
+    window : int, optional
+        Sliding-window attention: a query token at position ``p`` sees the keys at ``p - window <
+        k <= p`` (Gemma 3's local layers, Mistral). None: every key up to ``p``.
 
     Returns
     -------
@@ -252,8 +265,10 @@ def paged_attention(
         ``[total_q_tokens, num_heads, head_dim]`` in ``q``'s dtype (fp32 accumulation).
     """
     _check(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens)
+    if window is not None and window < 1:
+        raise ConfigError(f"window must be a positive number of keys, got {window}")
     if not use_triton(q, _paged_attention_kernel):
-        return paged_attention_ref(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, scale)
+        return paged_attention_ref(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, scale, window=window)
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)  # contiguous whatever q's strides
     total_q, num_heads, head_dim = q.shape
     num_seqs = seq_lens.shape[0]
@@ -299,6 +314,7 @@ def paged_attention(
         block_tables.stride(0),
         num_heads,
         split_len,
+        window or 0,
         QUERIES_PER_KV=group,
         BLOCK_Q=block_q,
         BLOCK_M=block_m,

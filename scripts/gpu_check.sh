@@ -84,7 +84,7 @@ PY
 
 # a rerun of part of the check: GUIDED_TESTS (test paths), GUIDED_STEPS (of tests,kernels,engine),
 # GUIDED_SECTIONS (of benchmarks/gpu_engine.py's sections)
-read -r -a TEST_FILES <<<"${GUIDED_TESTS:-tests/kernels tests/engine/test_engine_parity.py tests/engine/test_engine_decode_graphs.py}"
+read -r -a TEST_FILES <<<"${GUIDED_TESTS:-tests/kernels tests/engine/test_engine_parity.py tests/engine/test_engine_decode_graphs.py tests/engine/test_tensor_parallel.py}"
 STEPS=${GUIDED_STEPS:-tests,kernels,engine}
 SECTIONS=()
 [ -n "${GUIDED_SECTIONS:-}" ] && SECTIONS=(--sections "$GUIDED_SECTIONS")

@@ -1,5 +1,6 @@
 """Model implementations over the paged KV cache: one file per family, sharing the layers of layers.py."""
 
+from .gemma3 import Gemma3ForCausalLM
 from .layers import ModelArgs
 from .llama import LlamaForCausalLM
 from .phi3 import Phi3ForCausalLM
@@ -14,6 +15,7 @@ MODEL_TYPES = {
     "phi3": Phi3ForCausalLM,
     "qwen3_moe": Qwen3MoeForCausalLM,
     "mixtral": MixtralForCausalLM,
+    "gemma3_text": Gemma3ForCausalLM,
 }
 
-__all__ = ["LlamaForCausalLM", "Phi3ForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM", "ModelArgs", "MODEL_TYPES"]
+__all__ = ["LlamaForCausalLM", "Gemma3ForCausalLM", "Phi3ForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM", "ModelArgs", "MODEL_TYPES"]

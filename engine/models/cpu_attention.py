@@ -21,32 +21,34 @@ _GQA = tuple(int(x) for x in torch.__version__.split(".")[:2]) >= (2, 5)
 SHORT_CHUNK = 16  # sequences with at most this many new tokens are batched; longer ones loop
 
 
-def attention_cpu(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, scale: float) -> torch.Tensor:
+def attention_cpu(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, scale: float,
+                  window: int | None = None) -> torch.Tensor:  # fmt: skip
     """``paged_attention`` on CPU: short chunks batched (``short_chunks_attention_cpu``), long ones by
     the reference; ``q`` packed by sequence, ``[total_q, num_heads, head_dim]``."""
     q_lens = cu_seqlens_q.diff()
     short = q_lens <= SHORT_CHUNK
     if bool(short.all()):
-        return short_chunks_attention_cpu(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, scale)
+        return short_chunks_attention_cpu(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, scale, window)
     if not bool(short.any()):
-        return paged_attention_ref(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, scale)
+        return paged_attention_ref(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, scale, window=window)
     token_short = torch.repeat_interleave(short, q_lens.long())  # [total_q]: its sequence is short
     out = torch.empty_like(q)
     for rows, pick in ((token_short, short), (~token_short, ~short)):
         cu = F.pad(q_lens[pick].cumsum(0), (1, 0)).to(cu_seqlens_q.dtype)
-        attend = short_chunks_attention_cpu if pick is short else paged_attention_ref
-        out[rows] = attend(q[rows], k_cache, v_cache, block_tables[pick], cu, seq_lens[pick], scale)
+        args = (q[rows], k_cache, v_cache, block_tables[pick], cu, seq_lens[pick], scale)
+        out[rows] = short_chunks_attention_cpu(*args, window) if pick is short else paged_attention_ref(*args, window=window)
     return out
 
 
-def short_chunks_attention_cpu(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, scale) -> torch.Tensor:
+def short_chunks_attention_cpu(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, scale,
+                               window: int | None = None) -> torch.Tensor:  # fmt: skip
     """All sequences at once, queries padded to the longest chunk (padding rows attend to key 0 and are
     dropped); each new token sees the keys up to its own position (it is the last of its chunk's
     ``q_len`` tokens, at the end of the context)."""
     q_lens = cu_seqlens_q.diff().long()
     longest = int(q_lens.max())
     if longest == 1:
-        return decode_attention_cpu(q, k_cache, v_cache, block_tables, seq_lens, scale)
+        return decode_attention_cpu(q, k_cache, v_cache, block_tables, seq_lens, scale, window)
     steps = torch.arange(longest)
     real = steps[None, :] < q_lens[:, None]  # [num_seqs, longest]
     index = (cu_seqlens_q[:-1, None].long() + steps[None, :]).clamp(max=q.shape[0] - 1)
@@ -55,6 +57,8 @@ def short_chunks_attention_cpu(q, k_cache, v_cache, block_tables, cu_seqlens_q, 
     keys = torch.arange(max_len)[None, None, :]
     position = (seq_lens.long() - q_lens)[:, None, None] + steps[None, :, None]  # of each query token
     visible = (keys <= position) & (keys < seq_lens.long()[:, None, None])
+    if window:
+        visible &= keys > position - window
     visible |= ~real[:, :, None] & (keys == 0)  # padding rows: one key, so no row is all -inf
     out = _sdpa(padded, k, v, visible[:, None], scale, q.shape[1] // k_cache.shape[2])
     return out.transpose(1, 2)[real].to(q.dtype)  # packed back: sequence by sequence, token by token
@@ -90,9 +94,13 @@ def decode_attention_cpu(
     block_tables: torch.Tensor,
     seq_lens: torch.Tensor,
     scale: float,
+    window: int | None = None,
 ) -> torch.Tensor:
     """One query token per sequence, at position seq_lens - 1: ``q`` is ``[num_seqs, num_heads, head_dim]``."""
     k, v, max_len = _gather_kv(k_cache, v_cache, block_tables, seq_lens)
-    visible = torch.arange(max_len)[None, :] < seq_lens[:, None].long()  # [num_seqs, max_len]
+    keys = torch.arange(max_len)[None, :]
+    visible = keys < seq_lens[:, None].long()  # [num_seqs, max_len]
+    if window:
+        visible &= keys >= seq_lens[:, None].long() - window
     out = _sdpa(q[:, :, None], k, v, visible[:, None, None], scale, q.shape[1] // k_cache.shape[2])
     return out[:, :, 0].to(q.dtype)  # [num_seqs, num_heads, head_dim]

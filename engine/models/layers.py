@@ -7,6 +7,7 @@ assembles them and says how its checkpoint's names map onto them.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -49,6 +50,13 @@ class ModelArgs:
     norm_topk_prob: bool = False
     decoder_sparse_step: int = 1
     mlp_only_layers: tuple[int, ...] = ()
+    # per layer: its sliding window (the last N keys; None: full attention); () for none anywhere
+    windows: tuple[int | None, ...] = ()
+    sliding_layers: tuple[bool, ...] = ()  # the layers of type "sliding_attention" (Gemma 3's local rotary)
+    attention_scale: float | None = None  # Gemma 3: query_pre_attn_scalar ** -0.5 (None: head_dim ** -0.5)
+    hidden_act: str = "silu"  # the gated MLP's activation: silu or gelu_pytorch_tanh
+    local_rope_theta: float | None = None  # Gemma 3: the rotary base of the sliding-window layers
+    final_logit_softcapping: float | None = None  # Gemma 3: logits = cap * tanh(logits / cap)
     tp: TensorParallel = SINGLE  # this process's place in a tensor-parallel group (engine.parallel)
 
     @property
@@ -78,13 +86,26 @@ class ModelArgs:
         if self.num_experts:
             _ = self.local_moe_intermediate
 
+    def window(self, layer: int) -> int | None:
+        return self.windows[layer] if self.windows else None
+
     @classmethod
     def from_hf(cls, cfg: dict) -> ModelArgs:
         model_type = cfg.get("model_type", "")
         heads = cfg["num_attention_heads"]
         rope = dict(cfg.get("rope_parameters") or cfg.get("rope_scaling") or {})
+        local = None
+        if "full_attention" in rope or "sliding_attention" in rope:  # per layer type (Gemma 3, transformers 5)
+            local = (rope.get("sliding_attention") or {}).get("rope_theta")
+            rope = dict(rope.get("full_attention") or {})
+        elif model_type == "gemma3_text":  # published configs: global base, local base, scaling of the global
+            rope = dict(cfg.get("rope_scaling") or {})
+            rope.setdefault("rope_theta", cfg.get("rope_theta", 1_000_000.0))
+        if model_type == "gemma3_text":
+            local = float(local or cfg.get("rope_local_base_freq") or 10_000.0)
         theta = rope.get("rope_theta", cfg.get("rope_theta", 10000.0))
         kind = rope.get("rope_type", rope.get("type", "default"))
+        kind = "longrope" if kind == "su" else kind  # early Phi-3-128k configs name LongRoPE "su", as transformers reads them
         if kind == "longrope":  # Phi-3: where the pre-training length is kept
             rope.setdefault("original_max_position_embeddings", cfg.get("original_max_position_embeddings"))
         return cls(
@@ -102,7 +123,7 @@ class ModelArgs:
             max_position_embeddings=cfg.get("max_position_embeddings", 2048),
             tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
             qkv_bias=model_type == "qwen2" or bool(cfg.get("attention_bias", False)),
-            qk_norm=model_type in ("qwen3", "qwen3_moe"),
+            qk_norm=model_type in ("qwen3", "qwen3_moe", "gemma3_text"),
             partial_rotary_factor=float(rope.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0))),
             num_experts=int(cfg.get("num_experts") or cfg.get("num_local_experts") or 0),  # (transformers 5 writes the latter)
             num_experts_per_tok=int(cfg.get("num_experts_per_tok") or 0),
@@ -111,7 +132,46 @@ class ModelArgs:
             norm_topk_prob=model_type == "mixtral" or bool(cfg.get("norm_topk_prob", False)),
             decoder_sparse_step=int(cfg.get("decoder_sparse_step") or 1),
             mlp_only_layers=tuple(cfg.get("mlp_only_layers") or ()),
+            windows=layer_windows(cfg),
+            sliding_layers=tuple(t == "sliding_attention" for t in layer_types(cfg)),
+            attention_scale=float(cfg["query_pre_attn_scalar"]) ** -0.5 if cfg.get("query_pre_attn_scalar") else None,
+            hidden_act=cfg.get("hidden_activation") or cfg.get("hidden_act") or "silu",
+            local_rope_theta=local,
+            final_logit_softcapping=cfg.get("final_logit_softcapping"),
         )
+
+
+def layer_types(cfg: dict) -> list[str]:
+    """Each layer's type as transformers reads the config: its ``layer_types`` where it has them,
+    else Gemma 3's pattern (every ``sliding_window_pattern``-th layer "full_attention", the others
+    "sliding_attention"), Qwen2/Qwen3's (sliding from ``max_window_layers`` on, when
+    ``use_sliding_window``), or every layer sliding when there is a ``sliding_window`` (Mistral,
+    Phi-3, Mixtral)."""
+    n = cfg["num_hidden_layers"]
+    types = cfg.get("layer_types")
+    model_type = cfg.get("model_type", "")
+    window = cfg.get("sliding_window") and cfg.get("use_sliding_window") is not False
+    if types is None:
+        if model_type == "gemma3_text":
+            pattern = int(cfg.get("sliding_window_pattern") or 6)
+            types = ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n)]
+        elif model_type in ("qwen2", "qwen3"):
+            first = int(cfg.get("max_window_layers") or 0)
+            types = ["sliding_attention" if window and i >= first else "full_attention" for i in range(n)]
+        else:
+            types = ["sliding_attention" if window else "full_attention"] * n
+    if len(types) != n:
+        raise ModelLoadError(f"layer_types has {len(types)} entries for {n} layers")
+    return list(types)
+
+
+def layer_windows(cfg: dict) -> tuple[int | None, ...]:
+    """Each layer's sliding window as transformers applies it ("sliding_attention" layers take
+    ``sliding_window``); () when no layer has one."""
+    window = cfg.get("sliding_window")
+    if not window or cfg.get("use_sliding_window") is False:
+        return ()
+    return tuple(int(window) if t == "sliding_attention" else None for t in layer_types(cfg))
 
 
 class RMSNorm(nn.Module):
@@ -125,6 +185,15 @@ class RMSNorm(nn.Module):
         x = x.float()
         x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
         return self.weight * x.to(dtype)
+
+
+class GemmaRMSNorm(RMSNorm):
+    """Gemma's RMSNorm: the weight is an offset from 1, applied in float32 before the cast back."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x.float()
+        y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (y * (1.0 + self.weight.float())).type_as(x)
 
 
 class RotaryEmbedding(nn.Module):
@@ -227,20 +296,22 @@ def _llama3_inv_freq(inv_freq: torch.Tensor, rs: dict) -> torch.Tensor:
 
 
 class Attention(nn.Module):
-    def __init__(self, args: ModelArgs):
+    def __init__(self, args: ModelArgs, window: int | None = None, norm: type[RMSNorm] = RMSNorm):
+        """``window``: this layer's sliding window (None: full attention); ``norm``: the q/k norms' kind."""
         super().__init__()
+        self.window = window
         self.tp = args.tp
         # this rank's heads (all of them without tensor parallelism)
         self.num_heads, self.num_kv_heads, self.head_dim = args.local_heads, args.local_kv_heads, args.head_dim
         self.q_size = self.num_heads * args.head_dim
         self.kv_size = self.num_kv_heads * args.head_dim
-        self.scale = args.head_dim**-0.5
+        self.scale = args.attention_scale or args.head_dim**-0.5
         self.qkv_proj = split_rows(nn.Linear(args.hidden_size, self.q_size + 2 * self.kv_size, bias=args.qkv_bias))
         self.o_proj = split_columns(nn.Linear(self.q_size, args.hidden_size, bias=False))
         self.qk_norm = args.qk_norm
         if args.qk_norm:
-            self.q_norm = RMSNorm(args.head_dim, args.rms_norm_eps)
-            self.k_norm = RMSNorm(args.head_dim, args.rms_norm_eps)
+            self.q_norm = norm(args.head_dim, args.rms_norm_eps)
+            self.k_norm = norm(args.head_dim, args.rms_norm_eps)
         self.k_cache = self.v_cache = torch.empty(0)  # [num_blocks, block_size, num_kv_heads, head_dim]
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor, rotary: RotaryEmbedding, ctx: StepContext,
@@ -255,7 +326,7 @@ class Attention(nn.Module):
         if q.is_cuda:  # the Triton kernels
             store_kv(k, v, self.k_cache, self.v_cache, ctx.slot_mapping)
             out = paged_attention(q, self.k_cache, self.v_cache, ctx.block_tables, ctx.cu_seqlens_q, ctx.seq_lens,
-                                  self.scale, ctx.max_seqlen_q)  # fmt: skip
+                                  self.scale, ctx.max_seqlen_q, self.window)  # fmt: skip
         else:  # CPU: the torch references (never Triton's interpreter), batched for pure decodes
             store_kv_ref(k, v, self.k_cache, self.v_cache, ctx.slot_mapping)
             out = self._attend_cpu(q, ctx)
@@ -263,9 +334,10 @@ class Attention(nn.Module):
 
     def _attend_cpu(self, q: torch.Tensor, ctx: StepContext) -> torch.Tensor:
         if ctx.max_seqlen_q == 1:
-            return decode_attention_cpu(q, self.k_cache, self.v_cache, ctx.block_tables, ctx.seq_lens, self.scale)
+            return decode_attention_cpu(q, self.k_cache, self.v_cache, ctx.block_tables, ctx.seq_lens, self.scale,
+                                        self.window)  # fmt: skip
         return attention_cpu(q, self.k_cache, self.v_cache, ctx.block_tables, ctx.cu_seqlens_q, ctx.seq_lens,
-                             self.scale)  # fmt: skip
+                             self.scale, self.window)  # fmt: skip
 
 
 class MLP(nn.Module):
@@ -275,10 +347,20 @@ class MLP(nn.Module):
         self.intermediate_size = args.local_intermediate
         self.gate_up_proj = split_rows(nn.Linear(args.hidden_size, 2 * self.intermediate_size, bias=False))
         self.down_proj = split_columns(nn.Linear(self.intermediate_size, args.hidden_size, bias=False))
+        self.act = activation(args.hidden_act)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.gate_up_proj(x).split(self.intermediate_size, dim=-1)
-        return self.tp.all_reduce(self.down_proj(F.silu(gate) * up))
+        return self.tp.all_reduce(self.down_proj(self.act(gate) * up))
+
+
+def activation(name: str):
+    """The gated MLP's activation by its config name."""
+    if name == "silu":
+        return F.silu
+    if name in ("gelu_pytorch_tanh", "gelu_tanh"):
+        return functools.partial(F.gelu, approximate="tanh")
+    raise ModelLoadError(f"activation {name!r} is not supported (supported: silu, gelu_pytorch_tanh)")
 
 
 class VocabEmbedding(nn.Module):
@@ -333,10 +415,10 @@ def rank_part(param: torch.Tensor, tensor: torch.Tensor, tp: TensorParallel) -> 
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, args: ModelArgs, mlp: nn.Module | None = None):
+    def __init__(self, args: ModelArgs, mlp: nn.Module | None = None, window: int | None = None):
         super().__init__()
         self.input_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps)
-        self.self_attn = Attention(args)
+        self.self_attn = Attention(args, window)
         self.post_attention_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps)
         self.mlp = mlp if mlp is not None else MLP(args)
 

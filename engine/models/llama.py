@@ -50,9 +50,13 @@ class LlamaForCausalLM(nn.Module):
         if args.tie_word_embeddings:
             self.lm_head.weight = self.embed_tokens.weight
 
+    @classmethod
+    def check_config(cls, cfg: dict) -> None:
+        """A ModelLoadError for a config this implementation would not run exactly (none here)."""
+
     def make_layer(self, args: ModelArgs, index: int) -> DecoderLayer:
         """Decoder layer ``index`` (a family whose layers differ says how here)."""
-        return DecoderLayer(args)
+        return DecoderLayer(args, window=args.window(index))
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, ctx: StepContext) -> torch.Tensor:
         # input_ids, positions: [num_tokens] -> hidden: [num_tokens, hidden_size]

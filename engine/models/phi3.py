@@ -7,8 +7,7 @@ fused parameters piece by piece (each rank its heads and its width, under tensor
 head; LongRoPE (``rope_scaling.type`` "longrope": short factors up to
 ``original_max_position_embeddings`` tokens, long ones past it, and an attention factor on cos/sin)
 lives in the shared ``RotaryEmbedding``, with the scheduler recomputing a sequence's KV when it grows
-past that length, as transformers does. A ``sliding_window`` caps ``max_model_len`` at the window
-(``Config``): attention is then exactly HF's.
+past that length, as transformers does. A ``sliding_window`` is honoured in every layer (``layers``).
 """
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ class Qwen3MoeForCausalLM(LlamaForCausalLM):
     def make_layer(self, args: ModelArgs, index: int) -> DecoderLayer:
         sparse = (args.num_experts > 0 and index not in args.mlp_only_layers
                   and (index + 1) % args.decoder_sparse_step == 0)  # fmt: skip
-        return DecoderLayer(args, SparseMoeBlock(args) if sparse else None)
+        return DecoderLayer(args, SparseMoeBlock(args) if sparse else None, window=args.window(index))
 
     def load_weight(self, name: str, tensor: torch.Tensor) -> bool:
         """Per-expert checkpoint weights into their expert's slice; the rest as the dense model's."""

@@ -1,7 +1,8 @@
 """Random-weight HF checkpoints the project builds for itself: test models and the embedded default.
 
 ``write_tiny_model`` writes a complete local model directory (config.json, model.safetensors,
-generation_config.json, tokenizer files) for a Llama, Qwen2/Qwen3 or Phi-3 architecture, seeded and
+generation_config.json, tokenizer files) for a Llama, Qwen2/Qwen3, Phi-3, mixture-of-experts or
+Gemma 3 architecture, seeded and
 reproducible: the same arguments always give the same bytes. ``default_model_dir()`` is the embedded
 default model the CLI uses when no ``--model`` is given: its text is meaningless, but guided generation
 keeps it valid under any constraint.
@@ -27,6 +28,7 @@ ARCHITECTURES = {
     "phi3": ("Phi3Config", "Phi3ForCausalLM"),
     "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM"),
     "mixtral": ("MixtralConfig", "MixtralForCausalLM"),
+    "gemma3_text": ("Gemma3TextConfig", "Gemma3ForCausalLM"),
 }
 
 
@@ -56,6 +58,10 @@ class TinyModelSpec:
     # qwen3_moe: experts per sparse layer (2 chosen per token, each intermediate_size // 2 wide); the
     # last layer stays dense
     num_experts: int = 0
+    # sliding-window attention (0: none): Gemma 3's local layers (every layer but each third), Qwen2's
+    # layers past the first
+    sliding_window: int = 0
+    final_logit_softcapping: float = 0.0  # Gemma 3 (0: none)
 
     def __post_init__(self) -> None:
         if self.arch not in ARCHITECTURES:
@@ -207,6 +213,16 @@ def _config(spec: TinyModelSpec, tok):
         kwargs["rope_parameters"] = {"rope_theta": 10000.0, "rope_type": "default", **rope}
         if "original_max_position_embeddings" in rope:
             kwargs["original_max_position_embeddings"] = rope["original_max_position_embeddings"]
+    elif spec.arch == "gemma3_text":
+        kwargs.update(
+            sliding_window=spec.sliding_window or 4096, query_pre_attn_scalar=spec.head_dim // 2,
+            layer_types=["full_attention" if (i + 1) % 3 == 0 else "sliding_attention" for i in range(spec.num_layers)],
+            rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                             "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0}},
+            final_logit_softcapping=spec.final_logit_softcapping or None, hidden_activation="gelu_pytorch_tanh",
+        )  # fmt: skip
+    elif spec.sliding_window and spec.arch == "qwen2":
+        kwargs.update(use_sliding_window=True, sliding_window=spec.sliding_window, max_window_layers=1)
     else:
         kwargs["use_sliding_window"] = False
     return cls(**kwargs)

@@ -1,12 +1,14 @@
-"""The batched CPU decode attention agrees with the paged-attention reference."""
+"""The batched CPU decode attention agrees with the paged-attention reference (with and without a
+sliding window, which the reference checks against dense SDPA in tests/kernels)."""
 
 from __future__ import annotations
 
 import pytest
 
 
+@pytest.mark.parametrize("window", [None, 1, 5])
 @pytest.mark.parametrize("group", [1, 2, 4])
-def test_cpu_decode_attention_matches_the_reference(group):
+def test_cpu_decode_attention_matches_the_reference(group, window):
     import torch
 
     from guided.engine.models.cpu_attention import decode_attention_cpu
@@ -20,12 +22,13 @@ def test_cpu_decode_attention_matches_the_reference(group):
     seq_lens = torch.tensor([1, 7, 16, 3, 29], dtype=torch.int32)
     tables = torch.randperm(64)[: num_seqs * 8].view(num_seqs, 8).int()
     cu = torch.arange(num_seqs + 1, dtype=torch.int32)
-    ref = paged_attention_ref(q, k_cache, v_cache, tables, cu, seq_lens, 0.3, 1)
-    torch.testing.assert_close(decode_attention_cpu(q, k_cache, v_cache, tables, seq_lens, 0.3), ref)
+    ref = paged_attention_ref(q, k_cache, v_cache, tables, cu, seq_lens, 0.3, 1, window=window)
+    torch.testing.assert_close(decode_attention_cpu(q, k_cache, v_cache, tables, seq_lens, 0.3, window), ref)
 
 
+@pytest.mark.parametrize("window", [None, 3, 11])
 @pytest.mark.parametrize("seed", range(4))
-def test_cpu_chunk_attention_matches_the_reference(seed):
+def test_cpu_chunk_attention_matches_the_reference(seed, window):
     """Mixed batches: single tokens, short chunks (batched, padded) and long chunks (the reference) in
     one call agree with the reference over the whole batch; GQA groups 1-4."""
     import random
@@ -46,5 +49,5 @@ def test_cpu_chunk_attention_matches_the_reference(seed):
     cu = torch.tensor([0, *torch.tensor(q_lens).cumsum(0).tolist()], dtype=torch.int32)
     q = torch.randn(int(cu[-1]), kv_heads * group, head_dim)
     tables = torch.randperm(96)[: num_seqs * 12].view(num_seqs, 12).int()
-    ref = paged_attention_ref(q, k_cache, v_cache, tables, cu, seq_lens, 0.3)
-    torch.testing.assert_close(attention_cpu(q, k_cache, v_cache, tables, cu, seq_lens, 0.3), ref)
+    ref = paged_attention_ref(q, k_cache, v_cache, tables, cu, seq_lens, 0.3, window=window)
+    torch.testing.assert_close(attention_cpu(q, k_cache, v_cache, tables, cu, seq_lens, 0.3, window), ref)

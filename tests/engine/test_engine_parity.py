@@ -11,6 +11,7 @@ from engine_testlib import (
     greedy,
     hf_greedy,
     make_engine,
+    model_dir,
     moe_checkpoint,
     run_all,
     tokenizer,
@@ -21,8 +22,11 @@ from guided.engine.llm_engine import LLMEngine
 MAX_TOKENS = 12
 
 
-@pytest.mark.parametrize("name", ["llama", "qwen2", "qwen3", "llama-tied", "phi3", "phi3-longrope", "qwen3_moe",
-                                  "mixtral"])
+FAMILIES = ["llama", "qwen2", "qwen3", "llama-tied", "phi3", "phi3-longrope", "qwen3_moe", "mixtral", "gemma3",
+            "gemma3-softcap", "qwen2-window"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", FAMILIES)
 def test_batch_of_prompts_matches_hf(name):
     engine = make_engine(name)
     check_parity(engine, name, PROMPTS)
@@ -67,6 +71,22 @@ def test_longrope_phases_never_share_cached_blocks():
     assert engine.block_manager.num_hit_tokens >= 12
 
 
+def test_longrope_named_su_as_early_phi3_configs_name_it(tmp_path):
+    import json
+    import shutil
+
+    out = tmp_path / "su"
+    shutil.copytree(model_dir("phi3-longrope"), out)
+    config = json.loads((out / "config.json").read_text())
+    rope = config.get("rope_parameters") or config["rope_scaling"]
+    rope.pop("rope_type", None)
+    rope["type"] = "su"
+    (out / "config.json").write_text(json.dumps(config))
+    engine = LLMEngine.from_model(str(out), tokenizer=tokenizer(), device="cpu", max_model_len=512, block_size=4)
+    check_parity(engine, "phi3-longrope", PROMPTS[:2], max_tokens=40)  # the same weights: HF's longrope tokens
+    assert engine.scheduler.num_rope_recomputes > 0
+
+
 def test_phi3_with_prefix_hits_chunked_prefill_and_preemption_matches_hf():
     # fused qkv/gate_up checkpoint weights, a partial rotary embedding, LongRoPE's two phases
     engine = make_engine("phi3-longrope", num_kv_blocks=14, max_num_batched_tokens=9)
@@ -81,6 +101,41 @@ def test_moe_with_prefix_hits_chunked_prefill_and_preemption_matches_hf():
     prompts = [PROMPTS[1], PROMPTS[1] + "x", PROMPTS[0], "y = 1"]
     check_parity(engine, "qwen3_moe", prompts, max_tokens=16)
     assert engine.block_manager.num_hit_tokens > 0 and engine.scheduler.num_preemptions > 0
+
+
+def test_sliding_windows_with_prefix_hits_chunked_prefill_and_preemption_match_hf():
+    # prompts far longer than the 6-key window, chunks of 9 tokens, a pool too small for all at once
+    engine = make_engine("gemma3", num_kv_blocks=16, max_num_batched_tokens=9)
+    prompts = [PROMPTS[4], PROMPTS[4] + "x = 1", PROMPTS[1], PROMPTS[2]]
+    check_parity(engine, "gemma3", prompts, max_tokens=16)
+    assert engine.block_manager.num_hit_tokens > 0 and engine.scheduler.num_preemptions > 0
+    assert engine.runner.model.args.windows == (6, 6, None)
+    assert engine.config.max_model_len == 512  # a window no longer caps the context
+    # the window is what HF applied: the same weights with a window past every prompt decode otherwise
+    ids = [engine.tokenizer.encode(p) for p in PROMPTS]
+    assert any(hf_greedy("gemma3", p, 12) != hf_greedy("gemma3-full", p, 12) for p in ids)
+    engine = make_engine("qwen2-window", max_num_batched_tokens=7)
+    check_parity(engine, "qwen2-window", PROMPTS, max_tokens=16)
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_a_guided_request_on_each_family_finishes_valid(name):
+    import json
+
+    import jsonschema
+
+    from guided.constraints import JsonSchema
+    from guided.engine.sampling_params import SamplingParams
+    from guided.llm import LLM
+
+    schema = {"type": "object", "properties": {"id": {"type": "integer"}, "tags": {"type": "array", "items": {
+        "enum": ["a", "b"]}, "maxItems": 3}}, "required": ["id", "tags"], "additionalProperties": False}  # fmt: skip
+    llm = LLM(model_dir(name), tokenizer=tokenizer(), device="cpu", max_model_len=512)
+    outs = llm.generate(["Record:", PROMPTS[4]], SamplingParams(temperature=0.8, seed=3, max_tokens=64),
+                        use_tqdm=False, response_format=JsonSchema(schema))  # fmt: skip
+    for out in outs:
+        assert out.finish_reason == "stop", out.text
+        jsonschema.validate(json.loads(out.text), schema)
 
 
 def test_moe_checkpoint_with_stacked_experts_or_a_missing_expert(tmp_path):
@@ -142,6 +197,9 @@ def test_cuda_fp32_matches_hf(enforce_eager):
     engine = make_engine("qwen3", device="cuda", dtype="float32", enforce_eager=enforce_eager,
                          max_num_batched_tokens=9, num_kv_blocks=14)  # fmt: skip
     check_parity(engine, "qwen3", PROMPTS[:4], max_tokens=8)
+    # the kernel's sliding window, in prefill chunks, decodes and CUDA graphs
+    engine = make_engine("gemma3", device="cuda", dtype="float32", enforce_eager=enforce_eager, max_num_batched_tokens=9)
+    check_parity(engine, "gemma3", PROMPTS, max_tokens=12)
 
 
 @pytest.mark.parametrize("seed", range(4))

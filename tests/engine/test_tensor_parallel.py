@@ -37,7 +37,7 @@ def workers_gone(engine, timeout: float = 15.0) -> bool:
     return all(p.poll() is not None for p in procs)
 
 
-@pytest.mark.parametrize("name", ["llama", "qwen2", "qwen3", "phi3", "qwen3_moe"])
+@pytest.mark.parametrize("name", ["llama", "qwen2", "qwen3", "phi3", "qwen3_moe", "gemma3"])
 def test_two_ranks_match_hf(name):
     engine = make_engine(name, **TP)
     try:

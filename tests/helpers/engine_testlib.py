@@ -23,6 +23,15 @@ SPECS = {
     "phi3": TinyModelSpec(arch="phi3", seed=5),
     "qwen3_moe": TinyModelSpec(arch="qwen3_moe", num_experts=4, num_layers=3, seed=9),
     "mixtral": TinyModelSpec(arch="mixtral", num_experts=4, seed=11),
+    # Gemma 3: local layers (a 6-key window) and each third global, four norms a layer, tied embeddings;
+    # "gemma3-full" has the same weights and a window longer than any prompt; "-softcap" caps the logits
+    "gemma3": TinyModelSpec(arch="gemma3_text", num_layers=3, sliding_window=6, tie_word_embeddings=True, seed=13),
+    "gemma3-full": TinyModelSpec(arch="gemma3_text", num_layers=3, sliding_window=4096, tie_word_embeddings=True,
+                                 seed=13),  # fmt: skip
+    "gemma3-softcap": TinyModelSpec(arch="gemma3_text", num_layers=3, sliding_window=6, final_logit_softcapping=3.0,
+                                    seed=15),  # fmt: skip
+    # Qwen2 with use_sliding_window: layer 0 global, layer 1 over the last 5 keys
+    "qwen2-window": TinyModelSpec(arch="qwen2", sliding_window=5, seed=17),
     # Phi-4-mini's shape: a partial rotary embedding under LongRoPE, whose long factors take over past
     # 32 tokens here (the prompts below cross it while they decode)
     "phi3-longrope": TinyModelSpec(arch="phi3", seed=7, max_position_embeddings=512, rope=(

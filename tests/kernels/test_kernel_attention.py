@@ -49,8 +49,9 @@ class Batch:
                 self.scale)
 
 
-def dense_oracle(batch: Batch) -> torch.Tensor:
-    """Per sequence: gather K/V contiguously, SDPA with an explicit causal mask at the offsets."""
+def dense_oracle(batch: Batch, window: int | None = None) -> torch.Tensor:
+    """Per sequence: gather K/V contiguously, SDPA with an explicit causal mask at the offsets (and
+    the sliding window's lower bound)."""
     out = torch.zeros_like(batch.q, dtype=torch.float32)
     block_size = batch.k_cache.shape[1]
     cu = batch.cu_seqlens_q.tolist()
@@ -66,6 +67,8 @@ def dense_oracle(batch: Batch) -> torch.Tensor:
         k, v = k.repeat_interleave(group, 0), v.repeat_interleave(group, 0)
         pos = torch.arange(n - q.shape[1], n)
         mask = torch.arange(n)[None, :] <= pos[:, None]
+        if window is not None:
+            mask &= torch.arange(n)[None, :] > pos[:, None] - window
         out[cu[i] : cu[i + 1]] = F.scaled_dot_product_attention(
             q.cpu(), k, v, attn_mask=mask, scale=batch.scale
         ).transpose(0, 1)
@@ -124,6 +127,31 @@ def test_kernel_matches_reference(kernel_device, case, dtype):
         out = paged_attention(*batch.args(), max_seqlen_q=hint)
         assert out.dtype == dtype and out.shape == batch.q.shape
         torch.testing.assert_close(out.float(), ref.float(), atol=ATOL[dtype], rtol=0)
+
+
+WINDOWS = {  # case, window: decodes whose window starts mid-split, chunks straddling it, window 1
+    "decode-split-k": 50, "extend-prefix": 7, "long-chunk": 20, "mixed-gqa": 3, "decode-ragged": 1, "prefill": 64,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", WINDOWS)
+def test_reference_with_a_sliding_window_matches_dense_sdpa(case):
+    batch = Batch(*CASES[case], dtype=torch.float32)
+    out = paged_attention_ref(*batch.args(), window=WINDOWS[case])
+    torch.testing.assert_close(out, dense_oracle(batch, WINDOWS[case]), atol=1e-5, rtol=1e-5)
+    if case == "long-chunk":  # the window changes the result
+        assert not torch.allclose(out, dense_oracle(batch), atol=1e-3)
+
+
+@pytest.mark.parametrize("case", WINDOWS)
+def test_kernel_with_a_sliding_window_matches_reference(kernel_device, case):
+    batch = Batch(*CASES[case], dtype=torch.float32, device=kernel_device, seed=len(case))
+    ref = paged_attention_ref(*batch.args(), window=WINDOWS[case])
+    for hint in (None, batch.max_seqlen_q):
+        out = paged_attention(*batch.args(), max_seqlen_q=hint, window=WINDOWS[case])
+        torch.testing.assert_close(out, ref, atol=ATOL[torch.float32], rtol=0)
+    with pytest.raises(ConfigError, match="window"):
+        paged_attention(*batch.args(), window=0)
 
 
 def test_split_k_is_chosen_for_small_decode_grids():
