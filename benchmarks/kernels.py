@@ -40,6 +40,7 @@ VOCAB = 128256
 DEVICE = "cuda"
 # shapes of a --dry-run (CPU, Triton interpreter): every step once, quickly
 DRY_VOCAB, DRY_BATCHES, DRY_ATTENTION, DRY_KV_TOKENS = 1000, [1, 3], [(2, 64)], 64
+DRY_MOE = {"experts": 4, "top_k": 2, "hidden": 32, "width": 16}
 
 
 def bench_ms(fn) -> float:
@@ -224,6 +225,52 @@ def bench_kv_store(bandwidth_gbs, num_tokens: int = 8192) -> list[dict]:
     return [row]
 
 
+def bench_grouped_gemm(token_counts, bandwidth_gbs, experts=128, top_k=8, hidden=2048, width=768) -> list[dict]:
+    """Qwen3-30B-A3B's expert MLP (128 experts, 8 per token, hidden 2048, width 768), bf16: the two
+    grouped GEMMs (gate/up gathered from the tokens, then down) against one torch matmul pair per
+    expert that got tokens (the CPU path's loop); weight bytes read / time against the copy bandwidth."""
+    rows = []
+    gen = torch.Generator(device=DEVICE).manual_seed(0)
+    gate_up = torch.randn(experts, 2 * width, hidden, device=DEVICE, dtype=torch.bfloat16, generator=gen) * 0.02
+    down = torch.randn(experts, hidden, width, device=DEVICE, dtype=torch.bfloat16, generator=gen) * 0.02
+    for tokens in token_counts:
+        x = torch.randn(tokens, hidden, device=DEVICE, dtype=torch.bfloat16, generator=gen)
+        chosen = torch.rand(tokens, experts, device=DEVICE, generator=gen).topk(top_k, dim=-1).indices
+        kernel, looped, used = _expert_mlps(x, gate_up, down, chosen)
+        ms, torch_ms = bench_ms(kernel), bench_ms(looped)
+        weight_bytes = used * 3 * width * hidden * 2
+        rows.append({"tokens": tokens, "experts_used": used, "ours_ms": ms, "torch_loop_ms": torch_ms,
+                     "vs_torch_loop": ms / torch_ms, "weight_gbs": weight_bytes / ms / 1e6,
+                     "share_of_bw": weight_bytes / ms / 1e6 / bandwidth_gbs})  # fmt: skip
+    print(f"\nexpert MLP by grouped GEMM, {experts} experts top-{top_k}, {hidden}x{width}, bf16 "
+          "(share_of_bw: expert weight bytes / time / copy bandwidth)")
+    _table(rows, ["tokens", "experts_used", "ours_ms", "torch_loop_ms", "vs_torch_loop", "weight_gbs", "share_of_bw"])
+    return rows
+
+
+def _expert_mlps(x, gate_up, down, chosen):
+    """(the grouped-GEMM expert MLP, the torch loop over the experts that got tokens, how many did)."""
+    from guided.kernels.grouped_gemm import grouped_gemm, moe_align
+
+    _, src, counts = moe_align(chosen, gate_up.shape[0])
+    used = [e for e, n in enumerate(counts.tolist()) if n]
+    starts = torch.cat([counts.new_zeros(1), counts.cumsum(0)]).tolist()
+
+    def kernel():
+        g, u = grouped_gemm(x, gate_up, counts, src).chunk(2, dim=-1)
+        return grouped_gemm((F.silu(g) * u).contiguous(), down, counts)
+
+    def looped():
+        out = torch.empty(src.shape[0], down.shape[1], device=x.device, dtype=x.dtype)
+        for e in used:
+            r = src[starts[e] : starts[e + 1]]
+            g, u = F.linear(x[r], gate_up[e]).chunk(2, dim=-1)
+            out[starts[e] : starts[e + 1]] = F.linear(F.silu(g) * u, down[e])
+        return out
+
+    return kernel, looped, len(used)
+
+
 # ----------------------------------------------------------------------------- report
 
 
@@ -305,10 +352,13 @@ def main(argv=None) -> int:
         "sampling": bench_sampling(batches, bandwidth),
         "paged_decode_attention": bench_attention(attention, bandwidth),
         "kv_store": bench_kv_store(bandwidth, DRY_KV_TOKENS if args.dry_run else 8192),
+        "grouped_gemm": bench_grouped_gemm([3] if args.dry_run else [1, 16, 64, 512, 4096],
+                                           bandwidth, **(DRY_MOE if args.dry_run else {})),  # fmt: skip
         "targets": {
             "bitmask_vs_xgrammar": "<= 1.0", "bitmask_vs_masked_fill": "<= 0.5",
             "sampling_vs_one_read": "<= 1.3", "sampling_vs_torch": "< 1.0",
             "attention_share_of_bw": ">= 0.70 (batch >= 32, context >= 4k)", "attention_vs_sdpa": "<= 1.2",
+            "grouped_gemm_vs_torch_loop": "< 1.0",
         },
     }
     args.out.mkdir(parents=True, exist_ok=True)

@@ -11,8 +11,10 @@ as transformers, so fp32 outputs match its greedy generate. A layer is sparse un
 (``gate_up_proj`` [experts, 2 x width, hidden], ``down_proj`` [experts, hidden, width]); checkpoints
 store them per expert (``mlp.experts.E.gate_proj.weight``, ...), or stacked as transformers' own
 modules name them. Under tensor parallelism every expert's width is split across the ranks (the
-router is replicated) and the block's output is summed over them. Not yet: a Triton grouped-GEMM kernel (experts run as torch matmuls), and CUDA
-graphs (the routing decides which experts run, so steps run eagerly).
+router is replicated) and the block's output is summed over them. On CUDA the experts run as two
+Triton grouped GEMMs (``kernels/grouped_gemm.py``: every expert's rows in one launch); on CPU as torch
+matmuls per expert (the reference, and transformers' summation order). No CUDA graphs: the routing
+decides which experts run, so steps run eagerly.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import re
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from guided.kernels.grouped_gemm import grouped_gemm, moe_align, runs_kernel
 
 from .layers import DecoderLayer, ModelArgs, copy_weight
 from .llama import LlamaForCausalLM
@@ -50,6 +54,12 @@ class SparseMoeBlock(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # x: [num_tokens, hidden]
+        weights, chosen = self.route(x)
+        out = self.grouped(x, weights, chosen) if runs_kernel(x) else self.looped(x, weights, chosen)
+        return self.tp.all_reduce(out)
+
+    def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(weights, experts) ``[num_tokens, top_k]`` of each token, as transformers routes."""
         logits = self.gate(x)
         probs = F.softmax(logits, dim=-1, dtype=torch.float)
         weights, chosen = torch.topk(probs, self.top_k, dim=-1)  # [num_tokens, top_k]
@@ -57,6 +67,10 @@ class SparseMoeBlock(nn.Module):
             weights /= weights.sum(dim=-1, keepdim=True)
         if not self.float_weights:
             weights = weights.to(logits.dtype)
+        return weights, chosen
+
+    def looped(self, x: torch.Tensor, weights: torch.Tensor, chosen: torch.Tensor) -> torch.Tensor:
+        """Torch matmuls, one pass per expert over its tokens, summed in transformers' order (CPU)."""
         out = torch.zeros_like(x)
         routed = F.one_hot(chosen, num_classes=self.num_experts).permute(2, 1, 0)  # [experts, top_k, tokens]
         for e in torch.greater(routed.sum(dim=(-1, -2)), 0).nonzero()[:, 0].tolist():
@@ -64,7 +78,16 @@ class SparseMoeBlock(nn.Module):
             gate, up = F.linear(x[token], self.experts.gate_up_proj[e]).chunk(2, dim=-1)
             y = F.linear(F.silu(gate) * up, self.experts.down_proj[e]) * weights[token, slot, None]
             out.index_add_(0, token, y.to(out.dtype))
-        return self.tp.all_reduce(out)
+        return out
+
+    def grouped(self, x: torch.Tensor, weights: torch.Tensor, chosen: torch.Tensor) -> torch.Tensor:
+        """The Triton grouped GEMM (CUDA): the routed rows sorted by expert, gate/up gathered from the
+        tokens in one launch, down in a second, weighted and summed into the tokens' rows."""
+        order, rows, counts = moe_align(chosen, self.num_experts)
+        gate, up = grouped_gemm(x, self.experts.gate_up_proj, counts, rows).chunk(2, dim=-1)
+        y = grouped_gemm((F.silu(gate) * up).contiguous(), self.experts.down_proj, counts)
+        y = y * weights.flatten()[order, None]
+        return torch.zeros_like(x).index_add_(0, rows, y.to(x.dtype))
 
 
 class Qwen3MoeForCausalLM(LlamaForCausalLM):

@@ -200,6 +200,8 @@ def test_cuda_fp32_matches_hf(enforce_eager):
     # the kernel's sliding window, in prefill chunks, decodes and CUDA graphs
     engine = make_engine("gemma3", device="cuda", dtype="float32", enforce_eager=enforce_eager, max_num_batched_tokens=9)
     check_parity(engine, "gemma3", PROMPTS, max_tokens=12)
+    engine = make_engine("qwen3_moe", device="cuda", dtype="float32")  # the experts' grouped GEMM
+    check_parity(engine, "qwen3_moe", PROMPTS, max_tokens=12)
 
 
 @pytest.mark.parametrize("seed", range(4))
