@@ -13,8 +13,14 @@ Llama-3.1-8B, built on the machine (no download):
 - TTFT and TPOT p50/p99 with 1, 16, 64 and 256 concurrent requests (the asyncio front);
 - prefix caching: a shared 2k-token system prompt, TTFT of a second request, target >= 3x faster.
 
-Usage: python benchmarks/throughput.py [--skip-gpu] [--skip-hf] [--models 1b,8b] [--tp-sizes 1,2] [--out DIR]
-Writes ``throughput-cpu.json`` / ``throughput-gpu.json`` under ``benchmarks/results/``.
+Per family (``--families``): one row per model family, tok/s and the decode step at batch 1: on CPU at
+the embedded default's size, on a GPU at the published configs' shapes (Qwen3-1.7B, Phi-4-mini, Gemma 3
+1B, Llama 3.2 1B; Qwen3-30B-A3B and Mixtral 8x7B with a few of their layers), random bf16 weights.
+
+Usage: python benchmarks/throughput.py [--skip-gpu] [--skip-hf] [--models 1b,8b] [--tp-sizes 1,2]
+       [--families all|NAMES] [--families-only] [--out DIR]
+Writes ``throughput-cpu.json`` / ``throughput-gpu.json`` (and ``throughput-families-cpu.json`` /
+``-gpu.json``) under ``benchmarks/results/``.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import platform
 import random
 import statistics
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -53,6 +60,38 @@ GPU_SPECS = {
         intermediate_size=14336, tie_word_embeddings=False, vocab_multiple=VOCAB_128K, dtype="bfloat16",
         max_position_embeddings=8192, init_std=0.02,
     ),
+}  # fmt: skip
+# one row per model family: on CPU at the embedded default's size ...
+FAMILIES_CPU = {
+    "llama": CPU_SPEC,
+    "qwen2": replace(CPU_SPEC, arch="qwen2"),
+    "qwen3": replace(CPU_SPEC, arch="qwen3"),
+    "phi3": replace(CPU_SPEC, arch="phi3"),
+    "gemma3": replace(CPU_SPEC, arch="gemma3_text", num_layers=3, sliding_window=32, tie_word_embeddings=True),
+    "qwen3_moe": replace(CPU_SPEC, arch="qwen3_moe", num_layers=3, num_experts=8),
+    "mixtral": replace(CPU_SPEC, arch="mixtral", num_experts=4),
+}
+# ... and on a GPU with the published configs' shapes (random bf16 weights drawn on the GPU; the two
+# mixtures of experts keep a few of their layers, so that the checkpoint fits the machine's disk)
+_GPU = {"dtype": "bfloat16", "init_device": "cuda", "init_std": 0.02, "max_position_embeddings": 8192}
+FAMILIES_GPU = {
+    "llama-3.2-1b": replace(GPU_SPECS["llama-3.2-1b"], init_device="cuda"),
+    "qwen3-1.7b": TinyModelSpec(arch="qwen3", hidden_size=2048, num_layers=28, num_heads=16, num_kv_heads=8,
+                                head_dim=128, intermediate_size=6144, tie_word_embeddings=True,
+                                vocab_multiple=151936, **_GPU),
+    "phi-4-mini": TinyModelSpec(arch="phi3", hidden_size=3072, num_layers=32, num_heads=24, num_kv_heads=8,
+                                head_dim=128, intermediate_size=8192, tie_word_embeddings=True, vocab_multiple=200064,
+                                rope=(("partial_rotary_factor", 0.75),), **_GPU),
+    "gemma-3-1b": TinyModelSpec(arch="gemma3_text", hidden_size=1152, num_layers=26, num_heads=4, num_kv_heads=1,
+                                head_dim=256, intermediate_size=6912, tie_word_embeddings=True, vocab_multiple=262144,
+                                sliding_window=512, **_GPU),
+    "qwen3-30b-a3b-4-layers": TinyModelSpec(arch="qwen3_moe", hidden_size=2048, num_layers=4, num_heads=32,
+                                            num_kv_heads=4, head_dim=128, intermediate_size=6144, num_experts=128,
+                                            experts_per_token=8, moe_intermediate_size=768, vocab_multiple=151936,
+                                            **_GPU),
+    "mixtral-8x7b-2-layers": TinyModelSpec(arch="mixtral", hidden_size=4096, num_layers=2, num_heads=32,
+                                           num_kv_heads=8, head_dim=128, intermediate_size=14336, num_experts=8,
+                                           vocab_multiple=32000, **_GPU),
 }  # fmt: skip
 
 
@@ -241,6 +280,32 @@ def _communication(stats: dict, prefix: str) -> dict:
             prefix + "collectives_s": seconds}  # fmt: skip
 
 
+def run_families(names: list[str], gpu: bool, prompts: int) -> list[dict]:
+    """One row per family: output tok/s over ``prompts`` requests (128 tokens in, 128 out; 64 on CPU)
+    and the median decode step at batch 1."""
+    specs = FAMILIES_GPU if gpu else FAMILIES_CPU
+    rows = []
+    for name in names:
+        t = time.perf_counter()
+        model_dir = str(tiny_model_dir("builtin", specs[name]))
+        row = {"family": name, "arch": specs[name].arch, "build_s": time.perf_counter() - t}
+        engine = LLMEngine.from_model(model_dir, dtype="bfloat16" if gpu else "float32", device="cuda" if gpu else "cpu",
+                                      max_model_len=1024, max_num_seqs=64)  # fmt: skip
+        vocab, length = len(engine.tokenizer) - 16, 128 if gpu else 64
+        batch = random_prompts(prompts, length, vocab)
+        engine_throughput(engine, batch[:4], 4)  # warm-up
+        row["engine"] = engine_throughput(engine, batch, length)
+        row["decode_b1_ms"] = 1e3 * decode_step_time(engine, prompt_len=length, steps=32)
+        rows.append(row)
+        print(f"{'GPU' if gpu else 'CPU'}  {name:24} {row['engine']['output_tok_s']:9.0f} tok/s, decode step at "
+              f"batch 1 {row['decode_b1_ms']:.2f} ms")  # fmt: skip
+        del engine
+        gc.collect()
+        if gpu:
+            torch.cuda.empty_cache()
+    return rows
+
+
 def hbm_bandwidth() -> float:
     """Bytes/s of a large device-to-device copy (read + write)."""
     x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
@@ -303,6 +368,20 @@ def run_gpu(args) -> dict:
     return out
 
 
+def families(args, meta: dict) -> None:
+    """The per-family rows alone: CPU tiny models, then (with CUDA, unless --skip-gpu) real shapes."""
+    def chosen(table: dict) -> list[str]:
+        return list(table) if args.families == "all" else [n for n in args.families.split(",") if n in table]
+
+    cpu = {**meta, "cpu_threads": args.cpu_threads, "families": run_families(chosen(FAMILIES_CPU), False, 16)}
+    (args.out / "throughput-families-cpu.json").write_text(json.dumps(cpu, indent=1, default=str))
+    if args.skip_gpu or not torch.cuda.is_available():
+        print("GPU family rows skipped: " + ("--skip-gpu" if args.skip_gpu else "CUDA is not available"))
+        return
+    gpu = {**meta, "device": torch.cuda.get_device_name(), "families": run_families(chosen(FAMILIES_GPU), True, 64)}
+    (args.out / "throughput-families-gpu.json").write_text(json.dumps(gpu, indent=1, default=str))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--skip-gpu", action="store_true")
@@ -314,6 +393,10 @@ def main() -> None:
                     help="torch threads for the CPU section (1 = robust to other load on the machine)")
     ap.add_argument("--tp-sizes", default="1,2", help="tensor-parallel sizes of the CPU rows ('' skips them)")
     ap.add_argument("--tp-prompts", type=int, default=16)
+    ap.add_argument("--families", default="all", help="model families of the per-family rows (comma list; "
+                    f"CPU: {', '.join(FAMILIES_CPU)}; GPU: {', '.join(FAMILIES_GPU)}; '' skips them)")
+    ap.add_argument("--families-only", action="store_true", help="only the per-family rows (CPU, and GPU "
+                    "unless --skip-gpu), into throughput-families-cpu.json / -gpu.json")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -322,6 +405,8 @@ def main() -> None:
 
     threads = torch.get_num_threads()
     torch.set_num_threads(args.cpu_threads)
+    if args.families_only:
+        return families(args, meta)
     cpu = run_cpu(args)
     cpu["cpu_threads"] = args.cpu_threads
     if args.tp_sizes:
@@ -333,6 +418,8 @@ def main() -> None:
         print(f" | HF generate {cpu['hf']['output_tok_s']:.0f} tok/s (batch {cpu['hf']['best_batch']})"
               f" | engine/HF = {cpu['engine_over_hf']:.2f}x", end="")  # fmt: skip
     print(f" | prefix-cache TTFT gain {cpu['prefix_cache']['speedup']:.2f}x")
+    if args.families:
+        families(args, meta)
 
     if args.skip_gpu or not torch.cuda.is_available():
         print("GPU section skipped: " + ("--skip-gpu" if args.skip_gpu else "CUDA is not available"))

@@ -23,7 +23,7 @@ def test_gpu_check_dry_run(tmp_path):
     log = (tmp_path / "gpu_check.log").read_text() if (tmp_path / "gpu_check.log").exists() else run.stdout
     assert run.returncode == 0, log[-4000:]
     kernels = json.loads((tmp_path / "kernels-cpu-dry-run.json").read_text())
-    assert {"bitmask", "sampling", "paged_decode_attention", "kv_store"} <= set(kernels)
+    assert {"bitmask", "sampling", "paged_decode_attention", "kv_store", "grouped_gemm"} <= set(kernels)
     throughput = json.loads((tmp_path / "throughput-cpu-dry-run.json").read_text())
     assert {"decode", "throughput", "latency", "hf"} <= set(throughput)
     assert all("error" not in throughput[k] for k in ("decode", "hf"))
@@ -33,3 +33,15 @@ def test_gpu_check_dry_run(tmp_path):
     assert all(r["steering"]["lost"] == 0 and set(r["finish"]) == {"stop"} for r in steered["rows"]), steered
     assert guided["fast_forward"]["ff_on"]["forced_fraction"] > 0.25
     assert "steps:" in log and "exit   0" in log
+
+
+def test_gpu_check_families_step_dry_run(tmp_path):
+    """The opt-in per-family throughput step (GUIDED_STEPS=families) at toy sizes on CPU."""
+    env = {**os.environ, "PYTHON": sys.executable, "GUIDED_STEPS": "families"}
+    run = subprocess.run(["bash", str(REPO / "scripts" / "gpu_check.sh"), "--dry-run", str(tmp_path)], cwd=REPO,
+                         env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    log = (tmp_path / "gpu_check.log").read_text() if (tmp_path / "gpu_check.log").exists() else run.stdout
+    assert run.returncode == 0, log[-4000:]
+    rows = json.loads((tmp_path / "throughput-families-cpu.json").read_text())["families"]
+    assert [r["family"] for r in rows] == ["llama", "gemma3"]
+    assert all(r["engine"]["output_tok_s"] > 0 and r["decode_b1_ms"] > 0 for r in rows)

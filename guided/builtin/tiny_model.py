@@ -55,9 +55,11 @@ class TinyModelSpec:
     # rope_parameters entries beyond rope_theta, as (key, value) pairs (lists as tuples), e.g.
     # (("partial_rotary_factor", 0.5),) or a LongRoPE's type, factors and original length
     rope: tuple = ()
-    # qwen3_moe: experts per sparse layer (2 chosen per token, each intermediate_size // 2 wide); the
-    # last layer stays dense
+    # qwen3_moe: experts per sparse layer (2 chosen per token, each intermediate_size // 2 wide, unless
+    # the next two fields say otherwise); the last layer stays dense
     num_experts: int = 0
+    experts_per_token: int = 0  # (0: 2)
+    moe_intermediate_size: int = 0  # (0: intermediate_size // 2)
     # sliding-window attention (0: none): Gemma 3's local layers (every layer but each third), Qwen2's
     # layers past the first
     sliding_window: int = 0
@@ -155,7 +157,8 @@ def tiny_model_dir(tokenizer: str = "builtin", spec: TinyModelSpec | None = None
     fields = asdict(spec)
     if fields["init_device"] == "cpu":  # the keys of models drawn before the field existed stay the same
         del fields["init_device"]
-    for name in ("rope", "num_experts"):  # (as for init_device)
+    for name in ("rope", "num_experts", "sliding_window", "final_logit_softcapping", "experts_per_token",
+                 "moe_intermediate_size"):  # (as for init_device)  # fmt: skip
         if not fields[name]:
             del fields[name]
     key_src = json.dumps({"tokenizer": str(tokenizer), **fields, "v": 2}, sort_keys=True)
@@ -203,11 +206,12 @@ def _config(spec: TinyModelSpec, tok):
     if spec.arch == "llama":
         kwargs["rope_theta"] = 500000.0
     elif spec.arch == "qwen3_moe":
-        kwargs.update(num_experts=spec.num_experts, num_experts_per_tok=2, norm_topk_prob=True,
-                      moe_intermediate_size=spec.intermediate_size // 2, decoder_sparse_step=1,
+        kwargs.update(num_experts=spec.num_experts, num_experts_per_tok=spec.experts_per_token or 2, norm_topk_prob=True,
+                      moe_intermediate_size=spec.moe_intermediate_size or spec.intermediate_size // 2, decoder_sparse_step=1,
                       mlp_only_layers=[spec.num_layers - 1], use_sliding_window=False)  # fmt: skip
     elif spec.arch == "mixtral":
-        kwargs.update(num_local_experts=spec.num_experts, num_experts_per_tok=2, sliding_window=None)
+        kwargs.update(num_local_experts=spec.num_experts, num_experts_per_tok=spec.experts_per_token or 2,
+                      sliding_window=None)  # fmt: skip
     elif spec.arch == "phi3":
         rope = {k: list(v) if isinstance(v, tuple) else v for k, v in spec.rope}
         kwargs["rope_parameters"] = {"rope_theta": 10000.0, "rope_type": "default", **rope}
