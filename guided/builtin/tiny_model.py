@@ -220,7 +220,10 @@ def _config(spec: TinyModelSpec, tok):
     elif spec.arch == "gemma3_text":
         kwargs.update(
             sliding_window=spec.sliding_window or 4096, query_pre_attn_scalar=spec.head_dim // 2,
-            layer_types=["full_attention" if (i + 1) % 3 == 0 else "sliding_attention" for i in range(spec.num_layers)],
+            # every sixth layer global as published (every third in models of fewer than six layers); the
+            # scalar off head_dim so that the attention scale it sets is exercised
+            layer_types=["full_attention" if (i + 1) % (6 if spec.num_layers >= 6 else 3) == 0 else "sliding_attention"
+                         for i in range(spec.num_layers)],
             rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
                              "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0}},
             final_logit_softcapping=spec.final_logit_softcapping or None, hidden_activation="gelu_pytorch_tanh",
