@@ -103,6 +103,29 @@ def test_moe_with_prefix_hits_chunked_prefill_and_preemption_matches_hf():
     assert engine.block_manager.num_hit_tokens > 0 and engine.scheduler.num_preemptions > 0
 
 
+LOGITS_ATOL = 5e-5  # fp32 on CPU: the largest difference seen is 1.3e-5 (gemma3-softcap), logits up to ~5
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_logits_of_every_position_match_hf(name):
+    """One forward pass of a 34-token prompt (past the 6-key windows and the LongRoPE switch at 32):
+    the logits at every position equal HF's within LOGITS_ATOL."""
+    import torch
+
+    from engine_testlib import hf_model
+
+    engine = make_engine(name)
+    ids = engine.tokenizer.encode(PROMPTS[4])
+    n, switch = len(ids), engine.runner.model.rotary.switch
+    table = list(range(-(-n // engine.config.block_size)))  # a fresh pool: blocks 0.. are this prompt's
+    long = None if switch is None else [n > switch] * n  # (HF's phase for the whole sequence)
+    ours = engine.runner.replay((ids, list(range(n)), list(range(n)), [0, n], [n], [table], n, long, list(range(n))))
+    with torch.inference_mode():
+        theirs = hf_model(name)(torch.tensor([ids])).logits[0].float()
+    assert ours.shape == theirs.shape
+    torch.testing.assert_close(ours, theirs, atol=LOGITS_ATOL, rtol=0)
+
+
 def test_sliding_windows_with_prefix_hits_chunked_prefill_and_preemption_match_hf():
     # prompts far longer than the 6-key window, chunks of 9 tokens, a pool too small for all at once
     engine = make_engine("gemma3", num_kv_blocks=16, max_num_batched_tokens=9)
