@@ -111,7 +111,6 @@ def test_logits_of_every_position_match_hf(name):
     """One forward pass of a 34-token prompt (past the 6-key windows and the LongRoPE switch at 32):
     the logits at every position equal HF's within LOGITS_ATOL."""
     import torch
-
     from engine_testlib import hf_model
 
     engine = make_engine(name)
