@@ -121,7 +121,7 @@ class Config:
         if not config_file.is_file():
             raise ModelLoadError(f"{path} has no config.json; it is not a Hugging Face model directory")
         self.model = str(path)
-        self.hf_config = json.loads(config_file.read_text())
+        self.hf_config = language_model_config(json.loads(config_file.read_text()))
         if self.tokenizer is None:
             self.tokenizer = self.model
         if self.dtype not in DTYPES:
@@ -165,6 +165,21 @@ class Config:
                 f"without chunked prefill max_num_batched_tokens ({self.max_num_batched_tokens}) must be "
                 f">= max_model_len ({self.max_model_len}) so that every prompt fits in one step"
             )
+
+
+def language_model_config(cfg: dict) -> dict:
+    """The config the engine runs: a multimodal Gemma 3 checkpoint's (``gemma3``) language model as
+    ``gemma3_text``, its ``text_config`` completed with transformers' defaults (published configs
+    leave the defaults out), the top-level EOS ids and embedding tying kept; any other config as it is."""
+    if cfg.get("model_type") != "gemma3" or not isinstance(cfg.get("text_config"), dict):
+        return cfg
+    from transformers import Gemma3TextConfig
+
+    text = Gemma3TextConfig(**cfg["text_config"]).to_dict()
+    text.update(model_type="gemma3_text", multimodal=True, tie_word_embeddings=cfg.get("tie_word_embeddings", True))
+    if cfg.get("eos_token_id") is not None:
+        text["eos_token_id"] = cfg["eos_token_id"]
+    return text
 
 
 def worker_fields(config: Config) -> dict:

@@ -57,8 +57,9 @@ def load_model(model_dir: str | Path, hf_config: dict, dtype: torch.dtype, devic
     loaded: set[str] = set()
     for file in files:
         with safe_open(str(file), framework="pt", device="cpu") as f:
-            for name in f.keys():
-                if model.load_weight(name, f.get_tensor(name)):
+            for stored in f.keys():
+                name = model.checkpoint_name(stored)  # None: a weight this model does not use (a vision tower)
+                if name is not None and model.load_weight(name, f.get_tensor(stored)):
                     loaded.add(name.removeprefix("model."))
     missing = model.missing_weights(loaded)
     if missing:

@@ -1,5 +1,6 @@
-"""Gemma 3, text (config ``model_type`` "gemma3_text": Gemma 3 1B, and the language model of the
-larger multimodal checkpoints saved as text-only).
+"""Gemma 3, text: ``model_type`` "gemma3_text" (Gemma 3 1B) and the language model of the multimodal
+"gemma3" checkpoints (4B, 12B, 27B: ``Config`` reads their ``text_config``, the vision tower's
+weights are skipped; prompts are text only).
 
 What differs from Llama, all read from config.json:
 
@@ -30,6 +31,8 @@ from guided.errors import ModelLoadError
 from ..step_context import StepContext
 from .layers import MLP, Attention, GemmaRMSNorm, ModelArgs, RotaryEmbedding
 from .llama import LlamaForCausalLM
+
+_VISION = ("vision_tower.", "multi_modal_projector.", "model.vision_tower.", "model.multi_modal_projector.")
 
 
 class Gemma3DecoderLayer(nn.Module):
@@ -65,6 +68,17 @@ class Gemma3ForCausalLM(LlamaForCausalLM):
         # the sliding-window layers' rotary embedding: their own base, no scaling
         self.local_rotary = RotaryEmbedding(replace(args, rope_theta=args.local_rope_theta, rope_scaling=None))
         self.embed_scale = args.hidden_size**0.5
+
+    def checkpoint_name(self, name: str) -> str | None:
+        """A multimodal checkpoint's language-model weights under their text-only names (transformers'
+        ``language_model.model.`` or ``model.language_model.`` prefix); its vision tower and projector
+        are skipped."""
+        for prefix in ("language_model.model.", "model.language_model.", "language_model."):
+            if name.startswith(prefix):
+                return name[len(prefix) :]
+        if name.startswith(_VISION):
+            return None
+        return name
 
     def make_layer(self, args: ModelArgs, index: int) -> Gemma3DecoderLayer:
         layer = Gemma3DecoderLayer(args, args.window(index))

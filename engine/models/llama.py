@@ -54,6 +54,10 @@ class LlamaForCausalLM(nn.Module):
     def check_config(cls, cfg: dict) -> None:
         """A ModelLoadError for a config this implementation would not run exactly (none here)."""
 
+    def checkpoint_name(self, name: str) -> str | None:
+        """A checkpoint tensor's name as ``load_weight`` reads it; None to skip the tensor."""
+        return name
+
     def make_layer(self, args: ModelArgs, index: int) -> DecoderLayer:
         """Decoder layer ``index`` (a family whose layers differ says how here)."""
         return DecoderLayer(args, window=args.window(index))

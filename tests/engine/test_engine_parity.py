@@ -5,9 +5,11 @@ from __future__ import annotations
 import random
 
 import pytest
+import torch
 from engine_testlib import (
     PROMPTS,
     check_parity,
+    gemma3_multimodal_checkpoint,
     greedy,
     hf_greedy,
     make_engine,
@@ -110,7 +112,6 @@ LOGITS_ATOL = 5e-5  # fp32 on CPU: the largest difference seen is 1.3e-5 (gemma3
 def test_logits_of_every_position_match_hf(name):
     """One forward pass of a 34-token prompt (past the 6-key windows and the LongRoPE switch at 32):
     the logits at every position equal HF's within LOGITS_ATOL."""
-    import torch
     from engine_testlib import hf_model
 
     engine = make_engine(name)
@@ -158,6 +159,26 @@ def test_a_guided_request_on_each_family_finishes_valid(name):
     for out in outs:
         assert out.finish_reason == "stop", out.text
         jsonschema.validate(json.loads(out.text), schema)
+
+
+def test_multimodal_gemma3_checkpoint_runs_its_language_model(tmp_path):
+    import json
+
+    import transformers
+
+    path = gemma3_multimodal_checkpoint(tmp_path / "gemma3-mm")
+    assert json.loads((tmp_path / "gemma3-mm" / "config.json").read_text())["model_type"] == "gemma3"
+    engine = LLMEngine.from_model(path, tokenizer=tokenizer(), device="cpu", max_model_len=512, block_size=4)
+    hf = transformers.Gemma3ForConditionalGeneration.from_pretrained(path, dtype=torch.float32).eval()
+    vocab = hf.config.text_config.vocab_size
+    for i, prompt in enumerate(PROMPTS):
+        ids = engine.tokenizer.encode(prompt)
+        engine.add_request(ids, greedy(12), request_id=str(i))
+        with torch.inference_mode():
+            expected = hf.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                                   do_sample=False, max_new_tokens=12, eos_token_id=None, pad_token_id=0,
+                                   suppress_tokens=list(range(len(tokenizer()), vocab)))[0, len(ids):].tolist()  # fmt: skip
+        assert run_all(engine)[str(i)].token_ids == expected, f"prompt {i}"
 
 
 def test_moe_checkpoint_with_stacked_experts_or_a_missing_expert(tmp_path):

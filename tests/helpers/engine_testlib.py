@@ -113,6 +113,25 @@ def moe_checkpoint(out, stacked: bool = False, drop: str | None = None) -> str:
     return str(out)
 
 
+def gemma3_multimodal_checkpoint(out) -> str:
+    """A multimodal Gemma 3 checkpoint (``gemma3``: the "gemma3" spec's text config beside a one-layer
+    vision tower), written by transformers' Gemma3ForConditionalGeneration with random weights."""
+    import shutil
+
+    source = model_dir("gemma3")
+    config = transformers.Gemma3Config(
+        text_config=transformers.AutoConfig.from_pretrained(source).to_dict(), mm_tokens_per_image=4,
+        vision_config={"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+                       "image_size": 28, "patch_size": 14})  # fmt: skip
+    torch.manual_seed(21)
+    model = transformers.Gemma3ForConditionalGeneration(config)
+    for p in model.parameters():
+        p.data.normal_(0, 0.5)
+    shutil.copytree(source, out, ignore=shutil.ignore_patterns("*.safetensors", "config.json"))
+    model.save_pretrained(out)
+    return str(out)
+
+
 def make_engine(name: str = "llama", **config) -> LLMEngine:
     config.setdefault("device", "cpu")  # the CPU tier: fp32, exact parity with HF on CPU
     config.setdefault("block_size", 4)
