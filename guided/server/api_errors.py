@@ -6,7 +6,15 @@
 
 from __future__ import annotations
 
-from guided.errors import CompileTimeoutError, ConfigError, GrammarError, GuidedError, LimitError, SchemaError
+from guided.errors import (
+    CompileTimeoutError,
+    ConfigError,
+    EngineDeadError,
+    GrammarError,
+    GuidedError,
+    LimitError,
+    SchemaError,  # fmt: skip
+)
 
 __all__ = ["ApiError", "api_error"]
 
@@ -38,6 +46,8 @@ def api_error(exc: BaseException, param: str | None = None) -> ApiError:
     if isinstance(exc, ApiError):
         return exc
     param = param or getattr(exc, "param", None)
+    if isinstance(exc, EngineDeadError):  # the server cannot serve anything until it is restarted
+        return ApiError(503, str(exc), type_="server_error", code="engine_dead")
     for cls, code in _CODES:
         if isinstance(exc, cls):
             return ApiError(400, str(exc), param=param, code=code)

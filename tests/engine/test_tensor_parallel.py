@@ -230,3 +230,31 @@ def test_two_gpus_over_nccl_match_hf():
         assert engine.runner.kv_cache.device == torch.device("cuda", 0)
     finally:
         engine.close()
+
+
+def test_server_after_a_worker_dies_answers_errors_and_health_503():
+    import httpx
+
+    from guided.llm import LLM
+    from guided.server.app import create_app, start_in_thread
+
+    llm = LLM(model_dir("llama"), device="cpu", max_model_len=512, tensor_parallel_size=2)
+    app = create_app(llm, model_name="tiny")
+    srv, thread, port = start_in_thread(app, "127.0.0.1", 0, timeout=60)
+    base = f"http://127.0.0.1:{port}"
+    body = {"model": "tiny", "prompt": "x = ", "max_tokens": 8, "temperature": 0}
+    try:
+        assert httpx.post(f"{base}/v1/completions", json=body, timeout=60).status_code == 200
+        worker = llm.engine.runner.group.processes[0]
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(10)
+        t = time.monotonic()
+        for _ in range(2):  # the step that finds the worker gone, then a request the dead engine refuses
+            reply = httpx.post(f"{base}/v1/completions", json=body, timeout=60)
+            assert reply.status_code >= 500 and "rank 1" in reply.text, reply.text
+        assert time.monotonic() - t < 20
+        health = httpx.get(f"{base}/health", timeout=10)
+        assert health.status_code == 503 and "rank 1" in health.json()["status"]
+    finally:
+        srv.should_exit = True
+        thread.join(30)
