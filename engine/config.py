@@ -10,6 +10,7 @@ from pathlib import Path
 from guided.errors import ConfigError, ModelLoadError
 
 from .hub import looks_like_hub_id, resolve_hub_model
+from .speculative import SpeculativeConfig
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 
@@ -76,6 +77,10 @@ class Config:
     distributed_timeout_s : float
         Bound on one collective of the tensor-parallel group (a stuck peer); a peer that dies is
         seen at once.
+    speculative : dict, optional
+        Speculative decoding (``engine.speculative``): ``{"method": "ngram", "num_speculative_tokens":
+        4, "prompt_lookup_max": 4, "prompt_lookup_min": 1}`` drafts by prompt lookup, checked in one
+        forward; the output is token for token that of plain decoding. None: off.
     """
 
     model: str
@@ -101,6 +106,7 @@ class Config:
     mask_wait_s: float = 0.005
     tensor_parallel_size: int = 1
     distributed_timeout_s: float = 120.0
+    speculative: dict | SpeculativeConfig | None = None
     hf_config: dict = field(default_factory=dict, repr=False)
     hub_id: str | None = None  # the hub name the model was resolved from, if any
 
@@ -140,6 +146,7 @@ class Config:
             raise ConfigError(f"mask_threads must be an integer >= 0, got {self.mask_threads!r}")
         if not 0.0 <= self.mask_wait_s < 60.0:
             raise ConfigError(f"mask_wait_s must be in [0, 60), got {self.mask_wait_s}")
+        self.speculative = SpeculativeConfig.parse(self.speculative)
         _positive("tensor_parallel_size", self.tensor_parallel_size)
         if self.tensor_parallel_size > 1 and self.device.startswith("cuda:"):
             raise ConfigError(f"device {self.device!r} names one GPU; with tensor_parallel_size > 1 use 'cuda' or "
@@ -185,7 +192,8 @@ def language_model_config(cfg: dict) -> dict:
 def worker_fields(config: Config) -> dict:
     """The keyword arguments that make ``config`` again in another process (a tensor-parallel worker):
     the model as the local directory it was resolved to."""
-    return {f.name: getattr(config, f.name) for f in fields(config) if f.name not in ("hf_config", "hub_id")}
+    skip = ("hf_config", "hub_id", "speculative")  # (rank 0 alone drafts and verifies)
+    return {f.name: getattr(config, f.name) for f in fields(config) if f.name not in skip}
 
 
 def longrope_switch(hf_config: dict) -> int | None:

@@ -25,7 +25,8 @@ from .request import Completion, Request, RequestOutput
 from .sampler import SampledTokens, sequence_seed
 from .sampling_params import SamplingParams
 from .scheduler import ScheduledBatch, Scheduler
-from .sequence import Sequence
+from .sequence import Sequence, SequenceStatus
+from .speculative import DraftRow, grammar_cut, propose
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +79,9 @@ class LLMEngine:
         self._finished_early: list[Request] = []  # finished before any step (forced text only)
         self.num_output_tokens = 0
         self.num_forced_tokens = 0
+        # speculative decoding: draft tokens proposed, accepted, and drafts checked
+        self.num_draft_tokens = self.num_accepted_tokens = self.num_drafts_checked = 0
+        self._checked: dict[int, list] = {}  # this step's draft-row results, by sequence
         self._ids = count()
 
     @classmethod
@@ -298,6 +302,13 @@ class LLMEngine:
             "budget_steer_s": self.budget.steer_s,
             # decode batch sizes with a captured CUDA graph (0: eager, on CPU or after a failed capture)
             "num_cuda_graphs": len(self.runner.graphs.graphs) if self.runner.graphs is not None else 0,
+            # speculative decoding: draft tokens proposed and accepted, drafts checked
+            "spec_draft_tokens": self.num_draft_tokens,
+            "spec_accepted_tokens": self.num_accepted_tokens,
+            "spec_draft_tokens_dropped": self.scheduler.num_draft_tokens_dropped,  # no room in the step left for them
+            "spec_acceptance_rate": self.num_accepted_tokens / max(self.num_draft_tokens, 1),
+            # tokens a checked draft gives per step: its accepted tokens, plus the one drawn after them
+            "spec_mean_accepted_length": 1 + self.num_accepted_tokens / max(self.num_drafts_checked, 1),
         }
 
     # ------------------------------------------------------------------ one step
@@ -332,7 +343,9 @@ class LLMEngine:
         now = time.perf_counter()
         drawn = [(s, t, lp, None) for s, t, lp in zip(sampled.seqs, sampled.token_ids, sampled.logprobs, strict=True)]
         for seq, token_id, logprobs, ending in drawn + [(s, None, None, e) for s, e in sampled.endings]:
-            if ending is not None:
+            if seq.draft:
+                self._emit_checked(seq, [(token_id, logprobs, ending, False), *self._checked.pop(seq.seq_id, [])])
+            elif ending is not None:
                 self._end_by_budget(seq, ending)
             else:
                 self._advance(seq, token_id, logprobs)
@@ -340,7 +353,116 @@ class LLMEngine:
             request.first_token_time = request.first_token_time or now
             if self.stream or seq.is_finished:
                 touched[seq.request_id] = request
+        self._checked.clear()
+        for seq in batch.seqs:  # a draft is checked in the step that computed it, or dropped
+            seq.drop_draft()
+        if self.config.speculative is not None and masks is not None:
+            for seq, *_ in drawn:
+                self._propose(seq)
         return outputs + [self._output(r) for r in touched.values() if self.stream or r.finished]
+
+    # ------------------------------------------------------------------ speculative decoding
+    def _propose(self, seq: Sequence) -> None:
+        """Draft the tokens after ``seq``'s for the next step to check (engine.speculative)."""
+        spec, params = self.config.speculative, seq.params
+        if seq.status is not SequenceStatus.RUNNING or not params.speculative or params.max_reasoning_tokens:
+            return
+        k = min(spec.num_speculative_tokens, params.max_tokens - seq.num_output_tokens - 1,
+                self.max_seq_len - seq.num_tokens - 1)  # fmt: skip
+        if k <= 0:
+            return
+        try:
+            draft = propose(seq.token_ids, k, spec.prompt_lookup_max, spec.prompt_lookup_min)
+            states, bonus = [None] * len(draft), True
+            if draft and seq.constraint is not None:
+                draft, states, bonus = grammar_cut(seq.constraint, draft, self.config.fast_forward)
+        except Exception:  # a draft is only ever an optimisation: none this step
+            logger.exception("request %s: drafting failed", seq.request_id)
+            return
+        seq.draft, seq.draft_states, seq.draft_bonus = draft, states, bonus
+        self.num_draft_tokens += len(draft)
+
+    def _split_draft_rows(self, seqs: list[Sequence], logits: torch.Tensor) -> tuple[torch.Tensor, dict]:
+        """The sequences' own rows of ``logits`` and, by sequence, the rows of its draft positions."""
+        own, drafts, at = [], {}, 0
+        for seq in seqs:
+            own.append(at)
+            if seq.draft:
+                drafts[seq.seq_id] = logits[at + 1 : at + 1 + len(seq.draft)]
+            at += 1 + len(seq.draft)
+        return logits[torch.tensor(own, dtype=torch.long, device=logits.device)], drafts
+
+    def _check_drafts(self, sampled: SampledTokens, drafts: dict) -> None:
+        """Draw every draft row as plain decoding draws that position (``DraftRow``: the history, the
+        matcher state and the sampling offset after the draft's prefix; the budget steers it the same
+        way); the results wait in ``_checked`` for the step's emission."""
+        rows, logits = [], []
+        for seq in sampled.seqs:
+            if not seq.draft or seq.seq_id not in drafts:
+                continue
+            used = len(seq.draft) if seq.draft_bonus else len(seq.draft) - 1
+            mine = [DraftRow(seq, seq.draft[:i], seq.draft_states[i - 1]) for i in range(1, used + 1)]
+            masks = self._draft_masks(mine)
+            if masks is False:  # a mask failed: this draft is checked on its first token alone
+                continue
+            rows += [(row, mask) for row, mask in zip(mine, masks, strict=True)]
+            logits.append(drafts[seq.seq_id][:used])
+        if not rows:
+            return
+        proxies = [row for row, _ in rows]
+        constrained = any(mask is not None for _, mask in rows)
+        bitmask = torch.stack([m if m is not None else torch.zeros(self.grammar_masks.words, dtype=torch.int32)
+                               for _, m in rows]) if constrained else None  # fmt: skip
+        index = [i if m is not None else -1 for i, (_, m) in enumerate(rows)] if constrained else None
+        logits = torch.cat(logits)
+        out = self.runner.sample(proxies, logits, bitmask, index)
+        if constrained and any(p.budget for p in proxies):
+            self.budget.steer(out, proxies, logits, bitmask, index, self.runner.sample, self._room)
+        results = {p.seq_id: (t, lp, None, p.budget_forced) for p, t, lp in zip(out.seqs, out.token_ids, out.logprobs,
+                                                                              strict=True)}  # fmt: skip
+        results.update({p.seq_id: (None, None, e, p.budget_forced) for p, e in out.endings})
+        for p in proxies:  # in order; a row that failed ends its draft's results
+            checked = self._checked.setdefault(p.base.seq_id, [])
+            if len(checked) == len(p.token_ids) - p.base.num_tokens - 1 and p.seq_id in results:
+                checked.append(results[p.seq_id])
+
+    def _draft_masks(self, rows: list[DraftRow]) -> list | bool:
+        """Each row's mask (None: unconstrained), or False when a matcher raised."""
+        masks = []
+        for row in rows:
+            if row.constraint is None:
+                masks.append(None)
+                continue
+            mask = torch.empty((1, self.grammar_masks.words), dtype=torch.int32)
+            try:
+                row.constraint.fill_bitmask(mask.numpy(), 0)
+            except Exception:
+                logger.exception("request %s: a draft row's mask failed", row.request_id)
+                return False
+            masks.append(mask[0])
+        return masks
+
+    def _emit_checked(self, seq: Sequence, results: list[tuple]) -> None:
+        """Append the drawn tokens of a checked draft: the first, and each next one while the one before
+        equals the draft token at its position (whose KV this step computed); then what plain decoding
+        appends after the last (forced tokens, a budget ending)."""
+        draft = seq.draft
+        seq.drop_draft()
+        self.num_drafts_checked += 1
+        for i, (token, logprobs, ending, budget_forced) in enumerate(results):
+            if ending is not None:
+                self._end_by_budget(seq, ending)
+                break
+            seq.budget_forced |= budget_forced
+            position = seq.num_tokens
+            self._advance(seq, token, logprobs)
+            if seq.is_finished or i >= len(draft) or token != draft[i]:
+                break
+            if seq.num_computed_tokens == position:  # the draft token's KV is this token's
+                seq.num_computed_tokens += 1
+                self.num_accepted_tokens += 1
+        if not seq.is_finished:
+            self.block_manager.cache_computed_blocks(seq)
 
     def _run(self, batch: ScheduledBatch, ready: list) -> SampledTokens:
         """Forward pass over ``batch`` while the workers compute masks not computed before; then sample
@@ -351,6 +473,9 @@ class LLMEngine:
         seqs, logits = self.runner.forward(batch) if batch else ([], None)
         logits_ready = self.runner.logits_ready()
         self._computed(batch)
+        drafts = {}
+        if logits is not None and any(s.draft for s in seqs):  # speculative: the draft positions' rows apart
+            logits, drafts = self._split_draft_rows(seqs, logits)
         if ready:
             seqs = seqs + [s for s, _ in ready]
             held_rows = torch.stack([row for _, row in ready])
@@ -361,6 +486,7 @@ class LLMEngine:
         if late:
             for i in late:
                 masks.hold(seqs[i], logits[i])
+                seqs[i].drop_draft()  # it samples later, without its draft
             held = set(late)
             keep = [i for i in range(len(seqs)) if i not in held]
             seqs, rows = [seqs[i] for i in keep], [rows[i] for i in keep]
@@ -370,11 +496,13 @@ class LLMEngine:
         sampled = self.runner.sample(seqs, logits, bitmask, rows)
         if bitmask is not None and any(s.budget for s in seqs):
             self.budget.steer(sampled, seqs, logits, bitmask, rows, self.runner.sample, self._room)
+        if drafts:
+            self._check_drafts(sampled, drafts)
         return sampled
 
     def _computed(self, batch: ScheduledBatch) -> None:
         for seq, n in zip(batch.seqs, batch.num_tokens, strict=True):
-            seq.num_computed_tokens += n
+            seq.num_computed_tokens += n - len(seq.draft)  # a draft's KV counts once its tokens are accepted
             self.block_manager.cache_computed_blocks(seq)
 
     def _advance(self, seq: Sequence, token_id: int, logprobs: dict[int, float] | None) -> None:

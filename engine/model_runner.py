@@ -193,7 +193,8 @@ class ModelRunner:
     @torch.inference_mode()
     def forward(self, batch: ScheduledBatch) -> tuple[list[Sequence], torch.Tensor | None]:
         """Run ``batch``; the sequences whose chunk reached their end and their logits (float32
-        ``[n, vocab_size]``; None when none did). On CUDA this returns before the device is done."""
+        ``[rows, vocab_size]``, one row per sequence then one per token of its draft, in order; None
+        when none did). On CUDA this returns before the device is done."""
         ids, positions, slots, cu, seq_lens, tables, sample_rows, sample_seqs = self._prepare(batch)
         shape = self.graphs.shape_for(batch) if self.graphs is not None else None
         if shape is not None:
@@ -298,6 +299,8 @@ class ModelRunner:
         for seq, n in zip(batch.seqs, batch.num_tokens, strict=True):
             start, end = seq.num_computed_tokens, seq.num_computed_tokens + n
             ids.extend(seq.token_ids[start:end])
+            if end > seq.num_tokens:  # its draft's positions (engine.speculative)
+                ids.extend(seq.draft[: end - seq.num_tokens])
             positions.extend(range(start, end))
             table = seq.block_table
             for b in range(start // bs, (end - 1) // bs + 1):  # slots, one block's run at a time
@@ -306,8 +309,8 @@ class ModelRunner:
             cu.append(cu[-1] + n)
             seq_lens.append(end)
             tables.append(table)
-            if reaches_end(seq, n):  # sample the next token
-                sample_rows.append(cu[-1] - 1)
+            if reaches_end(seq, n):  # sample the next token (and one row per draft token after it)
+                sample_rows.extend(range(cu[-1] - 1 - len(seq.draft), cu[-1]))
                 sample_seqs.append(seq)
         return ids, positions, slots, cu, seq_lens, tables, sample_rows, sample_seqs
 

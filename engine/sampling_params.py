@@ -65,6 +65,9 @@ class SamplingParams:
         the end-of-reasoning marker (``reasoning_end_ids``), the marker is appended (forced).
     reasoning_end_ids : list of int, optional
         The token ids of the end-of-reasoning marker (``</think>``), for ``max_reasoning_tokens``.
+    speculative : bool
+        Let the engine's speculative decoding draft for this request (when it is on; the output is
+        the same either way). False: plain decoding. Requests with ``max_reasoning_tokens`` never draft.
     """
 
     temperature: float = 1.0
@@ -88,6 +91,7 @@ class SamplingParams:
     budget_aware: bool = True
     max_reasoning_tokens: int | None = None
     reasoning_end_ids: list[int] | None = None
+    speculative: bool = True
 
     def __post_init__(self) -> None:
         self._check_sampling()

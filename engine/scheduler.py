@@ -46,8 +46,9 @@ class ScheduledBatch:
 
 
 def reaches_end(seq: Sequence, n: int) -> bool:
-    """Whether computing ``n`` more tokens of ``seq`` reaches its last token (then it samples)."""
-    return seq.num_computed_tokens + n == seq.num_tokens
+    """Whether computing ``n`` more tokens of ``seq`` reaches its last token, its draft included (then
+    it samples)."""
+    return seq.num_computed_tokens + n == seq.num_tokens + len(seq.draft)
 
 
 class Scheduler:
@@ -66,6 +67,7 @@ class Scheduler:
         # which recomputes the whole cache when a sequence grows past it (see _phase)
         self.rope_switch = longrope_switch(config.hf_config)
         self.num_rope_recomputes = 0
+        self.num_draft_tokens_dropped = 0  # speculative: draft tokens no room was left for
 
     def add(self, seq: Sequence) -> None:
         self.waiting.append(seq)
@@ -117,6 +119,8 @@ class Scheduler:
         n = min(seq.num_uncomputed_tokens, budget)
         if cap is not None and seq.num_computed_tokens >= seq.num_prompt_tokens:
             n = min(n, cap)
+        if seq.draft:
+            n = self._with_draft(seq, n, budget, cap)
         if n == 0:  # nothing to compute this step (e.g. waiting on something outside the engine)
             return 0
         if not self._make_room(seq, n, batch):
@@ -124,6 +128,21 @@ class Scheduler:
         self.block_manager.append(seq, n)
         batch.add(seq, n)
         return n
+
+    def _with_draft(self, seq: Sequence, n: int, budget: int, cap: int | None) -> int:
+        """Tokens of ``seq`` this step with as much of its draft as the budget, the chunk cap and the
+        free blocks allow (never a preemption for a draft); a draft behind a partial chunk is dropped."""
+        real = seq.num_uncomputed_tokens
+        k = len(seq.draft) if n == real else 0
+        k = min(k, budget - real, (cap - real) if cap is not None else k)
+        if k > 0 and not self.block_manager.can_append(seq, real + k):
+            k = 0
+        self.num_draft_tokens_dropped += len(seq.draft) - max(k, 0)
+        if k <= 0:
+            seq.drop_draft()
+        elif k < len(seq.draft):  # the position after a kept prefix is sampled (the cut kept it so)
+            seq.draft, seq.draft_states, seq.draft_bonus = seq.draft[:k], seq.draft_states[:k], True
+        return n + len(seq.draft)
 
     def _make_room(self, seq: Sequence, n: int, batch: ScheduledBatch) -> bool:
         while not self.block_manager.can_append(seq, n):

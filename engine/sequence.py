@@ -24,7 +24,7 @@ class Sequence:
         "seq_id", "request_id", "index", "params", "status", "token_ids", "num_prompt_tokens",
         "num_computed_tokens", "num_cached_tokens", "block_table", "block_hashes", "num_hashed_blocks",
         "finish_reason", "stop_reason", "logprobs", "seed", "constraint", "num_preemptions", "forced",
-        "budget", "budget_forced", "reasoning_done", "rope_long",
+        "budget", "budget_forced", "reasoning_done", "rope_long", "draft", "draft_states", "draft_bonus",
     )  # fmt: skip
     _ids = count()
 
@@ -52,6 +52,12 @@ class Sequence:
         self.budget_forced = False  # the budget refused a draw or ended the output
         self.reasoning_done = False  # the end-of-reasoning marker is in the output (max_reasoning_tokens)
         self.rope_long = False  # LongRoPE: its KV is computed with the long factors (see Scheduler)
+        # speculative decoding (engine.speculative): tokens proposed after token_ids, computed with them by
+        # the next step and never part of them until verified; the matcher after each; whether the
+        # position after the whole draft is sampled too
+        self.draft: list[int] = []
+        self.draft_states: list = []
+        self.draft_bonus = False
 
     def __len__(self) -> int:
         return len(self.token_ids)
@@ -95,3 +101,7 @@ class Sequence:
         self.block_table = []
         self.num_hashed_blocks = 0
         self.num_preemptions += 1
+        self.drop_draft()
+
+    def drop_draft(self) -> None:
+        self.draft, self.draft_states, self.draft_bonus = [], [], False

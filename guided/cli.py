@@ -9,6 +9,7 @@ benchmark).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -44,6 +45,13 @@ BENCHMARKS = {
 }
 
 
+def _json_arg(text: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"not JSON: {e}") from None
+
+
 def _engine_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="local HF model directory or hub name org/name (default: the embedded "
                    "random-weight model)")  # fmt: skip
@@ -51,6 +59,9 @@ def _engine_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", default="auto", help="auto, float32, bfloat16 or float16 (default: auto)")
     p.add_argument("--max-num-seqs", type=int, default=256, help="most sequences in one step (default: 256)")
     p.add_argument("--max-model-len", type=int, help="longest prompt + output (default: the model's)")
+    p.add_argument("--speculative-config", metavar="JSON", type=_json_arg,
+                   help='speculative decoding, e.g. \'{"method": "ngram", "num_speculative_tokens": 4}\' '
+                        "(prompt lookup; the output is the same as without it)")  # fmt: skip
     p.add_argument("--tensor-parallel-size", "-tp", type=int, default=1, metavar="N",
                    help="split the model across N processes: spawned here, or the ranks torchrun started, "
                         "where every rank runs this same command (default: 1)")  # fmt: skip
@@ -175,7 +186,7 @@ def _llm(args):
     from guided.llm import LLM  # lazy: torch and the engine load only for commands that run a model
 
     config = {"device": args.device, "dtype": args.dtype, "max_num_seqs": args.max_num_seqs,
-              "tensor_parallel_size": args.tensor_parallel_size}  # fmt: skip
+              "tensor_parallel_size": args.tensor_parallel_size, "speculative": args.speculative_config}  # fmt: skip
     if args.max_model_len is not None:
         config["max_model_len"] = args.max_model_len
     if args.grammar_cache_mb <= 0:

@@ -105,6 +105,10 @@ class ServerMetrics:
             "guided_forced_token_fraction": ("Output tokens forced by grammars (fast-forward).",
                                              s.get("forced_fraction", 0.0)),
             "guided_num_preemptions": ("Preemptions so far.", s.get("num_preemptions", 0)),
+            "guided_spec_acceptance_rate": ("Speculative decoding: draft tokens accepted / proposed.",
+                                            s.get("spec_acceptance_rate", 0.0)),
+            "guided_spec_mean_accepted_length": ("Speculative decoding: tokens per checked draft (accepted + 1).",
+                                                 s.get("spec_mean_accepted_length", 1.0)),
         }  # fmt: skip
         for name, (help_text, value) in gauges.items():
             lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge", f"{name} {value}"]
@@ -116,6 +120,10 @@ class ServerMetrics:
                           s.get("budget_tokens_refused", 0))  # fmt: skip
         lines += _counter("guided_budget_endings_total", "Outputs ended by their shortest completion.",
                           s.get("budget_rows_ended", 0))  # fmt: skip
+        lines += _counter("guided_spec_draft_tokens_total", "Speculative decoding: draft tokens proposed.",
+                          s.get("spec_draft_tokens", 0))  # fmt: skip
+        lines += _counter("guided_spec_accepted_tokens_total", "Speculative decoding: draft tokens accepted.",
+                          s.get("spec_accepted_tokens", 0))  # fmt: skip
         return "\n".join(lines) + "\n"
 
 

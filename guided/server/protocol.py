@@ -204,6 +204,7 @@ class _Common(_Strict):
     guided_whitespace_pattern: None = None  # named so that setting it is a clear error
     structured_outputs: StructuredOutputs | None = None  # vLLM >= 0.12's spelling of the above
     budget_aware: bool | None = None  # guided's: a constrained output ends complete within max_tokens
+    speculative: bool | None = None  # guided's: false opts this request out of the server's speculative decoding
     json_open_objects: bool | None = None  # guided's: JSON Schemas keep undeclared members (default: the server's)
 
     @model_validator(mode="after")

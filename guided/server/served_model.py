@@ -190,7 +190,7 @@ class ServedModel:
             repetition_penalty=req.repetition_penalty, seed=req.seed, stop=req.stop,
             stop_token_ids=req.stop_token_ids, ignore_eos=req.ignore_eos, min_tokens=req.min_tokens,
             include_stop_str_in_output=req.include_stop_str_in_output,
-            skip_special_tokens=req.skip_special_tokens, budget_aware=req.budget_aware,
+            skip_special_tokens=req.skip_special_tokens, budget_aware=req.budget_aware, speculative=req.speculative,
             logit_bias={int(t): b for t, b in req.logit_bias.items()} if req.logit_bias else None,
         )  # fmt: skip
         fields = {k: v for k, v in fields.items() if v is not None}
