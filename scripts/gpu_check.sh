@@ -11,6 +11,8 @@
 #   engine   benchmarks/gpu_engine.py: an 8B-shaped bf16 model drawn on the GPU; decode vs the roofline,
 #            throughput and TTFT/TPOT at 1/64/256 with CUDA graphs on and off, guided overhead,
 #            fast-forward on/off, HF generate        throughput-<gpu>.json, guided-overhead-<gpu>.json
+#   speculative (opt-in: GUIDED_STEPS=speculative) benchmarks/speculative.py --device cuda: prompt-lookup
+#            drafts on an extraction workload vs plain decoding                      speculative-cuda.json
 #   families (opt-in: GUIDED_STEPS=families) benchmarks/throughput.py --families-only: one row per model
 #            family at the published configs' shapes (random bf16 weights)  throughput-families-gpu.json
 # The whole run stays under 9 minutes on one H100/H200 (each step's limit below; families adds ~4).
@@ -85,7 +87,7 @@ for name in ("triton", "transformers", "tokenizers", "pydantic", "fastapi", "lar
         print(f"  {name}: NOT IMPORTABLE ({type(e).__name__}: {e})")
 PY
 
-# a rerun of part of the check: GUIDED_TESTS (test paths), GUIDED_STEPS (of tests,kernels,engine,families),
+# a rerun of part of the check: GUIDED_TESTS (test paths), GUIDED_STEPS (of tests,kernels,engine,families,speculative),
 # GUIDED_SECTIONS (of benchmarks/gpu_engine.py's sections)
 read -r -a TEST_FILES <<<"${GUIDED_TESTS:-tests/kernels tests/engine/test_engine_parity.py tests/engine/test_engine_decode_graphs.py tests/engine/test_tensor_parallel.py}"
 STEPS=${GUIDED_STEPS:-tests,kernels,engine}
@@ -97,6 +99,8 @@ if [ $DRY = 1 ]; then
   wants tests && step tests 120 "$PY" -m pytest -q -p no:cacheprovider --collect-only -m gpu "${TEST_FILES[@]}"
   wants kernels && step kernels 120 env TRITON_INTERPRET=1 "$PY" benchmarks/kernels.py --dry-run --out "$OUTDIR"
   wants engine && step engine 300 "$PY" benchmarks/gpu_engine.py --dry-run --out "$OUTDIR" "${SECTIONS[@]}"
+  wants speculative && step speculative 120 "$PY" benchmarks/speculative.py --requests 2 --max-tokens 48 \
+    --out "$OUTDIR"
   wants families && step families 120 "$PY" benchmarks/throughput.py --families-only --skip-gpu \
     --families llama,gemma3 --out "$OUTDIR"
 else
@@ -112,6 +116,7 @@ else
   wants engine && step engine "$T_ENGINE" "$PY" benchmarks/gpu_engine.py --out "$OUTDIR" --every "$EVERY" \
     --maskbench "${GUIDED_SHARED:-../shared}/data/maskbench" "${SECTIONS[@]}"
   wants families && step families "$T_FAMILIES" "$PY" benchmarks/throughput.py --families-only --out "$OUTDIR"
+  wants speculative && step speculative 180 "$PY" benchmarks/speculative.py --device cuda --requests 64 --out "$OUTDIR"
 fi
 
 "$PY" scripts/gpu_summary.py "$OUTDIR" 2>&1 | tee -a "$LOG"

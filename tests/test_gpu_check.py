@@ -35,9 +35,10 @@ def test_gpu_check_dry_run(tmp_path):
     assert "steps:" in log and "exit   0" in log
 
 
-def test_gpu_check_families_step_dry_run(tmp_path):
-    """The opt-in per-family throughput step (GUIDED_STEPS=families) at toy sizes on CPU."""
-    env = {**os.environ, "PYTHON": sys.executable, "GUIDED_STEPS": "families"}
+@pytest.mark.skipif(not (SHARED / "data" / "maskbench").is_dir(), reason="needs ../shared (MaskBench schemas)")
+def test_gpu_check_opt_in_steps_dry_run(tmp_path):
+    """The opt-in steps (GUIDED_STEPS=families,speculative) at toy sizes on CPU."""
+    env = {**os.environ, "PYTHON": sys.executable, "GUIDED_STEPS": "families,speculative"}
     run = subprocess.run(["bash", str(REPO / "scripts" / "gpu_check.sh"), "--dry-run", str(tmp_path)], cwd=REPO,
                          env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
     log = (tmp_path / "gpu_check.log").read_text() if (tmp_path / "gpu_check.log").exists() else run.stdout
@@ -45,3 +46,5 @@ def test_gpu_check_families_step_dry_run(tmp_path):
     rows = json.loads((tmp_path / "throughput-families-cpu.json").read_text())["families"]
     assert [r["family"] for r in rows] == ["llama", "gemma3"]
     assert all(r["engine"]["output_tok_s"] > 0 and r["decode_b1_ms"] > 0 for r in rows)
+    spec = json.loads((tmp_path / "speculative-cpu.json").read_text())
+    assert spec["outputs_identical"] and spec["requests"] == 2

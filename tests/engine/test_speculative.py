@@ -222,3 +222,67 @@ def test_server_flag_field_and_metrics():
     finally:
         srv.should_exit = True
         thread.join(30)
+
+
+# ---------------------------------------------------------------------- ends inside a draft
+def _plain_and_spec(prompt_ids, params, constraint, **config):
+    outs = []
+    for spec in (None, SPEC):
+        model = llm(speculative=spec, **config)
+        (out,) = model.generate([prompt_ids], params, use_tqdm=False, response_format=constraint)
+        engine = model.engine
+        outs.append((out.token_ids, out.finish_reason, engine.stats()))
+        assert engine.block_manager.num_free_blocks == engine.block_manager.num_blocks  # no leaked block
+    return outs
+
+
+def test_end_of_sequence_inside_a_draft():
+    tok = tokenizer()
+    eos = tok.eos_token_id
+    prompt = tok.encode("red green blue") + [eos] + tok.encode(" once more: red green blue")
+    (plain, plain_reason, _), (spec, spec_reason, stats) = _plain_and_spec(
+        prompt, SamplingParams(temperature=0.0, max_tokens=20), Regex("red green blue"), fast_forward=False)
+    assert spec == plain and spec[-1] == eos and spec_reason == plain_reason == "stop"
+    assert stats["spec_accepted_tokens"] > 0  # the draft after "red" ran up to EOS
+
+
+def test_max_tokens_reached_inside_a_draft():
+    prompt = tokenizer().encode(COLORS * 3)
+    params = SamplingParams(temperature=0.0, max_tokens=7, budget_aware=False)
+    constraint = Regex(r"(red|green|blue)( (red|green|blue)){20}")
+    (plain, plain_reason, _), (spec, spec_reason, stats) = _plain_and_spec(prompt, params, constraint,
+                                                                           fast_forward=False)  # fmt: skip
+    assert spec == plain and len(spec) == 7 and spec_reason == plain_reason == "length"
+    assert stats["spec_accepted_tokens"] > 0
+
+
+def test_a_draft_the_grammar_cuts_to_nothing():
+    prompt = tokenizer().encode("green red green red green red")
+    (plain, _, _), (spec, _, stats) = _plain_and_spec(
+        prompt, SamplingParams(temperature=0.0, max_tokens=12), Regex("green( green)*"), fast_forward=False)
+    assert spec == plain and stats["spec_draft_tokens"] == 0  # " red" after "green" is refused: no draft
+
+
+# ---------------------------------------------------------------------- the sampled distribution
+CHI2_CRITICAL_2_DF = 13.8155  # chi-square critical value at significance 0.001 for 2 degrees of freedom
+
+
+def test_sampled_distribution_matches_plain_decoding_chi_square():
+    """Different seeds with and without speculation (not the identity the seeds give): the last of
+    four sampled letters (3 categories) of 300 requests each, a 2 x 3 contingency chi-square test at
+    significance 0.001."""
+    prompt = tokenizer().encode("abcabcabcabcabcabc acb bca cab")
+    constraint = Regex("(a|b|c)(a|b|c)(a|b|c)(a|b|c)")
+    counts = []
+    for spec, base in ((None, 0), (SPEC, 1000)):
+        model = llm(speculative=spec, max_num_seqs=300)
+        params = [SamplingParams(temperature=1.0, seed=base + i, max_tokens=8) for i in range(300)]
+        outs = model.generate([prompt] * 300, params, use_tqdm=False, response_format=constraint)
+        counts.append([sum(o.text[-1] == c for o in outs) for c in "abc"])
+        if spec:
+            assert model.engine.stats()["spec_accepted_tokens"] > 0
+    total = [a + b for a, b in zip(*counts, strict=True)]
+    chi2 = sum((counts[r][c] - total[c] * 300 / 600) ** 2 / (total[c] * 300 / 600)
+               for r in range(2) for c in range(3) if total[c])  # fmt: skip
+    assert all(total), counts
+    assert chi2 < CHI2_CRITICAL_2_DF, (counts, chi2)
