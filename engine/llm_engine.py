@@ -369,6 +369,9 @@ class LLMEngine:
             return
         k = min(spec.num_speculative_tokens, params.max_tokens - seq.num_output_tokens - 1,
                 self.max_seq_len - seq.num_tokens - 1)  # fmt: skip
+        switch = self.scheduler.rope_switch
+        if switch is not None and not seq.rope_long:  # LongRoPE: rows past the switch take the long factors
+            k = min(k, switch - seq.num_tokens)  # in plain decoding (its KV is recomputed there): none drafted
         if k <= 0:
             return
         try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from engine_testlib import greedy, make_engine, model_dir, run_all, tokenizer
+from engine_testlib import PROMPTS, greedy, make_engine, model_dir, run_all, tokenizer
 
 from guided.constraints import Choice, Grammar, JsonSchema, Regex
 from guided.engine.sampling_params import SamplingParams
@@ -286,3 +286,13 @@ def test_sampled_distribution_matches_plain_decoding_chi_square():
                for r in range(2) for c in range(3) if total[c])  # fmt: skip
     assert all(total), counts
     assert chi2 < CHI2_CRITICAL_2_DF, (counts, chi2)
+
+
+def test_longrope_drafts_stop_at_the_switch():
+    """Past LongRoPE's switch plain decoding computes with the long factors (the KV is recomputed):
+    no draft row crosses it, and greedy tokens still equal HF's."""
+    from engine_testlib import check_parity
+
+    engine = make_engine("phi3-longrope", speculative=SPEC)
+    check_parity(engine, "phi3-longrope", [PROMPTS[0] * 3, PROMPTS[3] * 6], max_tokens=40)
+    assert engine.scheduler.num_rope_recomputes > 0 and engine.stats()["spec_draft_tokens"] > 0
