@@ -111,6 +111,7 @@ def create_app(llm=None, *, model_name: str | None = None, api_key: str | None =
         gc.freeze()
         yield
         served.shutdown()
+        gc.unfreeze()  # a process that goes on after its server (an embedding, a test) gets its heap back
 
     app = FastAPI(title="guided", version="0.1.0", description="OpenAI-compatible structured generation.",
                   lifespan=lifespan)  # fmt: skip

@@ -626,3 +626,19 @@ def test_disconnect_aborts(server):
         time.sleep(0.05)
     assert not engine.requests and served.in_flight == 0
     assert served.metrics.e2e.count == finished_before
+
+
+def test_a_server_in_a_process_leaves_its_heap_unfrozen():
+    """The server freezes its start-up heap while it runs; when it ends, the process that embedded it
+    gets a normal heap back (the collector's view of it as before)."""
+    import gc
+
+    from guided.llm import LLM
+    from guided.server.app import create_app, start_in_thread
+
+    app = create_app(LLM(), model_name=MODEL)
+    srv, thread, _ = start_in_thread(app, "127.0.0.1", 0, timeout=60)
+    assert gc.get_freeze_count() > 0
+    srv.should_exit = True
+    thread.join(30)
+    assert gc.get_freeze_count() == 0
