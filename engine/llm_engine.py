@@ -424,10 +424,13 @@ class LLMEngine:
         results = {p.seq_id: (t, lp, None, p.budget_forced) for p, t, lp in zip(out.seqs, out.token_ids, out.logprobs,
                                                                               strict=True)}  # fmt: skip
         results.update({p.seq_id: (None, None, e, p.budget_forced) for p, e in out.endings})
-        for p in proxies:  # in order; a row that failed ends its draft's results
-            checked = self._checked.setdefault(p.base.seq_id, [])
-            if len(checked) == len(p.token_ids) - p.base.num_tokens - 1 and p.seq_id in results:
-                checked.append(results[p.seq_id])
+        broken: set[int] = set()  # sequences with a row that failed: their later rows are not used
+        for p in proxies:  # a sequence's rows in draft order
+            base = p.base.seq_id
+            if base in broken or p.seq_id not in results:
+                broken.add(base)
+                continue
+            self._checked.setdefault(base, []).append(results[p.seq_id])
 
     def _draft_masks(self, rows: list[DraftRow]) -> list | bool:
         """Each row's mask (None: unconstrained), or False when a matcher raised."""

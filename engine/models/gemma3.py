@@ -67,7 +67,8 @@ class Gemma3ForCausalLM(LlamaForCausalLM):
         self.norm = GemmaRMSNorm(args.hidden_size, args.rms_norm_eps)
         # the sliding-window layers' rotary embedding: their own base, no scaling
         self.local_rotary = RotaryEmbedding(replace(args, rope_theta=args.local_rope_theta, rope_scaling=None))
-        self.embed_scale = args.hidden_size**0.5
+        # sqrt(hidden_size) in the weights' dtype (the build's default dtype), as transformers rounds it
+        self.register_buffer("embed_scale", torch.tensor(args.hidden_size**0.5), persistent=False)
 
     def checkpoint_name(self, name: str) -> str | None:
         """A multimodal checkpoint's language-model weights under their text-only names (transformers'
@@ -87,7 +88,7 @@ class Gemma3ForCausalLM(LlamaForCausalLM):
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, ctx: StepContext) -> torch.Tensor:
         x = self.embed_tokens(input_ids)
-        x = x * torch.tensor(self.embed_scale, dtype=x.dtype)
+        x = x * self.embed_scale
         for layer in self.layers:
             x = layer(x, positions, self.local_rotary if layer.sliding else self.rotary, ctx)
         return self.norm(x)
