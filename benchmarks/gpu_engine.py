@@ -62,7 +62,7 @@ GPU_SIZES = dict(concurrency=(1, 64, 256), in_len=256, out_len=128, guided_token
                  ff_max_tokens=384, schemas=48, hf_batches=(1, 64), max_model_len=1024, steered_tokens=768,
                  rounds_at_1=8)  # fmt: skip
 DRY_SIZES = dict(concurrency=(1, 4), in_len=16, out_len=8, guided_tokens=16, ff_requests=4, ff_max_tokens=64,
-                 schemas=3, hf_batches=(1, 4), max_model_len=256, steered_tokens=200, rounds_at_1=2)  # fmt: skip
+                 schemas=3, hf_batches=(1, 4), max_model_len=256, steered_tokens=200, rounds_at_1=1)  # fmt: skip
 
 
 def slug(name: str) -> str:

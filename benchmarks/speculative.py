@@ -16,7 +16,15 @@ wall-time gain is a GPU target (scripts/gpu_check.sh: GUIDED_STEPS=speculative);
 CPU computes k + 1 positions at nearly k + 1 times the cost of one, so the CPU wall time shows the
 scheduling overhead rather than the gain.
 
-Usage: python benchmarks/speculative.py [--requests 48] [--k 4] [--every 40] [--device cpu|cuda] [--out DIR]
+With ``--draft-model DIR`` (``self``: the target's own checkpoint) it also runs a draft model
+(``{"method": "draft_model", "model": DIR}``) against plain decoding on the same prompts, unsteered and
+greedy: a logit bias steers the target only, and an unsteered draft model would be measured against a
+target it never sees. With the target as its own draft every draft token is accepted: the rows show
+the upper bound of acceptance and what drafting costs (a real draft model is smaller and less often
+right; random weights make no useful draft model, so its gain is for real checkpoints to show).
+
+Usage: python benchmarks/speculative.py [--requests 48] [--k 4] [--every 40] [--device cpu|cuda]
+       [--draft-model DIR|self] [--out DIR]
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ from guided_overhead import MASKBENCH, Steering, maskbench_pairs  # noqa: E402
 
 from guided.builtin.tiny_model import default_model_dir  # noqa: E402
 from guided.constraints import JsonSchema  # noqa: E402
+from guided.engine.sampling_params import SamplingParams  # noqa: E402
 from guided.engine.speculative import DraftRow  # noqa: E402
 from guided.llm import LLM  # noqa: E402
 
@@ -105,6 +114,26 @@ def run(model: str, device: str, items, k: int | None, max_tokens: int) -> dict:
     return row
 
 
+def run_greedy(model: str, device: str, items, spec: dict | None, max_tokens: int) -> dict:
+    """Unsteered greedy decoding of the workload's prompts under their schemas (the draft-model rows)."""
+    llm = LLM(model, device=device, max_model_len=2048, speculative=spec, grammar_cache=None)
+    constraints = [JsonSchema(schema) for schema, _, _ in items]
+    for c in constraints:
+        llm.compile_service.compile(c)
+    params = SamplingParams(temperature=0.0, max_tokens=max_tokens, budget_aware=False)
+    start = time.perf_counter()
+    outs = llm.generate([p for _, p, _ in items], params, use_tqdm=False, response_format=constraints)
+    seconds = time.perf_counter() - start
+    stats = llm.engine.stats()
+    tokens = sum(len(o.token_ids) for o in outs)
+    row = {"speculative": spec, "seconds": seconds, "output_tokens": tokens, "tok_s": tokens / seconds}
+    if spec:
+        row.update({k: stats[k] for k in stats if k.startswith("spec_")})
+    row["outputs"] = [o.token_ids for o in outs]
+    llm.shutdown()
+    return row
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--requests", type=int, default=48)
@@ -113,6 +142,7 @@ def main() -> int:
     ap.add_argument("--max-tokens", type=int, default=512)
     ap.add_argument("--model", default=None, help="model directory (default: the embedded random model)")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--draft-model", default=None, help="also run this draft model ('self': the target's checkpoint)")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
     torch.set_num_threads(1) if args.device == "cpu" else None
@@ -140,6 +170,20 @@ def main() -> int:
         print(f"  {name:12} {r['seconds']:.2f} s, {r['tok_s']:.0f} tok/s, {r['steps']} steps, copied "
               f"{r['copied_exactly']}/{len(items)}{extra}")
     print(f"  wall-time speed-up {result['speedup']:.2f}x")
+    if args.draft_model:
+        path = model if args.draft_model == "self" else args.draft_model
+        spec_d = {"method": "draft_model", "model": path, "num_speculative_tokens": args.k}
+        greedy_plain = run_greedy(model, args.device, items, None, args.max_tokens)
+        drafted = run_greedy(model, args.device, items, spec_d, args.max_tokens)
+        same_d = greedy_plain.pop("outputs") == drafted.pop("outputs")
+        same = same and same_d
+        result["draft_model"] = {"draft": args.draft_model, "outputs_identical": same_d, "plain": greedy_plain,
+                                 "speculative": drafted, "speedup": greedy_plain["seconds"] / drafted["seconds"]}
+        print(f"  draft model {args.draft_model} (unsteered, greedy): outputs identical: {same_d}")
+        print(f"  {'plain':12} {greedy_plain['seconds']:.2f} s, {greedy_plain['tok_s']:.0f} tok/s")
+        print(f"  {'draft model':12} {drafted['seconds']:.2f} s, {drafted['tok_s']:.0f} tok/s, accepted per step "
+              f"{drafted['spec_mean_accepted_length']:.2f} (acceptance {drafted['spec_acceptance_rate']:.2f}), "
+              f"drafting {drafted['spec_draft_s']:.2f} s; speed-up {result['draft_model']['speedup']:.2f}x")
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"speculative-{args.device}.json"
     path.write_text(json.dumps(result, indent=1, default=str) + "\n")

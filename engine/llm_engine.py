@@ -14,12 +14,14 @@ from pathlib import Path
 
 import torch
 
-from guided.errors import ConfigError, GuidedError, ModelLoadError
+from guided.errors import ConfigError, GuidedError
 
 from .block_manager import BlockManager
 from .budget import BudgetSteering
 from .config import Config
+from .draft_model import DraftModel
 from .grammar_masks import GrammarMasks
+from .loader import load_hf_tokenizer
 from .model_runner import BitmaskProvider, ModelRunner
 from .request import Completion, Request, RequestOutput
 from .sampler import SampledTokens, sequence_seed
@@ -61,6 +63,10 @@ class LLMEngine:
         self.stream = stream
         self.tokenizer = tokenizer if tokenizer is not None else load_hf_tokenizer(config.tokenizer)
         self.eos_token_ids = eos_token_ids(config, self.tokenizer)
+        spec = config.speculative
+        # (before the target: on CUDA the target's KV pool is sized on the memory the draft model leaves)
+        self.drafter = (DraftModel(spec, config, self.tokenizer, self.eos_token_ids)
+                        if spec is not None and spec.method == "draft_model" else None)  # fmt: skip
         self.runner = ModelRunner(config, self.eos_token_ids, len(self.tokenizer))
         self.block_manager = BlockManager(
             self.runner.num_blocks, config.block_size, config.enable_prefix_caching
@@ -74,6 +80,8 @@ class LLMEngine:
         self.grammar_masks = GrammarMasks(
             self.vocab_size, config.max_num_seqs, self.runner.device, config.mask_threads, config.mask_wait_s
         )
+        if self.drafter is not None:
+            self.drafter.words = self.grammar_masks.words
         self.budget = BudgetSteering(self.eos_token_ids, config.fast_forward)
         self.pending_grammars: dict[str, Request] = {}  # requests whose constraint is still compiling
         self._finished_early: list[Request] = []  # finished before any step (forced text only)
@@ -81,6 +89,7 @@ class LLMEngine:
         self.num_forced_tokens = 0
         # speculative decoding: draft tokens proposed, accepted, and drafts checked
         self.num_draft_tokens = self.num_accepted_tokens = self.num_drafts_checked = 0
+        self.draft_s = 0.0  # time spent drafting
         self._checked: dict[int, list] = {}  # this step's draft-row results, by sequence
         self._ids = count()
 
@@ -309,6 +318,7 @@ class LLMEngine:
             "spec_acceptance_rate": self.num_accepted_tokens / max(self.num_draft_tokens, 1),
             # tokens a checked draft gives per step: its accepted tokens, plus the one drawn after them
             "spec_mean_accepted_length": 1 + self.num_accepted_tokens / max(self.num_drafts_checked, 1),
+            "spec_draft_s": self.draft_s,  # time spent drafting (a draft model's forward passes included)
         }
 
     # ------------------------------------------------------------------ one step
@@ -357,33 +367,50 @@ class LLMEngine:
         for seq in batch.seqs:  # a draft is checked in the step that computed it, or dropped
             seq.drop_draft()
         if self.config.speculative is not None and masks is not None:
-            for seq, *_ in drawn:
-                self._propose(seq)
+            self._propose([seq for seq, *_ in drawn])
         return outputs + [self._output(r) for r in touched.values() if self.stream or r.finished]
 
     # ------------------------------------------------------------------ speculative decoding
-    def _propose(self, seq: Sequence) -> None:
-        """Draft the tokens after ``seq``'s for the next step to check (engine.speculative)."""
-        spec, params = self.config.speculative, seq.params
-        if seq.status is not SequenceStatus.RUNNING or not params.speculative or params.max_reasoning_tokens:
+    def _propose(self, seqs: list[Sequence]) -> None:
+        """Draft the tokens after each of ``seqs``' for the next step to check (engine.speculative), by
+        prompt lookup or with the draft model (engine.draft_model)."""
+        spec, items = self.config.speculative, []
+        for seq in seqs:
+            params = seq.params
+            if seq.status is not SequenceStatus.RUNNING or not params.speculative or params.max_reasoning_tokens:
+                continue
+            k = min(spec.num_speculative_tokens, params.max_tokens - seq.num_output_tokens - 1,
+                    self.max_seq_len - seq.num_tokens - 1)  # fmt: skip
+            switch = self.scheduler.rope_switch
+            if switch is not None and not seq.rope_long:  # LongRoPE: rows past the switch take the long factors
+                k = min(k, switch - seq.num_tokens)  # in plain decoding (its KV is recomputed there): none drafted
+            if k > 0:
+                items.append((seq, k))
+        if not items:
             return
-        k = min(spec.num_speculative_tokens, params.max_tokens - seq.num_output_tokens - 1,
-                self.max_seq_len - seq.num_tokens - 1)  # fmt: skip
-        switch = self.scheduler.rope_switch
-        if switch is not None and not seq.rope_long:  # LongRoPE: rows past the switch take the long factors
-            k = min(k, switch - seq.num_tokens)  # in plain decoding (its KV is recomputed there): none drafted
-        if k <= 0:
+        start = time.perf_counter()
+        try:  # a draft is only ever an optimisation: on an error, none this step
+            if self.drafter is not None:
+                drafts = self.drafter.propose(items, self.config.fast_forward)
+            else:
+                drafts = {seq.seq_id: self._lookup(seq, k) for seq, k in items}
+        except Exception:
+            logger.exception("drafting failed for %d sequences", len(items))
             return
-        try:
-            draft = propose(seq.token_ids, k, spec.prompt_lookup_max, spec.prompt_lookup_min)
-            states, bonus = [None] * len(draft), True
-            if draft and seq.constraint is not None:
-                draft, states, bonus = grammar_cut(seq.constraint, draft, self.config.fast_forward)
-        except Exception:  # a draft is only ever an optimisation: none this step
-            logger.exception("request %s: drafting failed", seq.request_id)
-            return
-        seq.draft, seq.draft_states, seq.draft_bonus = draft, states, bonus
-        self.num_draft_tokens += len(draft)
+        finally:
+            self.draft_s += time.perf_counter() - start
+        for seq, _ in items:
+            draft, states, bonus = drafts.get(seq.seq_id) or ([], [], False)
+            seq.draft, seq.draft_states, seq.draft_bonus = draft, states, bonus
+            self.num_draft_tokens += len(draft)
+
+    def _lookup(self, seq: Sequence, k: int) -> tuple[list, list, bool]:
+        """A prompt-lookup draft of ``seq``, cut by its grammar."""
+        spec = self.config.speculative
+        draft = propose(seq.token_ids, k, spec.prompt_lookup_max, spec.prompt_lookup_min)
+        if draft and seq.constraint is not None:
+            return grammar_cut(seq.constraint, draft, self.config.fast_forward)
+        return draft, [None] * len(draft), True
 
     def _split_draft_rows(self, seqs: list[Sequence], logits: torch.Tensor) -> tuple[torch.Tensor, dict]:
         """The sequences' own rows of ``logits`` and, by sequence, the rows of its draft positions."""
@@ -462,11 +489,12 @@ class LLMEngine:
             seq.budget_forced |= budget_forced
             position = seq.num_tokens
             self._advance(seq, token, logprobs)
-            if seq.is_finished or i >= len(draft) or token != draft[i]:
+            accepted = i < len(draft) and token == draft[i]
+            self.num_accepted_tokens += accepted  # (an accepted end of sequence or last token too)
+            if seq.is_finished or not accepted:
                 break
             if seq.num_computed_tokens == position:  # the draft token's KV is this token's
                 seq.num_computed_tokens += 1
-                self.num_accepted_tokens += 1
         if not seq.is_finished:
             self.block_manager.cache_computed_blocks(seq)
 
@@ -663,6 +691,8 @@ class LLMEngine:
         for seq in request.seqs:
             self.completions.pop(seq.seq_id, None)
             self.grammar_masks.forget(seq)
+            if self.drafter is not None:
+                self.drafter.forget(seq)
 
 
 def _top(row: dict[int, float], token_id: int, k: int) -> dict[int, float]:
@@ -671,16 +701,6 @@ def _top(row: dict[int, float], token_id: int, k: int) -> dict[int, float]:
     for t, lp in list(row.items())[1 : k + 1]:
         out.setdefault(t, lp)
     return out
-
-
-def load_hf_tokenizer(path: str):
-    """A transformers tokenizer from a local directory (never the network)."""
-    from transformers import AutoTokenizer
-
-    try:
-        return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-    except Exception as e:  # transformers raises many types; report one
-        raise ModelLoadError(f"cannot load a tokenizer from {path}: {e}") from e
 
 
 def eos_token_ids(config: Config, tokenizer) -> list[int]:

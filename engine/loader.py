@@ -75,3 +75,13 @@ def _build(cls, args: ModelArgs, dtype: torch.dtype, device: torch.device):
             return cls(args)
     finally:
         torch.set_default_dtype(previous)
+
+
+def load_hf_tokenizer(path: str):
+    """A transformers tokenizer from a local directory (never the network)."""
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    except Exception as e:  # transformers raises many types; report one
+        raise ModelLoadError(f"cannot load a tokenizer from {path}: {e}") from e

@@ -1,6 +1,7 @@
-"""Speculative decoding under a constraint: n-gram drafts, cut by the grammar, checked in one forward.
+"""Speculative decoding under a constraint: drafts cut by the grammar, checked in one forward.
 
-After a sequence's tokens of a step are appended, ``propose`` looks up the longest suffix of its
+Drafts come from prompt lookup (below) or from a draft model (``engine.draft_model``, drafting under
+the constraint's masks). After a sequence's tokens of a step are appended, ``propose`` looks up the longest suffix of its
 tokens (``prompt_lookup_max`` down to ``prompt_lookup_min`` long) earlier in the prompt and output,
 and proposes the up to ``num_speculative_tokens`` tokens that followed it (prompt lookup: no second
 model). The draft is cut where the grammar refuses a token (on a copy of the matcher; the real one
@@ -37,13 +38,15 @@ __all__ = ["SpeculativeConfig", "DraftRow", "propose", "grammar_cut"]
 
 @dataclass(frozen=True, slots=True)
 class SpeculativeConfig:
-    """``method`` "ngram" (prompt lookup); ``num_speculative_tokens`` drafted per step at most; the
-    n-gram lengths looked up, longest first."""
+    """``method`` "ngram" (prompt lookup) or "draft_model" (``model``: a smaller model with the target's
+    tokenizer, a local directory or a hub name; ``engine.draft_model``); ``num_speculative_tokens``
+    drafted per step at most; the n-gram lengths looked up, longest first."""
 
     method: str = "ngram"
     num_speculative_tokens: int = 4
     prompt_lookup_max: int = 4
     prompt_lookup_min: int = 1
+    model: str | None = None
 
     @classmethod
     def parse(cls, value) -> SpeculativeConfig | None:
@@ -53,16 +56,23 @@ class SpeculativeConfig:
         if not isinstance(value, dict):
             raise ConfigError(f"speculative must be a dict such as {{'method': 'ngram', 'num_speculative_tokens': 4}}, "
                               f"got {value!r}")  # fmt: skip
-        known = {"method", "num_speculative_tokens", "prompt_lookup_max", "prompt_lookup_min"}
+        known = {"method", "num_speculative_tokens", "prompt_lookup_max", "prompt_lookup_min", "model"}
         unknown = sorted(set(value) - known)
         if unknown:
             raise ConfigError(f"speculative: unknown keys {unknown} (known: {sorted(known)})")
-        method = value.get("method", "ngram")
+        method = value.get("method", "draft_model" if value.get("model") is not None else "ngram")
+        if method not in ("ngram", "draft_model"):
+            raise ConfigError(f"speculative method must be 'ngram' or 'draft_model', got {method!r}")
         if method == "draft_model":
-            raise ConfigError("speculative method 'draft_model' is not supported yet; use 'ngram' (prompt lookup)")
-        if method != "ngram":
-            raise ConfigError(f"speculative method must be 'ngram', got {method!r}")
-        config = cls(**{k: value[k] for k in known & set(value)})
+            if not isinstance(value.get("model"), str) or not value["model"]:
+                raise ConfigError("speculative method 'draft_model' needs 'model': a local model directory or a hub "
+                                  "name of a smaller model with the target's tokenizer")  # fmt: skip
+            lookup = sorted({"prompt_lookup_max", "prompt_lookup_min"} & set(value))
+            if lookup:
+                raise ConfigError(f"speculative {lookup} are prompt lookup's ('ngram'), not the draft model's")
+        elif value.get("model") is not None:
+            raise ConfigError("speculative 'model' is the draft model's; method 'ngram' drafts without a model")
+        config = cls(**{k: value[k] for k in known & set(value)}, **{} if "method" in value else {"method": method})
         for name in ("num_speculative_tokens", "prompt_lookup_max", "prompt_lookup_min"):
             n = getattr(config, name)
             if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 64:

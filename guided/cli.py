@@ -61,7 +61,8 @@ def _engine_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-model-len", type=int, help="longest prompt + output (default: the model's)")
     p.add_argument("--speculative-config", metavar="JSON", type=_json_arg,
                    help='speculative decoding, e.g. \'{"method": "ngram", "num_speculative_tokens": 4}\' '
-                        "(prompt lookup; the output is the same as without it)")  # fmt: skip
+                        "(prompt lookup) or '{\"model\": DIR, \"num_speculative_tokens\": 4}' (a draft model "
+                        "with the same tokenizer); the output is the same as without it")  # fmt: skip
     p.add_argument("--tensor-parallel-size", "-tp", type=int, default=1, metavar="N",
                    help="split the model across N processes: spawned here, or the ranks torchrun started, "
                         "where every rank runs this same command (default: 1)")  # fmt: skip

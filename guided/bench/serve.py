@@ -31,7 +31,7 @@ from pathlib import Path
 
 from guided.builtin.tiny_model import default_model_dir
 from guided.constraints import Regex
-from guided.engine.llm_engine import load_hf_tokenizer
+from guided.engine.loader import load_hf_tokenizer
 from guided.engine.sampling_params import SamplingParams
 from guided.llm import LLM
 

@@ -69,7 +69,10 @@ def test_grammar_cut_stops_at_a_refused_token_and_before_forced_ones():
 
 def test_config_is_checked():
     assert SpeculativeConfig.parse({"num_speculative_tokens": 3}).prompt_lookup_max == 4
-    for bad, match in (({"method": "draft_model"}, "not supported yet"), ({"method": "eagle"}, "must be 'ngram'"),
+    assert SpeculativeConfig.parse({"model": "m"}).method == "draft_model"  # vLLM's: a model means a draft model
+    for bad, match in (({"method": "draft_model"}, "needs 'model'"), ({"method": "eagle"}, "'ngram' or 'draft_model'"),
+                       ({"model": "m", "prompt_lookup_max": 2}, "prompt lookup's"),
+                       ({"method": "ngram", "model": "m"}, "without a model"),
                        ({"k": 3}, "unknown keys"), ({"num_speculative_tokens": 0}, r"\[1, 64\]"),
                        ({"prompt_lookup_min": 3, "prompt_lookup_max": 2}, "must not exceed"), (4, "must be a dict")):
         with pytest.raises(ConfigError, match=match):
@@ -296,3 +299,67 @@ def test_longrope_drafts_stop_at_the_switch():
     engine = make_engine("phi3-longrope", speculative=SPEC)
     check_parity(engine, "phi3-longrope", [PROMPTS[0] * 3, PROMPTS[3] * 6], max_tokens=40)
     assert engine.scheduler.num_rope_recomputes > 0 and engine.stats()["spec_draft_tokens"] > 0
+
+
+# ---------------------------------------------------------------------- a draft model
+def draft(name: str, k: int = 4) -> dict:
+    return {"method": "draft_model", "model": model_dir(name), "num_speculative_tokens": k}
+
+
+@pytest.mark.parametrize("kind", ["json", "regex", "gbnf", "none"])
+def test_the_target_as_its_own_draft_model_is_accepted_whole_and_changes_nothing(kind):
+    """The draft model picks its most likely token under the constraint's mask: with the target's own
+    weights that is greedy plain decoding's token, so every draft token is accepted (a draft made
+    without the mask would be refused wherever the grammar narrows the choice). (Budget steering, which
+    the draft model does not know, is off: it refuses draws that could not end within max_tokens.)"""
+    params = SamplingParams(temperature=0.0, max_tokens=40, budget_aware=False)
+    plain, _ = outputs(CONSTRAINTS[kind], params, None)
+    spec, stats = outputs(CONSTRAINTS[kind], params, draft("llama"))
+    assert spec == plain
+    assert stats["spec_draft_tokens"] > 20 and stats["spec_acceptance_rate"] == 1.0, stats
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_another_draft_model_changes_no_token(temperature):
+    """A different model (other weights: most of its drafts refused) under a JSON schema and
+    unconstrained, greedy and sampled with seeds: the tokens are plain decoding's."""
+    for kind in ("json", "none"):
+        params = SamplingParams(temperature=temperature, seed=3, max_tokens=24 if temperature else 32,
+                                repetition_penalty=1.1)  # fmt: skip
+        plain, _ = outputs(CONSTRAINTS[kind], params, None)
+        spec, stats = outputs(CONSTRAINTS[kind], params, draft("llama-tied", k=3))
+        assert spec == plain, kind
+        assert stats["spec_draft_tokens"] > 0 and stats["spec_acceptance_rate"] < 1.0
+
+
+def test_draft_model_blocks_are_released_and_a_full_pool_only_drops_drafts():
+    ids = [tokenizer().encode(p) for p in (ECHO, COLORS, "x")]
+    plain = make_engine("llama")
+    for i, p in enumerate(ids):
+        plain.add_request(p, greedy(30), request_id=str(i))
+    expected = {k: v.token_ids for k, v in run_all(plain).items()}
+
+    engine = make_engine("llama", speculative=draft("llama"))
+    drafter = engine.drafter
+    drafter.free = drafter.free[:40]  # room for two of the three sequences (blocks of 4 tokens)
+    for i, p in enumerate(ids):
+        engine.add_request(p, greedy(30), request_id=str(i))
+    for _ in range(3):
+        engine.step()
+    victim = next(s for s in engine.scheduler.running if s.seq_id in drafter.slots)
+    engine.abort(victim.request_id)
+    assert victim.seq_id not in drafter.slots
+    rest = {k: v.token_ids for k, v in run_all(engine).items()}
+    assert all(rest[k] == expected[k] for k in rest if k != victim.request_id) and len(rest) == 2
+    assert len(drafter.free) == 40 and not drafter.slots  # every draft block came back
+    assert engine.block_manager.num_free_blocks == engine.block_manager.num_blocks
+    assert engine.stats()["spec_accepted_tokens"] > 0
+
+
+def test_a_draft_model_must_exist_and_share_the_tokenizer(tmp_path):
+    from guided.errors import ModelLoadError
+
+    with pytest.raises(ModelLoadError, match="speculative draft model: model directory .* does not exist"):
+        llm(speculative={"model": str(tmp_path / "nowhere")})
+    with pytest.raises(ConfigError, match="tokenizer different from the target's"):
+        llm(speculative={"model": model_dir("qwen2")})  # the tiny qwen2 has other special tokens
