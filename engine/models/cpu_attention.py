@@ -66,18 +66,23 @@ def short_chunks_attention_cpu(q, k_cache, v_cache, block_tables, cu_seqlens_q, 
 
 def _gather_kv(k_cache, v_cache, block_tables, seq_lens):
     """Each sequence's keys and values, ``[num_seqs, num_kv_heads, max_len, head_dim]`` fp32, zero past
-    its length (a masked NaN in never-written memory would still poison q·k and p·v)."""
+    its length (a masked NaN in never-written memory would still poison q·k and p·v). The gathered
+    copies are zeroed in place, and only their rows past each length (a full pass over them cost a
+    decode step as much as the gather)."""
     num_seqs = seq_lens.shape[0]
     block_size, num_kv_heads, head_dim = k_cache.shape[1], k_cache.shape[2], k_cache.shape[3]
     max_len = int(seq_lens.max())
     num_blocks = -(-max_len // block_size)
+    width = num_blocks * block_size
     flat = block_tables[:, :num_blocks].reshape(-1).long()
-    # index_select: far cheaper than fancy indexing
-    shape = (num_seqs, num_blocks * block_size, num_kv_heads, head_dim)
-    k = k_cache.index_select(0, flat).view(shape)[:, :max_len].transpose(1, 2).float()
-    v = v_cache.index_select(0, flat).view(shape)[:, :max_len].transpose(1, 2).float()
-    hidden = ~(torch.arange(max_len)[None, :] < seq_lens[:, None].long())[:, None, :, None]
-    return k.masked_fill(hidden, 0.0), v.masked_fill(hidden, 0.0), max_len
+    # index_select: far cheaper than fancy indexing; a fresh copy, so zeroing it in place is safe
+    k = k_cache.index_select(0, flat).view(num_seqs * width, num_kv_heads, head_dim).float()
+    v = v_cache.index_select(0, flat).view(num_seqs * width, num_kv_heads, head_dim).float()
+    past = (torch.arange(width)[None, :] >= seq_lens[:, None].long()).view(-1).nonzero().view(-1)
+    k.index_fill_(0, past, 0.0)
+    v.index_fill_(0, past, 0.0)
+    shape = (num_seqs, width, num_kv_heads, head_dim)
+    return k.view(shape)[:, :max_len].transpose(1, 2), v.view(shape)[:, :max_len].transpose(1, 2), max_len
 
 
 def _sdpa(q, k, v, mask, scale: float, group: int) -> torch.Tensor:

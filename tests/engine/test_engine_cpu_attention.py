@@ -51,3 +51,33 @@ def test_cpu_chunk_attention_matches_the_reference(seed, window):
     tables = torch.randperm(96)[: num_seqs * 12].view(num_seqs, 12).int()
     ref = paged_attention_ref(q, k_cache, v_cache, tables, cu, seq_lens, 0.3, window=window)
     torch.testing.assert_close(attention_cpu(q, k_cache, v_cache, tables, cu, seq_lens, 0.3, window), ref)
+
+
+@pytest.mark.parametrize("longest", [1, 3])
+def test_stale_nan_past_a_sequence_never_reaches_it(longest):
+    """Every cache slot outside the sequences' own positions holds NaN or inf (what a freed block of a
+    request whose computation broke may keep): decodes and short chunks give the same output as over
+    a clean cache."""
+    import torch
+
+    from guided.engine.models.cpu_attention import attention_cpu
+
+    torch.manual_seed(7)
+    kv_heads, head_dim, block_size, num_seqs = 2, 8, 4, 4
+    clean_k = torch.randn(40, block_size, kv_heads, head_dim)
+    clean_v = torch.randn_like(clean_k)
+    seq_lens = torch.tensor([5, 9, 3, 14], dtype=torch.int32)
+    tables = torch.randperm(40)[: num_seqs * 4].view(num_seqs, 4).int()
+    own = torch.zeros(40 * block_size, dtype=torch.bool)
+    for table, n in zip(tables.tolist(), seq_lens.tolist(), strict=True):
+        for p in range(n):
+            own[table[p // block_size] * block_size + p % block_size] = True
+    k_cache, v_cache = clean_k.clone().view(-1, kv_heads, head_dim), clean_v.clone().view(-1, kv_heads, head_dim)
+    k_cache[~own], v_cache[~own] = float("nan"), float("inf")
+    k_cache, v_cache = k_cache.view_as(clean_k), v_cache.view_as(clean_v)
+    q_lens = [min(longest, int(n)) for n in seq_lens]
+    cu = torch.tensor([0, *torch.tensor(q_lens).cumsum(0).tolist()], dtype=torch.int32)
+    q = torch.randn(int(cu[-1]), kv_heads, head_dim)
+    out = attention_cpu(q, k_cache, v_cache, tables, cu, seq_lens, 0.3)
+    assert torch.isfinite(out).all()
+    torch.testing.assert_close(out, attention_cpu(q, clean_k, clean_v, tables, cu, seq_lens, 0.3))
