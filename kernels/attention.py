@@ -56,6 +56,7 @@ def _paged_attention_kernel(
     num_heads,
     split_len,  # SPLIT_K: keys per split, a multiple of BLOCK_N
     window,  # sliding window: a query at p sees keys p - window < k <= p (0: all keys up to p)
+    sinks_ptr,  # HAS_SINKS: [num_heads] f32, each head's sink logit (unscaled)
     QUERIES_PER_KV: tl.constexpr,
     BLOCK_Q: tl.constexpr,
     BLOCK_M: tl.constexpr,
@@ -65,6 +66,7 @@ def _paged_attention_kernel(
     UPCAST: tl.constexpr,  # bf16 under the CPU interpreter only
     SPLIT_K: tl.constexpr,  # flash-decoding: program_id(2) takes one key range, partials to part_ptr
     NUM_SPLITS: tl.constexpr,
+    HAS_SINKS: tl.constexpr,  # attention sinks (gpt-oss): a logit per head in the softmax's sum, with no value
 ):
     tile_id = tl.program_id(0)
     kv_head = tl.program_id(1)
@@ -101,6 +103,15 @@ def _paged_attention_kernel(
 
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)  # running max (base-2 logits)
     l_i = tl.zeros([BLOCK_M], tl.float32)  # running sum of exp2
+    if HAS_SINKS:  # the sink starts the running softmax (in one key range only: the merge adds them)
+        sink = tl.load(sinks_ptr + head, mask=row_ok, other=0.0).to(tl.float32) * 1.4426950408889634
+        if SPLIT_K:
+            first = tl.program_id(2) == 0
+            m_i = tl.where(first, sink, m_i)
+            l_i = tl.where(first, 1.0, l_i)
+        else:
+            m_i = sink
+            l_i = l_i + 1.0
     acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
     # keys past the tile's last query position are never needed (0 if the tile is empty)
     kv_end = tl.minimum(context_len, prefix_len + (tile + 1) * BLOCK_Q)
@@ -194,6 +205,7 @@ def paged_attention_ref(
     scale: float,
     max_seqlen_q: int | None = None,
     window: int | None = None,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Pure-torch reference of :func:`paged_attention`: gathers each sequence's KV, fp32 math."""
     _check(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens)
@@ -216,7 +228,12 @@ def paged_attention_ref(
         visible = keys <= q_pos[:, None]
         if window:
             visible &= keys > q_pos[:, None] - window
-        probs = scores.masked_fill(~visible, float("-inf")).softmax(dim=-1)
+        scores = scores.masked_fill(~visible, float("-inf"))
+        if sinks is not None:  # a column per head in the softmax, dropped after it (it has no value)
+            sink = sinks.float()[:, None, None].expand(-1, q_len, 1)
+            probs = torch.cat([scores, sink], dim=-1).softmax(dim=-1)[..., :-1]
+        else:
+            probs = scores.softmax(dim=-1)
         probs = torch.where(visible.any(dim=-1, keepdim=True), probs, 0.0)  # no visible key: 0, as the kernel
         out[cu[i] : cu[i + 1]] = torch.einsum("hqk,khd->qhd", probs, v).to(q.dtype)
     return out
@@ -232,6 +249,7 @@ def paged_attention(
     scale: float,
     max_seqlen_q: int | None = None,
     window: int | None = None,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Causal attention of packed query tokens over a paged KV cache, in one launch.
 
@@ -258,6 +276,10 @@ def paged_attention(
     window : int, optional
         Sliding-window attention: a query token at position ``p`` sees the keys at ``p - window <
         k <= p`` (Gemma 3's local layers, Mistral). None: every key up to ``p``.
+    sinks : torch.Tensor, optional
+        ``[num_heads]``: attention sinks (gpt-oss), one logit per head (not scaled by ``scale``)
+        that joins each query's softmax as a key with no value, so the weights of the real keys sum
+        to less than one.
 
     Returns
     -------
@@ -267,8 +289,12 @@ def paged_attention(
     _check(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens)
     if window is not None and window < 1:
         raise ConfigError(f"window must be a positive number of keys, got {window}")
+    if sinks is not None and (sinks.shape != (q.shape[1],) or sinks.device != q.device):
+        raise ConfigError(f"sinks must be [num_heads={q.shape[1]}] on {q.device}, got {tuple(sinks.shape)} on "
+                          f"{sinks.device}")  # fmt: skip
     if not use_triton(q, _paged_attention_kernel):
-        return paged_attention_ref(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, scale, window=window)
+        return paged_attention_ref(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, scale, window=window,
+                                   sinks=sinks)  # fmt: skip
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)  # contiguous whatever q's strides
     total_q, num_heads, head_dim = q.shape
     num_seqs = seq_lens.shape[0]
@@ -315,6 +341,7 @@ def paged_attention(
         num_heads,
         split_len,
         window or 0,
+        sinks if sinks is not None else q,
         QUERIES_PER_KV=group,
         BLOCK_Q=block_q,
         BLOCK_M=block_m,
@@ -324,6 +351,7 @@ def paged_attention(
         UPCAST=upcast,
         SPLIT_K=splits > 1,
         NUM_SPLITS=splits,
+        HAS_SINKS=sinks is not None,
         num_warps=num_warps,
         num_stages=num_stages,
     )

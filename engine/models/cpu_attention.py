@@ -22,33 +22,36 @@ SHORT_CHUNK = 16  # sequences with at most this many new tokens are batched; lon
 
 
 def attention_cpu(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, scale: float,
-                  window: int | None = None) -> torch.Tensor:  # fmt: skip
+                  window: int | None = None, sinks: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
     """``paged_attention`` on CPU: short chunks batched (``short_chunks_attention_cpu``), long ones by
     the reference; ``q`` packed by sequence, ``[total_q, num_heads, head_dim]``."""
     q_lens = cu_seqlens_q.diff()
     short = q_lens <= SHORT_CHUNK
     if bool(short.all()):
-        return short_chunks_attention_cpu(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, scale, window)
+        return short_chunks_attention_cpu(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, scale, window,
+                                          sinks)  # fmt: skip
     if not bool(short.any()):
-        return paged_attention_ref(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, scale, window=window)
+        return paged_attention_ref(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, scale, window=window,
+                                   sinks=sinks)  # fmt: skip
     token_short = torch.repeat_interleave(short, q_lens.long())  # [total_q]: its sequence is short
     out = torch.empty_like(q)
     for rows, pick in ((token_short, short), (~token_short, ~short)):
         cu = F.pad(q_lens[pick].cumsum(0), (1, 0)).to(cu_seqlens_q.dtype)
         args = (q[rows], k_cache, v_cache, block_tables[pick], cu, seq_lens[pick], scale)
-        out[rows] = short_chunks_attention_cpu(*args, window) if pick is short else paged_attention_ref(*args, window=window)
+        out[rows] = (short_chunks_attention_cpu(*args, window, sinks) if pick is short
+                     else paged_attention_ref(*args, window=window, sinks=sinks))  # fmt: skip
     return out
 
 
 def short_chunks_attention_cpu(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, scale,
-                               window: int | None = None) -> torch.Tensor:  # fmt: skip
+                               window: int | None = None, sinks: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
     """All sequences at once, queries padded to the longest chunk (padding rows attend to key 0 and are
     dropped); each new token sees the keys up to its own position (it is the last of its chunk's
     ``q_len`` tokens, at the end of the context)."""
     q_lens = cu_seqlens_q.diff().long()
     longest = int(q_lens.max())
     if longest == 1:
-        return decode_attention_cpu(q, k_cache, v_cache, block_tables, seq_lens, scale, window)
+        return decode_attention_cpu(q, k_cache, v_cache, block_tables, seq_lens, scale, window, sinks)
     steps = torch.arange(longest)
     real = steps[None, :] < q_lens[:, None]  # [num_seqs, longest]
     index = (cu_seqlens_q[:-1, None].long() + steps[None, :]).clamp(max=q.shape[0] - 1)
@@ -60,7 +63,7 @@ def short_chunks_attention_cpu(q, k_cache, v_cache, block_tables, cu_seqlens_q, 
     if window:
         visible &= keys > position - window
     visible |= ~real[:, :, None] & (keys == 0)  # padding rows: one key, so no row is all -inf
-    out = _sdpa(padded, k, v, visible[:, None], scale, q.shape[1] // k_cache.shape[2])
+    out = _sdpa(padded, k, v, visible[:, None], scale, q.shape[1] // k_cache.shape[2], sinks)
     return out.transpose(1, 2)[real].to(q.dtype)  # packed back: sequence by sequence, token by token
 
 
@@ -85,7 +88,14 @@ def _gather_kv(k_cache, v_cache, block_tables, seq_lens):
     return k.view(shape)[:, :max_len].transpose(1, 2), v.view(shape)[:, :max_len].transpose(1, 2), max_len
 
 
-def _sdpa(q, k, v, mask, scale: float, group: int) -> torch.Tensor:
+def _sdpa(q, k, v, mask, scale: float, group: int, sinks: torch.Tensor | None = None) -> torch.Tensor:
+    if sinks is not None:  # one more key, of zeros (score 0, value 0), its score raised to the head's sink
+        pad = k.new_zeros(*k.shape[:2], 1, k.shape[3])
+        k, v = torch.cat([k, pad], dim=2), torch.cat([v, pad], dim=2)
+        bias = torch.zeros(mask.shape).masked_fill(~mask, float("-inf"))
+        bias = bias.expand(mask.shape[0], q.shape[1], *mask.shape[2:])
+        sink = sinks.float()[None, :, None, None].expand(*bias.shape[:3], 1)
+        mask = torch.cat([bias, sink], dim=-1)
     if group > 1 and not _GQA:
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
     extra = {"enable_gqa": True} if group > 1 and _GQA else {}
@@ -100,12 +110,14 @@ def decode_attention_cpu(
     seq_lens: torch.Tensor,
     scale: float,
     window: int | None = None,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """One query token per sequence, at position seq_lens - 1: ``q`` is ``[num_seqs, num_heads, head_dim]``."""
+    """One query token per sequence, at position seq_lens - 1: ``q`` is ``[num_seqs, num_heads, head_dim]``;
+    ``sinks`` [num_heads]: gpt-oss's attention sinks (a key of that score and no value)."""
     k, v, max_len = _gather_kv(k_cache, v_cache, block_tables, seq_lens)
     keys = torch.arange(max_len)[None, :]
     visible = keys < seq_lens[:, None].long()  # [num_seqs, max_len]
     if window:
         visible &= keys >= seq_lens[:, None].long() - window
-    out = _sdpa(q[:, :, None], k, v, visible[:, None, None], scale, q.shape[1] // k_cache.shape[2])
+    out = _sdpa(q[:, :, None], k, v, visible[:, None, None], scale, q.shape[1] // k_cache.shape[2], sinks)
     return out[:, :, 0].to(q.dtype)  # [num_seqs, num_heads, head_dim]

@@ -81,3 +81,35 @@ def test_stale_nan_past_a_sequence_never_reaches_it(longest):
     out = attention_cpu(q, k_cache, v_cache, tables, cu, seq_lens, 0.3)
     assert torch.isfinite(out).all()
     torch.testing.assert_close(out, attention_cpu(q, clean_k, clean_v, tables, cu, seq_lens, 0.3))
+
+
+@pytest.mark.parametrize("window", [None, 4])
+@pytest.mark.parametrize("seed", range(3))
+def test_cpu_attention_with_sinks_matches_the_reference(seed, window):
+    """gpt-oss's sinks on the batched paths (decodes, short chunks) and the looped one (long chunks)."""
+    import random
+
+    import torch
+
+    from guided.engine.models.cpu_attention import SHORT_CHUNK, attention_cpu, decode_attention_cpu
+    from guided.kernels.attention import paged_attention_ref
+
+    rng = random.Random(seed)
+    torch.manual_seed(seed)
+    group, kv_heads, head_dim, block_size = [1, 2, 4][seed], 2, 8, 4
+    k_cache = torch.randn(96, block_size, kv_heads, head_dim)
+    v_cache = torch.randn_like(k_cache)
+    sinks = torch.randn(kv_heads * group) * 2
+    q_lens = [rng.choice([1, 2, 5, SHORT_CHUNK + 3]) for _ in range(5)]
+    seq_lens = torch.tensor([q + rng.randint(0, 20) for q in q_lens], dtype=torch.int32)
+    cu = torch.tensor([0, *torch.tensor(q_lens).cumsum(0).tolist()], dtype=torch.int32)
+    q = torch.randn(int(cu[-1]), kv_heads * group, head_dim)
+    tables = torch.randperm(96)[: 5 * 12].view(5, 12).int()
+    ref = paged_attention_ref(q, k_cache, v_cache, tables, cu, seq_lens, 0.3, window=window, sinks=sinks)
+    torch.testing.assert_close(attention_cpu(q, k_cache, v_cache, tables, cu, seq_lens, 0.3, window, sinks), ref)
+    assert not torch.allclose(ref, paged_attention_ref(q, k_cache, v_cache, tables, cu, seq_lens, 0.3, window=window))
+    q1 = q[cu[1:] - 1]  # one decode token per sequence
+    ones = torch.arange(6, dtype=torch.int32)
+    torch.testing.assert_close(decode_attention_cpu(q1, k_cache, v_cache, tables, seq_lens, 0.3, window, sinks),
+                               paged_attention_ref(q1, k_cache, v_cache, tables, ones, seq_lens, 0.3, window=window,
+                                                   sinks=sinks))  # fmt: skip

@@ -185,3 +185,55 @@ def test_gpu_real_shapes(case, dtype):
     out = paged_attention(*batch.args(), max_seqlen_q=batch.max_seqlen_q)
     ref = paged_attention_ref(*batch.args())
     torch.testing.assert_close(out.float(), ref.float(), atol=ATOL[dtype], rtol=0)
+
+
+def sinks_oracle(batch: Batch, sinks: torch.Tensor, window: int | None = None) -> torch.Tensor:
+    """Per sequence and head, dense: the scaled scores and the head's sink logit in one softmax, the
+    sink's weight dropped (gpt-oss's eager attention in transformers)."""
+    out = torch.zeros_like(batch.q, dtype=torch.float32)
+    block_size = batch.k_cache.shape[1]
+    cu = batch.cu_seqlens_q.tolist()
+    for i, n in enumerate(batch.seq_lens.tolist()):
+        q = batch.q[cu[i] : cu[i + 1]].float().cpu().transpose(0, 1)  # [heads, q_len, d]
+        if q.shape[1] == 0:
+            continue
+        slots = torch.arange(n)
+        blocks = batch.block_tables[i].cpu()[slots // block_size].long()
+        k = batch.k_cache.cpu()[blocks, slots % block_size].float().transpose(0, 1)
+        v = batch.v_cache.cpu()[blocks, slots % block_size].float().transpose(0, 1)
+        group = q.shape[0] // k.shape[0]
+        k, v = k.repeat_interleave(group, 0), v.repeat_interleave(group, 0)
+        pos = torch.arange(n - q.shape[1], n)
+        mask = torch.arange(n)[None, :] <= pos[:, None]
+        if window is not None:
+            mask &= torch.arange(n)[None, :] > pos[:, None] - window
+        scores = (q @ k.transpose(1, 2) * batch.scale).masked_fill(~mask, float("-inf"))
+        sink = sinks.float().cpu()[:, None, None].expand(-1, q.shape[1], 1)
+        probs = torch.cat([scores, sink], dim=-1).softmax(-1)[..., :-1]
+        out[cu[i] : cu[i + 1]] = (probs @ v).transpose(0, 1)
+    return out
+
+
+SINK_CASES = {"decode-ragged": None, "decode-split-k": 50, "extend-prefix": None, "mixed-gqa": 3, "long-chunk": 20}
+
+
+@pytest.mark.parametrize("case", SINK_CASES)
+def test_reference_with_sinks_matches_the_dense_softmax(case):
+    batch = Batch(*CASES[case], dtype=torch.float32)
+    sinks = torch.linspace(-2.0, 3.0, batch.q.shape[1])
+    out = paged_attention_ref(*batch.args(), window=SINK_CASES[case], sinks=sinks)
+    torch.testing.assert_close(out, sinks_oracle(batch, sinks, SINK_CASES[case]), atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(out, paged_attention_ref(*batch.args(), window=SINK_CASES[case]), atol=1e-3)
+
+
+@pytest.mark.parametrize("case", SINK_CASES)
+def test_kernel_with_sinks_matches_reference(kernel_device, case):
+    """Sinks with decodes (split into key ranges too: the sink counts once), chunks and windows."""
+    batch = Batch(*CASES[case], dtype=torch.float32, device=kernel_device, seed=len(case))
+    sinks = torch.linspace(-2.0, 3.0, batch.q.shape[1], device=kernel_device)
+    ref = paged_attention_ref(*batch.args(), window=SINK_CASES[case], sinks=sinks)
+    for hint in (None, batch.max_seqlen_q):
+        out = paged_attention(*batch.args(), max_seqlen_q=hint, window=SINK_CASES[case], sinks=sinks)
+        torch.testing.assert_close(out, ref, atol=ATOL[torch.float32], rtol=0)
+    with pytest.raises(ConfigError, match="sinks"):
+        paged_attention(*batch.args(), sinks=sinks[:-1])
