@@ -52,7 +52,12 @@ def load_model(model_dir: str | Path, hf_config: dict, dtype: torch.dtype, devic
     if model_type not in MODEL_TYPES:
         raise ModelLoadError(f"model_type {model_type!r} is not supported (supported: {sorted(MODEL_TYPES)})")
     files = safetensors_files(model_dir)
-    MODEL_TYPES[model_type].check_config(hf_config)
+    cls = MODEL_TYPES[model_type]
+    quant = (hf_config.get("quantization_config") or {}).get("quant_method")
+    if quant is not None and quant not in cls.QUANTIZATIONS:
+        raise ModelLoadError(f"{model_type} checkpoints quantized with {quant!r} are not supported "
+                             f"(supported: {list(cls.QUANTIZATIONS) or 'none'})")  # fmt: skip
+    cls.check_config(hf_config)
     model = _build(MODEL_TYPES[model_type], replace(ModelArgs.from_hf(hf_config), tp=tp), dtype, device)
     loaded: set[str] = set()
     for file in files:

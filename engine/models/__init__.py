@@ -1,6 +1,7 @@
 """Model implementations over the paged KV cache: one file per family, sharing the layers of layers.py."""
 
 from .gemma3 import Gemma3ForCausalLM
+from .gpt_oss import GptOssForCausalLM
 from .layers import ModelArgs
 from .llama import LlamaForCausalLM
 from .phi3 import Phi3ForCausalLM
@@ -16,6 +17,7 @@ MODEL_TYPES = {
     "qwen3_moe": Qwen3MoeForCausalLM,
     "mixtral": MixtralForCausalLM,
     "gemma3_text": Gemma3ForCausalLM,
+    "gpt_oss": GptOssForCausalLM,
 }
 
-__all__ = ["LlamaForCausalLM", "Gemma3ForCausalLM", "Phi3ForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM", "ModelArgs", "MODEL_TYPES"]
+__all__ = ["LlamaForCausalLM", "GptOssForCausalLM", "Gemma3ForCausalLM", "Phi3ForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM", "ModelArgs", "MODEL_TYPES"]

@@ -57,6 +57,11 @@ class ModelArgs:
     hidden_act: str = "silu"  # the gated MLP's activation: silu or gelu_pytorch_tanh
     local_rope_theta: float | None = None  # Gemma 3: the rotary base of the sliding-window layers
     final_logit_softcapping: float | None = None  # Gemma 3: logits = cap * tanh(logits / cap)
+    # gpt-oss: attention sinks (a logit per head), a bias on o_proj, the experts' clamped SwiGLU
+    attention_sinks: bool = False
+    o_bias: bool = False
+    swiglu_limit: float = 7.0
+    swiglu_alpha: float = 1.702
     tp: TensorParallel = SINGLE  # this process's place in a tensor-parallel group (engine.parallel)
 
     @property
@@ -128,7 +133,7 @@ class ModelArgs:
             num_experts=int(cfg.get("num_experts") or cfg.get("num_local_experts") or 0),  # (transformers 5 writes the latter)
             num_experts_per_tok=int(cfg.get("num_experts_per_tok") or 0),
             moe_intermediate_size=int(cfg.get("moe_intermediate_size")
-                                      or (cfg["intermediate_size"] if model_type == "mixtral" else 0)),
+                                      or (cfg["intermediate_size"] if model_type in ("mixtral", "gpt_oss") else 0)),
             norm_topk_prob=model_type == "mixtral" or bool(cfg.get("norm_topk_prob", False)),
             decoder_sparse_step=int(cfg.get("decoder_sparse_step") or 1),
             mlp_only_layers=tuple(cfg.get("mlp_only_layers") or ()),
@@ -138,6 +143,10 @@ class ModelArgs:
             hidden_act=cfg.get("hidden_activation") or cfg.get("hidden_act") or "silu",
             local_rope_theta=local,
             final_logit_softcapping=cfg.get("final_logit_softcapping"),
+            attention_sinks=model_type == "gpt_oss",
+            o_bias=model_type == "gpt_oss" and bool(cfg.get("attention_bias", False)),
+            swiglu_limit=float(cfg.get("swiglu_limit") or 7.0),
+            swiglu_alpha=float(cfg.get("swiglu_alpha") or 1.702),
         )
 
 
@@ -218,7 +227,8 @@ class RotaryEmbedding(nn.Module):
             self.register_buffer("long_cos_sin", _cos_sin(args, _inv_freq(args, "long_factor"), scale),
                                  persistent=False)  # fmt: skip
         else:
-            self.register_buffer("cos_sin", _cos_sin(args, _inv_freq(args), 1.0), persistent=False)
+            scale = _yarn_attention_factor(rs) if rs is not None and rs["rope_type"] == "yarn" else 1.0
+            self.register_buffer("cos_sin", _cos_sin(args, _inv_freq(args), scale), persistent=False)
 
     def long_tokens(self, positions: torch.Tensor, ctx: StepContext) -> torch.Tensor | None:
         """bool [num_tokens]: the tokens that take the long table (None without LongRoPE)."""
@@ -270,8 +280,49 @@ def _inv_freq(args: ModelArgs, longrope_factors: str = "short_factor") -> torch.
             raise ModelLoadError(f"longrope {longrope_factors} has {len(factors)} entries, expected {dim // 2}")
         shape = torch.arange(0, dim, 2, dtype=torch.int64).float() / dim
         return 1.0 / (factors * args.rope_theta**shape)
+    if rs["rope_type"] == "yarn":
+        return _yarn_inv_freq(args, rs)
     raise ModelLoadError(f"rope type {rs['rope_type']!r} is not supported (supported: default, linear, llama3, "
-                         "longrope)")  # fmt: skip
+                         "longrope, yarn)")  # fmt: skip
+
+
+def _yarn_inv_freq(args: ModelArgs, rs: dict) -> torch.Tensor:
+    """YaRN (gpt-oss, Qwen long-context configs): each frequency between its interpolated (divided by
+    ``factor``) and its original value by a linear ramp over the dimensions whose wavelength fits
+    between ``beta_fast`` and ``beta_slow`` rotations of the original context (floored and ceiled
+    unless ``truncate`` is false), as transformers computes it."""
+    dim, base, factor = args.rotary_dim, args.rope_theta, float(rs["factor"])
+    original = int(rs.get("original_max_position_embeddings") or args.max_position_embeddings)
+    beta_fast, beta_slow = float(rs.get("beta_fast") or 32), float(rs.get("beta_slow") or 1)
+
+    def correction(rotations: float) -> float:
+        return dim * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(base))
+
+    low, high = correction(beta_fast), correction(beta_slow)
+    if rs.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001
+    ramp = ((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)
+    pos_freqs = base ** (torch.arange(0, dim, 2).float() / dim)
+    extrapolation = 1 - ramp  # the share of the original frequency
+    return (1.0 / (factor * pos_freqs)) * (1 - extrapolation) + (1.0 / pos_freqs) * extrapolation
+
+
+def _yarn_attention_factor(rs: dict) -> float:
+    """YaRN's cos/sin scale: ``attention_factor``, else 0.1 ln(factor) + 1 (with DeepSeek's ``mscale`` /
+    ``mscale_all_dim`` ratio when both are set)."""
+    if rs.get("attention_factor") is not None:
+        return float(rs["attention_factor"])
+    factor = float(rs["factor"])
+
+    def mscale(m: float = 1.0) -> float:
+        return 1.0 if factor <= 1 else 0.1 * m * math.log(factor) + 1.0
+
+    if rs.get("mscale") and rs.get("mscale_all_dim"):
+        return mscale(float(rs["mscale"])) / mscale(float(rs["mscale_all_dim"]))
+    return mscale()
 
 
 def _longrope_attention_factor(args: ModelArgs, rs: dict) -> float:
@@ -307,7 +358,13 @@ class Attention(nn.Module):
         self.kv_size = self.num_kv_heads * args.head_dim
         self.scale = args.attention_scale or args.head_dim**-0.5
         self.qkv_proj = split_rows(nn.Linear(args.hidden_size, self.q_size + 2 * self.kv_size, bias=args.qkv_bias))
-        self.o_proj = split_columns(nn.Linear(self.q_size, args.hidden_size, bias=False))
+        self.o_proj = split_columns(nn.Linear(self.q_size, args.hidden_size, bias=args.o_bias))
+        if args.o_bias:
+            add_once(self.o_proj.bias)
+        self.sinks = None
+        if args.attention_sinks:  # gpt-oss: this rank's heads' sink logits
+            self.sinks = nn.Parameter(torch.empty(self.num_heads))
+            self.sinks.tp_dim = 0
         self.qk_norm = args.qk_norm
         if args.qk_norm:
             self.q_norm = norm(args.head_dim, args.rms_norm_eps)
@@ -326,18 +383,21 @@ class Attention(nn.Module):
         if q.is_cuda:  # the Triton kernels
             store_kv(k, v, self.k_cache, self.v_cache, ctx.slot_mapping)
             out = paged_attention(q, self.k_cache, self.v_cache, ctx.block_tables, ctx.cu_seqlens_q, ctx.seq_lens,
-                                  self.scale, ctx.max_seqlen_q, self.window)  # fmt: skip
+                                  self.scale, ctx.max_seqlen_q, self.window, self._sinks())  # fmt: skip
         else:  # CPU: the torch references (never Triton's interpreter), batched for pure decodes
             store_kv_ref(k, v, self.k_cache, self.v_cache, ctx.slot_mapping)
             out = self._attend_cpu(q, ctx)
         return self.tp.all_reduce(self.o_proj(out.view(-1, self.q_size)))
 
+    def _sinks(self) -> torch.Tensor | None:
+        return None if self.sinks is None else self.sinks.float()
+
     def _attend_cpu(self, q: torch.Tensor, ctx: StepContext) -> torch.Tensor:
         if ctx.max_seqlen_q == 1:
             return decode_attention_cpu(q, self.k_cache, self.v_cache, ctx.block_tables, ctx.seq_lens, self.scale,
-                                        self.window)  # fmt: skip
+                                        self.window, self._sinks())  # fmt: skip
         return attention_cpu(q, self.k_cache, self.v_cache, ctx.block_tables, ctx.cu_seqlens_q, ctx.seq_lens,
-                             self.scale, self.window)  # fmt: skip
+                             self.scale, self.window, self._sinks())  # fmt: skip
 
 
 class MLP(nn.Module):
@@ -393,8 +453,14 @@ def split_rows(linear: nn.Linear) -> nn.Linear:
 
 
 def split_columns(linear: nn.Linear) -> nn.Linear:
-    linear.weight.tp_dim = 1  # (a bias would be added once, after the sum: none of the families has one)
+    linear.weight.tp_dim = 1  # (a bias is added once: ``add_once``)
     return linear
+
+
+def add_once(param: nn.Parameter) -> nn.Parameter:
+    """A bias of a row-parallel output: rank 0 holds it, the others zeros, so the sum adds it once."""
+    param.tp_once = True
+    return param
 
 
 def vocab_rows(param: nn.Parameter, first: int) -> nn.Parameter:
@@ -410,6 +476,8 @@ def rank_part(param: torch.Tensor, tensor: torch.Tensor, tp: TensorParallel) -> 
         if part.shape[0] < param.shape[0]:  # the last block's padding rows (never sampled)
             part = torch.cat([part, part.new_zeros(param.shape[0] - part.shape[0], *part.shape[1:])])
         return part
+    if getattr(param, "tp_once", False):
+        return tensor if tp.rank == 0 else torch.zeros_like(tensor)
     dim = getattr(param, "tp_dim", None)
     return tensor if dim is None else tp.shard(tensor, dim)
 

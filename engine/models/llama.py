@@ -28,6 +28,7 @@ class LlamaForCausalLM(nn.Module):
     """Decoder-only transformer; ``forward`` maps packed tokens to hidden states, ``logits`` to the vocabulary."""
 
     GRAPH_SAFE = True  # the forward pass is the same kernels whatever the data (CUDA graphs can replay it)
+    QUANTIZATIONS: tuple[str, ...] = ()  # the config quantization_config quant_method values it loads
     # checkpoint name -> (fused parameter, shard index)
     STACKED = {
         "q_proj": ("qkv_proj", 0),

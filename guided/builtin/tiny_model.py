@@ -29,6 +29,7 @@ ARCHITECTURES = {
     "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM"),
     "mixtral": ("MixtralConfig", "MixtralForCausalLM"),
     "gemma3_text": ("Gemma3TextConfig", "Gemma3ForCausalLM"),
+    "gpt_oss": ("GptOssConfig", "GptOssForCausalLM"),
 }
 
 
@@ -112,12 +113,16 @@ def write_tiny_model(out_dir: str | Path, tokenizer: str = "builtin", spec: Tiny
         shape = shapes[name][0]
         if name.endswith("norm.weight"):
             t = 1.0 + 0.1 * torch.randn(shape, generator=gen, device=device)
+        elif spec.arch == "gpt_oss" and (name.endswith("sinks") or name.endswith("bias")):
+            # sinks and biases large enough that leaving one out changes the greedy tokens
+            t = torch.randn(shape, generator=gen, device=device) * (1.0 if name.endswith("sinks") else 0.3)
         else:
             fan_in = shape[-1] if len(shape) > 1 else 1
             std = spec.init_std / (fan_in**0.5) if len(shape) > 1 else 0.02
             t = torch.randn(shape, generator=gen, device=device) * std
         tensors[name] = t.to(dtype).cpu().contiguous()
-    tensors = _experts_one_by_one(tensors, spec.arch)
+    if spec.arch != "gpt_oss":  # (published gpt-oss checkpoints keep transformers' stacked experts)
+        tensors = _experts_one_by_one(tensors, spec.arch)
     save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
     config.save_pretrained(str(out))
     eos = [i for i in [tok.eos_token_id] if i is not None]
@@ -227,6 +232,16 @@ def _config(spec: TinyModelSpec, tok):
             rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
                              "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0}},
             final_logit_softcapping=spec.final_logit_softcapping or None, hidden_activation="gelu_pytorch_tanh",
+        )  # fmt: skip
+    elif spec.arch == "gpt_oss":
+        # YaRN past a short original context, every other layer windowed, a SwiGLU limit the activations
+        # reach (7.0 as published would rarely clamp at these sizes)
+        kwargs.update(
+            num_local_experts=spec.num_experts or 4, num_experts_per_tok=spec.experts_per_token or 2,
+            sliding_window=spec.sliding_window or 4096, attention_bias=True, swiglu_limit=1.0,
+            layer_types=["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(spec.num_layers)],
+            rope_parameters={"rope_type": "yarn", "rope_theta": 150000.0, "factor": 32.0, "beta_fast": 32.0,
+                             "beta_slow": 1.0, "truncate": False, "original_max_position_embeddings": 64},
         )  # fmt: skip
     elif spec.sliding_window and spec.arch == "qwen2":
         kwargs.update(use_sliding_window=True, sliding_window=spec.sliding_window, max_window_layers=1)

@@ -25,7 +25,7 @@ MAX_TOKENS = 12
 
 
 FAMILIES = ["llama", "qwen2", "qwen3", "llama-tied", "phi3", "phi3-longrope", "qwen3_moe", "mixtral", "gemma3",
-            "gemma3-softcap", "qwen2-window"]  # fmt: skip
+            "gemma3-softcap", "qwen2-window", "gpt_oss"]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", FAMILIES)
@@ -161,6 +161,15 @@ def test_a_guided_request_on_each_family_finishes_valid(name):
         jsonschema.validate(json.loads(out.text), schema)
 
 
+def generate(hf, ids: list[int], n: int, vocab: int) -> list[int]:
+    """``n`` greedy tokens of a transformers model that has no engine_testlib name, never stopping."""
+    with torch.inference_mode():
+        out = hf.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                          do_sample=False, max_new_tokens=n, eos_token_id=None, pad_token_id=0,
+                          suppress_tokens=list(range(len(tokenizer()), vocab)))  # fmt: skip
+    return out[0, len(ids) :].tolist()
+
+
 def test_multimodal_gemma3_checkpoint_runs_its_language_model(tmp_path):
     import json
 
@@ -174,11 +183,7 @@ def test_multimodal_gemma3_checkpoint_runs_its_language_model(tmp_path):
     for i, prompt in enumerate(PROMPTS):
         ids = engine.tokenizer.encode(prompt)
         engine.add_request(ids, greedy(12), request_id=str(i))
-        with torch.inference_mode():
-            expected = hf.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-                                   do_sample=False, max_new_tokens=12, eos_token_id=None, pad_token_id=0,
-                                   suppress_tokens=list(range(len(tokenizer()), vocab)))[0, len(ids):].tolist()  # fmt: skip
-        assert run_all(engine)[str(i)].token_ids == expected, f"prompt {i}"
+        assert run_all(engine)[str(i)].token_ids == generate(hf, ids, 12, vocab), f"prompt {i}"
 
 
 def test_moe_checkpoint_with_stacked_experts_or_a_missing_expert(tmp_path):
@@ -279,3 +284,85 @@ def test_random_schedules_match_hf(seed):
         else:
             assert str(i) == victim
     assert engine.block_manager.num_free_blocks == engine.block_manager.num_blocks
+
+
+def mxfp4_checkpoints(out) -> tuple[str, str]:
+    """The tiny gpt-oss with its experts in MXFP4 (random 4-bit codes and block exponents, stored as
+    published: ``*_blocks`` and ``*_scales``, a ``quantization_config``), and the same model with those
+    experts dequantized by transformers (``convert_moe_packed_tensors``) into its own layout: the
+    checkpoint transformers' generate runs as the oracle."""
+    import json
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+    from transformers.integrations.mxfp4 import convert_moe_packed_tensors
+
+    source = model_dir("gpt_oss")
+    tensors = load_file(f"{source}/model.safetensors")
+    gen = torch.Generator().manual_seed(23)
+    packed, dense = {}, {}
+    for name, t in tensors.items():
+        if not name.endswith(("experts.gate_up_proj", "experts.down_proj")):
+            packed[name] = dense[name] = t
+            continue
+        e, k, n = t.shape  # transformers' [experts, in, out]
+        blocks = torch.randint(0, 256, (e, n, k // 32, 16), generator=gen, dtype=torch.uint8)
+        scales = torch.randint(120, 126, (e, n, k // 32), generator=gen, dtype=torch.uint8)  # 2^-7 .. 2^-2
+        packed[f"{name}_blocks"], packed[f"{name}_scales"] = blocks, scales
+        dense[name] = convert_moe_packed_tensors(blocks, scales, dtype=torch.float32)
+    paths = []
+    for kind, weights in (("mxfp4", packed), ("dense", dense)):
+        path = out / kind
+        shutil.copytree(source, path)
+        save_file(weights, str(path / "model.safetensors"))
+        if kind == "mxfp4":
+            config = json.loads((path / "config.json").read_text())
+            config["quantization_config"] = {"quant_method": "mxfp4", "modules_to_not_convert": ["router", "lm_head"]}
+            (path / "config.json").write_text(json.dumps(config))
+        paths.append(str(path))
+    return paths[0], paths[1]
+
+
+def test_gpt_oss_mxfp4_experts_load_and_match_hf_on_their_dequantized_weights(tmp_path):
+    import transformers
+
+    from guided.engine.models.gpt_oss import dequantize_mxfp4
+    from guided.errors import ModelLoadError
+
+    packed, dense = mxfp4_checkpoints(tmp_path)
+    engine = LLMEngine.from_model(packed, tokenizer=tokenizer(), device="cpu", max_model_len=512, block_size=4)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(dense, dtype=torch.float32).eval()
+    vocab = hf.config.vocab_size
+    for i, prompt in enumerate(PROMPTS[:3]):
+        ids = engine.tokenizer.encode(prompt)
+        engine.add_request(ids, greedy(10), request_id=str(i))
+        assert run_all(engine)[str(i)].token_ids == generate(hf, ids, 10, vocab), prompt
+    # the dequantization itself, on odd codes and exponents, in transformers' layout after a transpose
+    blocks = torch.randint(0, 256, (2, 3, 2, 16), dtype=torch.uint8)
+    scales = torch.randint(100, 140, (2, 3, 2), dtype=torch.uint8)
+    torch.testing.assert_close(dequantize_mxfp4(blocks, scales, torch.float32).transpose(1, 2),
+                               convert_moe_packed_tensors_ref(blocks, scales), atol=0, rtol=0)  # fmt: skip
+    # a checkpoint with one half of a pair, and a quantization this family does not load
+    import json
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    half = tmp_path / "half"
+    shutil.copytree(packed, half)
+    weights = load_file(str(half / "model.safetensors"))
+    del weights["model.layers.1.mlp.experts.down_proj_scales"]
+    save_file(weights, str(half / "model.safetensors"))
+    with pytest.raises(ModelLoadError, match="down_proj_scales"):
+        LLMEngine.from_model(str(half), tokenizer=tokenizer(), device="cpu", max_model_len=512)
+    config = json.loads((half / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": "gptq"}
+    (half / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ModelLoadError, match="'gptq' are not supported"):
+        LLMEngine.from_model(str(half), tokenizer=tokenizer(), device="cpu", max_model_len=512)
+
+
+def convert_moe_packed_tensors_ref(blocks, scales):
+    from transformers.integrations.mxfp4 import convert_moe_packed_tensors
+
+    return convert_moe_packed_tensors(blocks, scales, dtype=torch.float32)

@@ -37,7 +37,7 @@ def workers_gone(engine, timeout: float = 15.0) -> bool:
     return all(p.poll() is not None for p in procs)
 
 
-@pytest.mark.parametrize("name", ["llama", "qwen2", "qwen3", "phi3", "qwen3_moe", "gemma3"])
+@pytest.mark.parametrize("name", ["llama", "qwen2", "qwen3", "phi3", "qwen3_moe", "gemma3", "gpt_oss"])
 def test_two_ranks_match_hf(name):
     engine = make_engine(name, **TP)
     try:
@@ -46,7 +46,11 @@ def test_two_ranks_match_hf(name):
         # each rank holds half the KV heads (the cache) and half of the MLP's width
         assert engine.runner.kv_cache.shape[-2] == a.num_kv_heads // 2
         mlp = engine.runner.model.layers[-1].mlp
-        assert mlp.down_proj.weight.shape[1] == a.intermediate_size // 2
+        if name == "gpt_oss":  # every layer a mixture: each expert's width, and the heads' sinks
+            assert mlp.experts.down_proj.shape[2] == a.moe_intermediate_size // 2
+            assert engine.runner.model.layers[0].self_attn.sinks.shape == (a.num_heads // 2,)
+        else:
+            assert mlp.down_proj.weight.shape[1] == a.intermediate_size // 2
         assert engine.runner.tp.stats["all_reduces"] > 0 and engine.runner.tp.stats["broadcasts"] > 0
     finally:
         engine.close()

@@ -32,6 +32,8 @@ SPECS = {
                                     seed=15),  # fmt: skip
     # Qwen2 with use_sliding_window: layer 0 global, layer 1 over the last 5 keys
     "qwen2-window": TinyModelSpec(arch="qwen2", sliding_window=5, seed=17),
+    # gpt-oss: sinks, biases, YaRN, a window of 5 on even layers, 4 experts with a clamped SwiGLU
+    "gpt_oss": TinyModelSpec(arch="gpt_oss", num_experts=4, sliding_window=5, seed=19),
     # Phi-4-mini's shape: a partial rotary embedding under LongRoPE, whose long factors take over past
     # 32 tokens here (the prompts below cross it while they decode)
     "phi3-longrope": TinyModelSpec(arch="phi3", seed=7, max_position_embeddings=512, rope=(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -69,9 +71,11 @@ def test_bad_arguments_raise():
         grouped_gemm(x, w, counts[:2], rows)
 
 
-@pytest.mark.parametrize("model_type", ["qwen3_moe", "mixtral"])
+@pytest.mark.parametrize("model_type", ["qwen3_moe", "mixtral", "gpt_oss"])
 def test_moe_block_on_the_kernel_equals_the_looped_experts(kernel_device, model_type):
-    """The engine's expert block: two grouped GEMMs (the CUDA path) against one matmul per expert."""
+    """The engine's expert block: two grouped GEMMs (the CUDA path) against one matmul per expert
+    (gpt-oss: its biases and clamped SwiGLU around them)."""
+    from guided.engine.models.gpt_oss import GptOssMoE
     from guided.engine.models.layers import ModelArgs
     from guided.engine.models.qwen3_moe import SparseMoeBlock
 
@@ -80,7 +84,7 @@ def test_moe_block_on_the_kernel_equals_the_looped_experts(kernel_device, model_
                      max_position_embeddings=64, tie_word_embeddings=False, qkv_bias=False, qk_norm=False,
                      num_experts=6, num_experts_per_tok=2, moe_intermediate_size=48, norm_topk_prob=True)  # fmt: skip
     torch.manual_seed(0)
-    block = SparseMoeBlock(args)
+    block = GptOssMoE(replace(args, swiglu_limit=0.5)) if model_type == "gpt_oss" else SparseMoeBlock(args)
     for p in block.parameters():
         p.data.normal_(0, 0.3)
     block = block.to(kernel_device)
