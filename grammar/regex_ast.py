@@ -36,6 +36,7 @@ __all__ = [
     "difference",
     "any_char",
     "any_string",
+    "special_token",
     "optional",
     "negate_ranges",
 ]
@@ -305,6 +306,12 @@ def difference(a: Node, b: Node) -> Node:
 def any_char() -> Node:
     """Any Unicode scalar value (UTF-8 encodable codepoint)."""
     return Chars(((0, 0xD7FF), (0xE000, MAX_CODEPOINT)))
+
+
+def special_token(text: str) -> Node:
+    """A harmony special token (``<|channel|>``) as a vocabulary that takes part in grammars spells it
+    (``vocab.HARMONY_SPECIALS``): 0xFF, its text, 0xFE; no text matches it."""
+    return seq(ByteSet(((0xFF, 0xFF),)), literal(text), ByteSet(((0xFE, 0xFE),)))
 
 
 def any_string() -> Node:

@@ -40,6 +40,15 @@ KNOWN_EOS_NAMES = (
 
 _BYTE_FALLBACK = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 
+# gpt-oss's harmony format frames a reply with special tokens (``<|channel|>final<|message|>``). In a
+# tokenizer that has them, these take part in grammars: each is spelled SPECIAL_OPEN + its text +
+# SPECIAL_CLOSE, bytes that never occur in UTF-8, so no text token holds them (the few single-byte
+# tokens of 0xFE/0xFF, which no valid text contains either, are flagged instead) and no free text of
+# a grammar matches them; ``regex_ast.special_token`` is the literal of one. Its ``<|end|>`` then
+# ends a message, not the output (it is not an EOS there).
+HARMONY_SPECIALS = ("<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>")
+SPECIAL_OPEN, SPECIAL_CLOSE = b"\xff", b"\xfe"
+
 
 def bytes_to_unicode() -> dict[int, str]:
     """GPT-2's reversible byte -> printable character map used by byte-level BPE vocabularies."""
@@ -131,8 +140,9 @@ class Vocabulary:
         if unk is not None:
             special[unk] = True
             tokens[unk] = b""
+        spelled = _spell_harmony(tokens, special, added)
         if eos_ids is None:
-            eos_ids = _eos_ids(tokenizer, vocab, added)
+            eos_ids = [i for i in _eos_ids(tokenizer, vocab, added) if i not in spelled]
         return cls(
             tokens=tuple(tokens),
             special=special,
@@ -332,6 +342,23 @@ def _unk_id(spec: dict, vocab: dict[str, int]) -> int | None:
         return model.get("unk_id")
     unk = model.get("unk_token")
     return vocab.get(unk) if unk else None
+
+
+def _spell_harmony(tokens: list[bytes], special: np.ndarray, added: dict[int, str]) -> set[int]:
+    """In a harmony tokenizer (it has ``<|channel|>`` and ``<|message|>``), spell its structural special
+    tokens for grammars (see HARMONY_SPECIALS) and flag the text tokens that hold those bytes; the ids
+    spelled (none elsewhere)."""
+    harmony = {i: text for i, text in added.items() if text in HARMONY_SPECIALS}
+    if not {"<|channel|>", "<|message|>"} <= set(harmony.values()):
+        return set()
+    marks = set(SPECIAL_OPEN + SPECIAL_CLOSE)
+    for i, tok in enumerate(tokens):
+        if not special[i] and marks.intersection(tok):
+            special[i], tokens[i] = True, b""
+    for i, text in harmony.items():
+        tokens[i] = SPECIAL_OPEN + text.encode("utf-8") + SPECIAL_CLOSE
+        special[i] = False
+    return set(harmony)
 
 
 def _eos_ids(tokenizer: Any, vocab: dict[str, int], added: dict[int, str]) -> list[int]:

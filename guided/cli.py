@@ -121,10 +121,10 @@ def _add_serve(sub) -> None:
     )
     p.add_argument(
         "--reasoning-parser",
-        choices=["auto", "qwen3", "deepseek_r1", "none"],
+        choices=["auto", "qwen3", "deepseek_r1", "openai_gptoss", "none"],
         default="auto",
-        help="a reasoning model's <think>...</think> section: constraints apply after it and replies carry "
-        "reasoning_content (default: when the chat template has the markers)",
+        help="a reasoning model's <think>...</think> section (gpt-oss: its analysis channel): constraints apply "
+        "after it and replies carry reasoning_content (default: when the chat template has the markers)",
     )
     p.add_argument(
         "--json-open-objects",

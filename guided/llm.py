@@ -12,7 +12,7 @@ import os
 import sys
 from collections import deque
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from guided.builtin.tiny_model import default_model_dir
 from guided.compile_service import CompileService
@@ -26,7 +26,7 @@ from guided.engine.tp_worker import run_worker
 from guided.errors import ConfigError, GuidedError, SchemaError
 from guided.grammar.vocab import Vocabulary
 from guided.schema.pydantic_models import parse_output
-from guided.structural import reasoning_markers, split_reasoning, thinking_markers
+from guided.structural import is_harmony, reasoning_markers, split_reasoning, thinking_markers
 from guided.tool_calls import (
     FORMATS,
     Tool,
@@ -205,6 +205,7 @@ class LLM:
             constraints.append(constraint)
             replies.append(reply)
         prompts = [self.render_chat(c, chat_template_kwargs, tool_dicts, fmt) for c in conversations]
+        params = [_for_reply(p, r) for p, r in zip(_per_prompt(params, len(prompts)), replies, strict=True)]
         return self._generate(prompts, params, constraints, replies, use_tqdm)
 
     def stream(self, prompt: str | list[int] | list[dict], params: SamplingParams | None = None,
@@ -364,7 +365,7 @@ class AsyncLLM:
         constraint, reply, tool_dicts, fmt = self.llm._chat_plan(constraint, chat_template_kwargs, reasoning_parser,
                                                                  tools, tool_choice, parallel_tool_calls, tool_format)  # fmt: skip
         prompt = self.llm.render_chat(messages, chat_template_kwargs, tool_dicts, fmt)
-        return await self._finish(prompt, params, constraint, reply)
+        return await self._finish(prompt, _for_reply(params or SamplingParams(), reply), constraint, reply)
 
     async def stream(self, prompt: str | list[int] | list[dict], params: SamplingParams | None = None,
                      response_format=None, chat_template_kwargs: dict | None = None,
@@ -403,6 +404,12 @@ class AsyncLLM:
     def _outputs(self, prompt, params: SamplingParams, constraint):
         grammar = self.llm.compile_service.submit(constraint) if constraint is not None else None
         return self.engine.generate(prompt, params, grammar=grammar)
+
+
+def _for_reply(params: SamplingParams, reply: _Reply) -> SamplingParams:
+    """A harmony reply (gpt-oss) decodes with its special tokens: its split into reasoning and answer
+    reads them."""
+    return replace(params, skip_special_tokens=False) if is_harmony(reply.markers) else params
 
 
 def _per_prompt(params, n: int) -> list[SamplingParams]:

@@ -16,18 +16,29 @@ after their thinking section (``Tag("</think>", schema, "")`` with the trigger `
 from __future__ import annotations
 
 import json
+import re
 
 from guided.constraints import Choice, JsonSchema, Reasoning, Regex, StructuralTag, Tag
 from guided.errors import ConfigError, SchemaError
 from guided.grammar import parse_regex
-from guided.grammar.regex_ast import alt, any_string, chars, complement, literal, repeat, seq
+from guided.grammar.regex_ast import (
+    alt,
+    any_string,
+    chars,
+    complement,
+    literal,
+    optional,
+    repeat,
+    seq,
+    special_token,
+)
 from guided.limits import Limits
 from guided.schema.compiler import json_schema_to_node
 from guided.schema.drafts import for_draft
 from guided.schema.key_order import repeats_names, root_place
 
 __all__ = ["compile_structural", "structural_node", "compile_reasoning", "reasoning_node", "parse_tags",
-           "reasoning_markers", "thinking_markers", "split_reasoning", "REASONING_PARSERS"]
+           "reasoning_markers", "thinking_markers", "split_reasoning", "is_harmony", "REASONING_PARSERS"]
 
 
 def compile_structural(compiler, constraint: StructuralTag, limits: Limits | None = None):
@@ -55,7 +66,10 @@ def compile_reasoning(compiler, constraint: Reasoning, limits: Limits | None = N
 
 def reasoning_node(constraint: Reasoning, limits: Limits):
     """Free text without the end marker, the marker, whitespace, then the answer's language. Before
-    tool calls, the reasoning never holds the call opener either (the name check reads calls from it)."""
+    tool calls, the reasoning never holds the call opener either (the name check reads calls from it).
+    Harmony (gpt-oss): ``_harmony_node``."""
+    if constraint.end == HARMONY_END:
+        return _harmony_node(constraint, limits)
     answer = constraint.answer
     excluded = [literal(constraint.end)]
     if answer is None:
@@ -68,6 +82,25 @@ def reasoning_node(constraint: Reasoning, limits: Limits):
     reasoning = complement(seq(any_string(), alt(*excluded), any_string()))
     space = chars([(ord(c), ord(c)) for c in " \t\r\n"])
     return seq(reasoning, literal(constraint.end), repeat(space, 0, None), tail)
+
+
+def _harmony_node(constraint: Reasoning, limits: Limits):
+    """gpt-oss's reply in harmony: messages on the analysis or commentary channel (each its channel
+    header, text, and optionally the ``<|end|><|start|>assistant`` that closes it and opens the next;
+    a budget forcing the final header mid-message skips it), then the final channel's header and the
+    answer. Headers are special tokens, which no text matches, so the answer begins exactly at the
+    final one."""
+    answer = constraint.answer
+    if answer is not None and hasattr(answer, "node"):
+        raise ConfigError("tool calls in gpt-oss's harmony format (commentary messages to functions) are not "
+                          "supported yet; use response_format, or call tools with another model")  # fmt: skip
+    channel, message = special_token("<|channel|>"), special_token("<|message|>")
+    close = seq(special_token("<|end|>"), special_token("<|start|>"), literal("assistant"))
+    header = seq(channel, alt(literal("analysis"), literal("commentary")), message)
+    reasoning = repeat(seq(header, any_string(), optional(close)), 0, None)
+    tail = any_string() if answer is None else _content_node(Tag(HARMONY_END, answer, ""), limits)
+    space = chars([(ord(c), ord(c)) for c in " \t\r\n"])
+    return seq(reasoning, channel, literal("final"), message, repeat(space, 0, None), tail)
 
 
 def _content_node(tag: Tag, limits: Limits):
@@ -126,14 +159,23 @@ def _content_end(text: str, start: int, tag: Tag) -> int:
     return len(text) if k < 0 else k
 
 
-REASONING_PARSERS = {"qwen3": ("<think>", "</think>"), "deepseek_r1": ("<think>", "</think>")}
+# gpt-oss's harmony format: reasoning in "analysis" (and "commentary") messages, the answer in the "final"
+# one; the markers are special tokens (grammars match them as ``special_token``s, text as decoded with them)
+HARMONY_START = "<|channel|>analysis<|message|>"
+HARMONY_END = "<|channel|>final<|message|>"
+REASONING_PARSERS = {"qwen3": ("<think>", "</think>"), "deepseek_r1": ("<think>", "</think>"),
+                     "openai_gptoss": (HARMONY_START, HARMONY_END)}  # fmt: skip
+_HARMONY_TAIL = ("<|return|>", "<|call|>", "<|end|>", "<|endoftext|>")
 
 
 def reasoning_markers(parser: str | None, template: str | None) -> tuple[str, str] | None:
-    """The (start, end) markers of a reasoning parser; "auto": ``<think>`` ones when the template has them."""
+    """The (start, end) markers of a reasoning parser; "auto": ``<think>`` ones when the template has
+    them, harmony's when it writes channels (gpt-oss)."""
     if parser is None or parser == "none":
         return None
     if parser == "auto":
+        if template and "<|channel|>" in template:
+            return REASONING_PARSERS["openai_gptoss"]
         return REASONING_PARSERS["qwen3"] if template and "</think>" in template else None
     if parser not in REASONING_PARSERS:
         raise ConfigError(f"reasoning parser must be one of {sorted(REASONING_PARSERS)}, 'auto' or 'none'; got {parser!r}")
@@ -146,10 +188,33 @@ def thinking_markers(markers: tuple[str, str] | None, chat_template_kwargs: dict
     return markers if markers is not None and (chat_template_kwargs or {}).get("enable_thinking", True) is not False else None
 
 
+def is_harmony(markers: tuple[str, str] | None) -> bool:
+    """Whether reasoning ``markers`` are gpt-oss's harmony channels (outputs then decode with their
+    special tokens, which the split reads)."""
+    return markers is not None and markers[1] == HARMONY_END
+
+
 def split_reasoning(text: str, start: str, end: str) -> tuple[str, str | None]:
     """(reasoning, answer) of a reasoning model's reply: the text before ``end`` without ``start``
-    and the whitespace around it, and the text after it (None: the reasoning never ended)."""
+    and the whitespace around it, and the text after it (None: the reasoning never ended). Harmony:
+    the texts of the messages before the final channel, one per line, and the final message's."""
+    if end == HARMONY_END:
+        return _split_harmony(text)
     reasoning, marker, answer = text.partition(end)
     reasoning = reasoning.lstrip()
     reasoning = (reasoning[len(start) :] if start and reasoning.startswith(start) else reasoning).strip()
     return reasoning, (answer.lstrip() if marker else None)
+
+
+def _split_harmony(text: str) -> tuple[str, str | None]:
+    """Each message's text (from its channel header to its ``<|end|>``, or to a header begun after it:
+    a streamed text may end inside one), one per line; then the final message's text."""
+    before, marker, answer = text.partition(HARMONY_END)
+    bodies = re.split(r"<\|channel\|>[^<]*<\|message\|>", before)[1:]
+    texts = (body.split("<|end|>")[0].split("<|channel|>")[0].strip() for body in bodies)
+    reasoning = "\n".join(t for t in texts if t)
+    if not marker:
+        return reasoning, None
+    for tail in _HARMONY_TAIL:
+        answer = answer.removesuffix(tail)
+    return reasoning, answer.strip()

@@ -95,7 +95,7 @@ def write_tiny_model(out_dir: str | Path, tokenizer: str = "builtin", spec: Tiny
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tok_dir = tokenizer_dir(tokenizer)
-    for name in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "special_tokens_map.json"):
+    for name in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "special_tokens_map.json", "chat_template.jinja"):
         if (tok_dir / name).exists():
             shutil.copy(tok_dir / name, out / name)
     tok = transformers.AutoTokenizer.from_pretrained(str(out), local_files_only=True)

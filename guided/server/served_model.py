@@ -32,7 +32,7 @@ from guided.limits import Limits
 from guided.server.api_errors import ApiError, api_error
 from guided.server.metrics import ServerMetrics
 from guided.server.protocol import ChatCompletionRequest, ChatMessage, CompletionRequest
-from guided.structural import reasoning_markers, thinking_markers
+from guided.structural import is_harmony, reasoning_markers, thinking_markers
 from guided.tool_calls import FORMATS, ToolCalls, ToolFormat, chat_text, detect_format
 
 __all__ = ["ServedModel", "ToolPlan"]
@@ -305,7 +305,10 @@ class ServedModel:
             raise api_error(e, "response_format") from None
 
     def reasoning_params(self, req: ChatCompletionRequest, params: SamplingParams) -> SamplingParams:
-        """``max_reasoning_tokens`` into ``params`` (a 400 without a reasoning model)."""
+        """``max_reasoning_tokens`` into ``params`` (a 400 without a reasoning model); a harmony reply
+        (gpt-oss) decodes with its special tokens, which split it into reasoning and answer."""
+        if is_harmony(self.reasoning) and self.thinks(req) and req.skip_special_tokens is None:
+            params = replace(params, skip_special_tokens=False)
         if req.max_reasoning_tokens is None:
             return params
         if not self.thinks(req):
