@@ -108,6 +108,13 @@ def test_llm_chat_reasons_then_answers_on_the_final_channel(llm):
         body = ids.index(message, at)
         assert tok.decode(ids[at + 1 : body]) == "final"
         assert json.loads(tok.decode(ids[body + 1 :], skip_special_tokens=True)) == c.parsed
+    # max_reasoning_tokens forces the final header (mid-message: the grammar takes it there)
+    forced = SamplingParams(temperature=1.0, seed=3, max_tokens=80, max_reasoning_tokens=8,
+                            reasoning_end_ids=tok.encode(HARMONY_END, add_special_tokens=False))  # fmt: skip
+    (out,) = llm.chat(USER, forced, response_format=CITY, use_tqdm=False)
+    c = out.outputs[0]
+    assert c.text.index(HARMONY_END) < 60 and c.finish_reason == "stop"
+    jsonschema.validate(json.loads(c.content), CITY)
 
 
 def test_server_splits_reasoning_and_answer_streamed_or_not(llm):
