@@ -21,12 +21,12 @@ pytestmark = [
 
 ATTN_PTRS = {"q_ptr": "*bf16", "k_cache_ptr": "*bf16", "v_cache_ptr": "*bf16", "out_ptr": "*bf16",
              "part_ptr": "*fp32", "block_tables_ptr": "*i32", "cu_seqlens_q_ptr": "*i32", "seq_lens_ptr": "*i32",
-             "scale_log2": "fp32"}  # fmt: skip
+             "scale_log2": "fp32", "sinks_ptr": "*fp32"}  # fmt: skip
 SAMPLE_PTRS = {"logits_ptr": "*bf16", "bitmask_ptr": "*i32", "bitmask_rows_ptr": "*i32", "temperature_ptr": "*fp32",
                "top_k_ptr": "*i32", "top_p_ptr": "*fp32", "min_p_ptr": "*fp32", "seeds_ptr": "*i64",
                "offsets_ptr": "*i64", "token_ids_ptr": "*i64", "logprobs_ptr": "*fp32", "top_ids_ptr": "*i64",
                "top_logprobs_ptr": "*fp32", "part_f_ptr": "*fp32", "part_i_ptr": "*i32"}  # fmt: skip
-ATTN = dict(QUERIES_PER_KV=4, BLOCK_N=64, BLOCK_D=128, DOT_PRECISION="tf32", UPCAST=False)
+ATTN = dict(QUERIES_PER_KV=4, BLOCK_N=64, BLOCK_D=128, DOT_PRECISION="tf32", UPCAST=False, HAS_SINKS=False)
 DIVISIBLE = {"head_dim", "block_size", "num_heads", "split_len", "stride_qt", "stride_qh", "stride_ot", "stride_oh",
              "stride_cache_b", "stride_cache_s", "stride_cache_h", "stride_kt", "stride_vt", "stride_kh", "stride_vh",
              "stride_logits_row", "vocab_size"}  # fmt: skip
@@ -42,6 +42,12 @@ CASES = {  # module, kernel, pointer/scalar types (ints default to i32), constex
     "attention-decode-split": ("attention", "_paged_attention_kernel", ATTN_PTRS,
                                dict(ATTN, BLOCK_Q=4, BLOCK_M=16, SPLIT_K=True, NUM_SPLITS=8),
                                dict(num_warps=4, num_stages=3)),
+    "attention-decode-split-sinks": ("attention", "_paged_attention_kernel", ATTN_PTRS,  # gpt-oss
+                                     dict(ATTN, BLOCK_Q=4, BLOCK_M=16, SPLIT_K=True, NUM_SPLITS=8, HAS_SINKS=True),
+                                     dict(num_warps=4, num_stages=3)),
+    "attention-prefill-sinks": ("attention", "_paged_attention_kernel", ATTN_PTRS,
+                                dict(ATTN, BLOCK_Q=16, BLOCK_M=64, SPLIT_K=False, NUM_SPLITS=1, HAS_SINKS=True),
+                                dict(num_warps=8, num_stages=2)),
     "attention-prefill": ("attention", "_paged_attention_kernel", ATTN_PTRS,
                           dict(ATTN, BLOCK_Q=16, BLOCK_M=64, SPLIT_K=False, NUM_SPLITS=1),
                           dict(num_warps=8, num_stages=2)),
