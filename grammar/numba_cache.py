@@ -12,11 +12,20 @@ same cache places, with a stamp that also holds the contents of the package's mo
 function's module reaches through its globals (modules and compiled functions, transitively). Any
 other function falls through to numba's locators. With a numba whose caching internals differ, it
 does nothing (numba's own behaviour).
+
+The first of them places a file's cache in one user-wide directory, ``$GUIDED_CACHE/numba`` (default
+``~/.cache/guided/numba``), under a name made of the file's contents rather than its path: every copy
+of the same sources (an installed wheel, a fresh clone, another virtual environment) loads the
+machine code any of them compiled, where numba's ``__pycache__`` beside each copy compiled it all
+again (the JIT of the mask code takes a cold process ~100 s). numba's stamps are content hashes, and
+the index records numba's version and the CPU, so a shared entry is only ever loaded where it was
+valid. An unwritable directory, or ``NUMBA_CACHE_DIR`` set, leaves numba's own places.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import sys
 import types
@@ -90,11 +99,42 @@ def _stamped(base):
     return Locator
 
 
+def shared_root() -> str:
+    """The user-wide directory of this package's numba caches."""
+    root = os.environ.get("GUIDED_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "guided")
+    return os.path.join(root, "numba")
+
+
+def _shared_base():
+    """numba's locator for a source file, placed by the file's contents under ``shared_root``."""
+
+    class SharedCacheLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator):
+        def __init__(self, py_func, py_file):
+            self._py_file = py_file
+            self._lineno = py_func.__code__.co_firstlineno
+            with open(py_file, "rb") as f:
+                digest = hashlib.sha256(f.read()).hexdigest()[:24]
+            name = os.path.splitext(os.path.basename(py_file))[0]
+            self._cache_path = os.path.join(shared_root(), f"{name}-{digest}")
+
+        def get_cache_path(self):
+            return self._cache_path
+
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            if caching.config.CACHE_DIR:  # the user's own choice of place comes first
+                return None
+            return super().from_function(py_func, py_file)
+
+    return SharedCacheLocator
+
+
 def install() -> bool:
     """Put the locators in front of numba's (once); False where numba's caching differs."""
     try:
         classes = caching.CacheImpl._locator_classes
         bases = (caching.UserProvidedCacheLocator, caching.InTreeCacheLocator, caching.UserWideCacheLocator)
+        shared = _shared_base()
         caching._hash_source_file  # noqa: B018 - the stamp helper the locators use
     except AttributeError:
         return False
@@ -103,6 +143,8 @@ def install() -> bool:
     for base in bases:
         if base in classes:
             classes.insert(classes.index(base), _stamped(base))
+    if caching.InTreeCacheLocator in classes:  # before the stamped in-tree one
+        classes.insert(classes.index(caching.InTreeCacheLocator) - 1, _stamped(shared))
     return True
 
 

@@ -19,16 +19,27 @@ RUN = textwrap.dedent(
     numba_cache._ROOT = sys.argv[1]  # the temporary package stands for this package's files
     sys.path.insert(0, sys.argv[1])
     from pkg import caller
-    print(caller.g(1))
+    print(caller.g(1), sum(caller.g.stats.cache_hits.values()))
     """
 )
 
 
-def _run(root: Path) -> str:
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}  # the cache beside the sources
+def _call(root: Path, cache: Path | None = None) -> tuple[str, int]:
+    """``caller.g(1)`` in a fresh process over the package at ``root``, and its cache hits."""
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env["GUIDED_CACHE"] = str(cache or root / "cache")
     out = subprocess.run([sys.executable, "-c", RUN, str(root)], capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr
-    return out.stdout.strip()
+    value, hits = out.stdout.split()
+    return value, int(hits)
+
+
+def _run(root: Path, cache: Path | None = None) -> str:
+    return _call(root, cache)[0]
+
+
+def _hits(root: Path, cache: Path) -> int:
+    return _call(root, cache)[1]
 
 
 def test_a_caller_is_compiled_again_when_the_module_it_inlines_changes(tmp_path):
@@ -41,7 +52,7 @@ def test_a_caller_is_compiled_again_when_the_module_it_inlines_changes(tmp_path)
         "import numba\nfrom pkg import callee\n\n@numba.njit(cache=True)\ndef g(x):\n    return callee.f(x) * 2\n"
     )
     assert _run(tmp_path) == "22"
-    assert list((pkg / "__pycache__").glob("caller.g-*.nbc"))  # cached on disk
+    assert list((tmp_path / "cache" / "numba").glob("caller-*/caller.g-*.nbc"))  # cached on disk, user-wide
     assert _run(tmp_path) == "22"
     (pkg / "callee.py").write_text(callee.format(20))  # the caller's own file is unchanged
     assert _run(tmp_path) == "42"  # numba alone loads the caller's cached code: 22
@@ -52,3 +63,24 @@ def test_the_row_builder_is_stamped_with_the_derivatives_it_inlines():
     assert any(p.endswith("expr_core.py") for p in deps)
     locator = dfa_rows.rows._cache._impl.locator
     assert type(locator).__name__.startswith("Guided") and locator._deps == deps
+
+
+def test_a_copy_of_the_sources_elsewhere_loads_the_machine_code_compiled_for_the_first(tmp_path):
+    """An installed wheel or a second checkout holds the same files at another path: their caches are
+    placed by contents, so the copy loads what the first compiled, and an edited copy does not."""
+    import shutil
+
+    first = tmp_path / "first"
+    (first / "pkg").mkdir(parents=True)
+    (first / "pkg" / "__init__.py").write_text("")
+    (first / "pkg" / "callee.py").write_text("import numba\n\n@numba.njit(cache=True)\ndef f(x):\n    return x + 10\n")
+    (first / "pkg" / "caller.py").write_text(
+        "import numba\nfrom pkg import callee\n\n@numba.njit(cache=True)\ndef g(x):\n    return callee.f(x) * 2\n"
+    )
+    cache = tmp_path / "cache"
+    assert _hits(first, cache) == 0  # compiled
+    second = tmp_path / "elsewhere" / "copy"
+    shutil.copytree(first / "pkg", second / "pkg", ignore=shutil.ignore_patterns("__pycache__"))
+    assert _hits(second, cache) == 1 and _run(second, cache) == "22"  # loaded
+    (second / "pkg" / "callee.py").write_text("import numba\n\n@numba.njit(cache=True)\ndef f(x):\n    return x + 20\n")
+    assert _hits(second, cache) == 0 and _run(second, cache) == "42"  # its inlined callee changed: compiled
