@@ -70,6 +70,7 @@ FAMILIES_CPU = {
     "gemma3": replace(CPU_SPEC, arch="gemma3_text", num_layers=3, sliding_window=32, tie_word_embeddings=True),
     "qwen3_moe": replace(CPU_SPEC, arch="qwen3_moe", num_layers=3, num_experts=8),
     "mixtral": replace(CPU_SPEC, arch="mixtral", num_experts=4),
+    "gpt_oss": replace(CPU_SPEC, arch="gpt_oss", num_experts=4, sliding_window=32),
 }
 # ... and on a GPU with the published configs' shapes (random bf16 weights drawn on the GPU; the two
 # mixtures of experts keep a few of their layers, so that the checkpoint fits the machine's disk)
@@ -92,6 +93,9 @@ FAMILIES_GPU = {
     "mixtral-8x7b-2-layers": TinyModelSpec(arch="mixtral", hidden_size=4096, num_layers=2, num_heads=32,
                                            num_kv_heads=8, head_dim=128, intermediate_size=14336, num_experts=8,
                                            vocab_multiple=32000, **_GPU),
+    "gpt-oss-20b-2-layers": TinyModelSpec(arch="gpt_oss", hidden_size=2880, num_layers=2, num_heads=64,
+                                          num_kv_heads=8, head_dim=64, intermediate_size=2880, num_experts=32,
+                                          experts_per_token=4, sliding_window=128, vocab_multiple=201088, **_GPU),
 }  # fmt: skip
 
 

@@ -12,7 +12,7 @@
 #            throughput and TTFT/TPOT at 1/64/256 with CUDA graphs on and off, guided overhead,
 #            fast-forward on/off, HF generate        throughput-<gpu>.json, guided-overhead-<gpu>.json
 #   speculative (opt-in: GUIDED_STEPS=speculative) benchmarks/speculative.py --device cuda: prompt-lookup
-#            drafts on an extraction workload vs plain decoding                      speculative-cuda.json
+#            drafts (and the target as its own draft model) vs plain decoding       speculative-cuda.json
 #   families (opt-in: GUIDED_STEPS=families) benchmarks/throughput.py --families-only: one row per model
 #            family at the published configs' shapes (random bf16 weights)  throughput-families-gpu.json
 # The whole run stays under 9 minutes on one H100/H200 (each step's limit below; families adds ~4).
@@ -100,7 +100,7 @@ if [ $DRY = 1 ]; then
   wants kernels && step kernels 120 env TRITON_INTERPRET=1 "$PY" benchmarks/kernels.py --dry-run --out "$OUTDIR"
   wants engine && step engine 300 "$PY" benchmarks/gpu_engine.py --dry-run --out "$OUTDIR" "${SECTIONS[@]}"
   wants speculative && step speculative 120 "$PY" benchmarks/speculative.py --requests 2 --max-tokens 48 \
-    --out "$OUTDIR"
+    --draft-model self --out "$OUTDIR"
   wants families && step families 120 "$PY" benchmarks/throughput.py --families-only --skip-gpu \
     --families llama,gemma3 --out "$OUTDIR"
 else
@@ -116,7 +116,8 @@ else
   wants engine && step engine "$T_ENGINE" "$PY" benchmarks/gpu_engine.py --out "$OUTDIR" --every "$EVERY" \
     --maskbench "${GUIDED_SHARED:-../shared}/data/maskbench" "${SECTIONS[@]}"
   wants families && step families "$T_FAMILIES" "$PY" benchmarks/throughput.py --families-only --out "$OUTDIR"
-  wants speculative && step speculative 180 "$PY" benchmarks/speculative.py --device cuda --requests 64 --out "$OUTDIR"
+  wants speculative && step speculative 240 "$PY" benchmarks/speculative.py --device cuda --requests 64 --draft-model self \
+    --out "$OUTDIR"
 fi
 
 "$PY" scripts/gpu_summary.py "$OUTDIR" 2>&1 | tee -a "$LOG"

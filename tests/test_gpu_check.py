@@ -48,3 +48,4 @@ def test_gpu_check_opt_in_steps_dry_run(tmp_path):
     assert all(r["engine"]["output_tok_s"] > 0 and r["decode_b1_ms"] > 0 for r in rows)
     spec = json.loads((tmp_path / "speculative-cpu.json").read_text())
     assert spec["outputs_identical"] and spec["requests"] == 2
+    assert spec["draft_model"]["outputs_identical"] and spec["draft_model"]["speculative"]["spec_draft_tokens"] > 0
