@@ -90,6 +90,7 @@ class LLMEngine:
         # speculative decoding: draft tokens proposed, accepted, and drafts checked
         self.num_draft_tokens = self.num_accepted_tokens = self.num_drafts_checked = 0
         self.draft_s = 0.0  # time spent drafting
+        self._marker_texts: dict[tuple, str] = {}  # end-of-reasoning markers' texts, by token ids
         self._checked: dict[int, list] = {}  # this step's draft-row results, by sequence
         self._ids = count()
 
@@ -618,7 +619,7 @@ class LLMEngine:
             # a forced token had no alternative under the constraint: probability 1
             seq.logprobs.append({token_id: 0.0} if forced else _top(logprobs, token_id, seq.params.logprobs))
         marker = seq.params.reasoning_end_ids
-        if marker and not seq.reasoning_done and seq.output_token_ids[-len(marker) :] == marker:
+        if marker and not seq.reasoning_done and self._ends_with_marker(seq.output_token_ids, marker):
             seq.reasoning_done = True
         completion = self.completions[seq.seq_id]
         delta = completion.detokenize() if self.stream or seq.params.stop else ""
@@ -630,6 +631,17 @@ class LLMEngine:
                 completion.detokenize()
                 completion.text += completion.detokenizer.flush()
             self.scheduler.finish(seq, reason)
+
+    def _ends_with_marker(self, out: list[int], marker: list[int]) -> bool:
+        """Whether ``out`` ends with the end-of-reasoning marker: its token ids, or its text however the
+        model spelled it (``</`` ``think`` ``>``, ``f`` ``inal``: a grammar takes any spelling)."""
+        if out[-len(marker) :] == marker:
+            return True
+        text = self._marker_texts.get(tuple(marker))
+        if text is None:
+            text = self._marker_texts[tuple(marker)] = self.tokenizer.decode(marker, skip_special_tokens=False)
+        # every token spells at least one character: the marker's characters come from as many tokens at most
+        return bool(text) and self.tokenizer.decode(out[-len(text) :], skip_special_tokens=False).endswith(text)
 
     def _reasoning_over(self, seq: Sequence) -> bool:
         """Whether ``seq`` spent ``max_reasoning_tokens`` without the end-of-reasoning marker and the

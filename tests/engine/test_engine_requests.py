@@ -224,3 +224,18 @@ def test_model_load_errors(tmp_path, monkeypatch):
 
     with pytest.raises(ModelLoadError, match="safetensors"):
         safetensors_files(tmp_path)
+
+
+def test_the_end_of_reasoning_is_found_however_the_model_spelled_it():
+    """max_reasoning_tokens stops counting at the marker whether the model wrote its canonical ids or
+    other pieces of the same text (a grammar takes any spelling); a prefix of it is not the end."""
+    engine = make_engine("llama")
+    tok = engine.tokenizer
+    marker = tok.encode("</think>", add_special_tokens=False)
+    pieces = [t for part in ("</", "thi", "nk", ">") for t in tok.encode(part, add_special_tokens=False)]
+    assert pieces != marker
+    before = tok.encode("so the answer is", add_special_tokens=False)
+    assert engine._ends_with_marker(before + marker, marker)
+    assert engine._ends_with_marker(before + pieces, marker)
+    assert not engine._ends_with_marker(before + pieces[:-1], marker)
+    assert not engine._ends_with_marker(before, marker)
