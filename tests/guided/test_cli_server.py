@@ -37,6 +37,22 @@ def test_generate_constraints(tmp_path):
     assert out.returncode == 2 and "backreference" in out.stderr
 
 
+def test_generate_with_a_draft_model_prints_what_plain_decoding_does(tmp_path):
+    """``--speculative-config`` with a draft model (the embedded model drafting for itself): the same
+    output as without it (a missing draft model's error: tests/engine/test_speculative.py)."""
+    from guided.builtin.tiny_model import default_model_dir
+
+    schema = tmp_path / "s.json"
+    schema.write_text(json.dumps({"type": "object", "properties": {"tags": {"type": "array", "items": {
+        "enum": ["red", "green"]}, "maxItems": 4}}, "required": ["tags"], "additionalProperties": False}))  # fmt: skip
+    args = ("generate", "JSON:", "--schema", str(schema), "--max-tokens", "30", "--seed", "3", "--temperature", "0.7")
+    plain = _guided(*args)
+    draft = json.dumps({"model": str(default_model_dir()), "num_speculative_tokens": 3})
+    spec = _guided(*args, "--speculative-config", draft)
+    assert plain.returncode == spec.returncode == 0, spec.stderr
+    assert spec.stdout == plain.stdout and json.loads(spec.stdout)["tags"] is not None
+
+
 def test_generate_with_a_lark_file_that_imports_its_siblings(shared):
     path = shared("data", "grammars", "lark", "storage.lark")  # %import .csv.start, .json.start
     out = _guided("generate", "Data:", "--grammar", str(path), "--max-tokens", "12")
