@@ -115,7 +115,7 @@ def _add_serve(sub) -> None:
     )
     p.add_argument(
         "--tool-call-format",
-        choices=["auto", "hermes", "llama3-json"],
+        choices=["auto", "hermes", "llama3-json", "harmony"],
         default="auto",
         help="how the model writes tool calls (default: detected from its chat template)",
     )

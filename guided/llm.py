@@ -186,7 +186,7 @@ class LLM:
         ``reasoning_content`` holds the reasoning (``parsed`` reads the answer after it).
 
         ``tools``: OpenAI tool dicts, pydantic model classes or typed Python functions. The reply is
-        then exactly tool calls in the model's format (``tool_format``: "hermes" or "llama3-json",
+        then exactly tool calls in the model's format (``tool_format``: "hermes", "llama3-json" or "harmony",
         detected from the template when None), each naming a tool with arguments valid for it, or,
         under ``tool_choice="auto"`` (the default), free text instead (an answer in
         ``response_format`` when one is given). ``tool_choice``: "auto", "required", "none", or one

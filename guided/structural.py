@@ -91,13 +91,14 @@ def _harmony_node(constraint: Reasoning, limits: Limits):
     answer. Headers are special tokens, which no text matches, so the answer begins exactly at the
     final one."""
     answer = constraint.answer
-    if answer is not None and hasattr(answer, "node"):
-        raise ConfigError("tool calls in gpt-oss's harmony format (commentary messages to functions) are not "
-                          "supported yet; use response_format, or call tools with another model")  # fmt: skip
+    if answer is not None and hasattr(answer, "node") and getattr(answer, "format", None) != "harmony":
+        raise ConfigError(f"a harmony reply (gpt-oss) calls tools in the harmony format, not {answer.format!r}")
     channel, message = special_token("<|channel|>"), special_token("<|message|>")
     close = seq(special_token("<|end|>"), special_token("<|start|>"), literal("assistant"))
     header = seq(channel, alt(literal("analysis"), literal("commentary")), message)
     reasoning = repeat(seq(header, any_string(), optional(close)), 0, None)
+    if answer is not None and hasattr(answer, "node"):  # tool calls: a call message (or, under auto, the final)
+        return seq(reasoning, answer.node(limits))
     tail = any_string() if answer is None else _content_node(Tag(HARMONY_END, answer, ""), limits)
     space = chars([(ord(c), ord(c)) for c in " \t\r\n"])
     return seq(reasoning, channel, literal("final"), message, repeat(space, 0, None), tail)
@@ -163,6 +164,7 @@ def _content_end(text: str, start: int, tag: Tag) -> int:
 # one; the markers are special tokens (grammars match them as ``special_token``s, text as decoded with them)
 HARMONY_START = "<|channel|>analysis<|message|>"
 HARMONY_END = "<|channel|>final<|message|>"
+HARMONY_CALL = "<|channel|>commentary to="  # a message to a tool (tool_calls.FORMATS["harmony"])
 REASONING_PARSERS = {"qwen3": ("<think>", "</think>"), "deepseek_r1": ("<think>", "</think>"),
                      "openai_gptoss": (HARMONY_START, HARMONY_END)}  # fmt: skip
 _HARMONY_TAIL = ("<|return|>", "<|call|>", "<|end|>", "<|endoftext|>")
@@ -208,7 +210,12 @@ def split_reasoning(text: str, start: str, end: str) -> tuple[str, str | None]:
 
 def _split_harmony(text: str) -> tuple[str, str | None]:
     """Each message's text (from its channel header to its ``<|end|>``, or to a header begun after it:
-    a streamed text may end inside one), one per line; then the final message's text."""
+    a streamed text may end inside one), one per line; then the final message's text, or a tool call
+    message whole (its header is the tool-call opener)."""
+    call = text.find(HARMONY_CALL)
+    final = text.find(HARMONY_END)
+    if call >= 0 and (final < 0 or call < final):
+        return _split_harmony(text[:call])[0], text[call:]
     before, marker, answer = text.partition(HARMONY_END)
     bodies = re.split(r"<\|channel\|>[^<]*<\|message\|>", before)[1:]
     texts = (body.split("<|end|>")[0].split("<|channel|>")[0].strip() for body in bodies)

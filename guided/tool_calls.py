@@ -1,6 +1,6 @@
 """Tool calling: the tool-call language of a model's format as a constraint, and calls parsed back out.
 
-A model writes tool calls in the format its chat template taught it. Two are supported:
+A model writes tool calls in the format its chat template taught it. Three are supported:
 
 * ``hermes`` (Hermes, Qwen 2/2.5/3, and the default)::
 
@@ -14,6 +14,12 @@ A model writes tool calls in the format its chat template taught it. Two are sup
       {"name": "get_weather", "parameters": {"city": "Paris"}}
 
   parallel calls are separated by ``"; "``.
+* ``harmony`` (gpt-oss): after its reasoning messages, one commentary message to the function, its
+  headers special tokens (matched as such: ``regex_ast.special_token``)::
+
+      <|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris"}
+
+  then ``<|call|>`` (an EOS) ends the reply: one call per reply.
 
 ``ToolCalls`` is a Constraint whose language is exactly the calls allowed by ``tool_choice``: each
 call names one of the tools and its arguments are an instance of that tool's ``parameters`` schema
@@ -38,7 +44,16 @@ from dataclasses import dataclass, field
 
 from guided.constraints import Constraint
 from guided.errors import ConfigError, LimitError, SchemaError
-from guided.grammar.regex_ast import alt, any_string, complement, literal, optional, repeat, seq
+from guided.grammar.regex_ast import (
+    alt,
+    any_string,
+    complement,
+    literal,
+    optional,
+    repeat,
+    seq,
+    special_token,
+)
 from guided.limits import Limits
 from guided.schema.compiler import json_schema_to_node
 from guided.schema.drafts import for_draft
@@ -67,6 +82,9 @@ class ToolFormat:
 FORMATS = {
     "hermes": ToolFormat("hermes", '<tool_call>\n{"name": "', '", "arguments": ', "}\n</tool_call>", "\n"),
     "llama3-json": ToolFormat("llama3-json", '{"name": "', '", "parameters": ', "}", "; "),
+    # gpt-oss: a commentary message to the function (its headers are special tokens; the text here is
+    # the reply decoded with them), one call per reply, ended by <|call|> (an EOS)
+    "harmony": ToolFormat("harmony", "<|channel|>commentary to=functions.", " <|constrain|>json<|message|>", "", ""),
 }
 
 
@@ -85,8 +103,11 @@ LLAMA3_TOOLS_PROMPT = (
 
 
 def detect_format(chat_template: str | None) -> str:
-    """The tool-call format a chat template teaches: "hermes" (also the default) or "llama3-json"."""
+    """The tool-call format a chat template teaches: "hermes" (also the default), "llama3-json" or
+    "harmony" (gpt-oss)."""
     text = chat_template or ""
+    if "<|channel|>" in text:
+        return "harmony"
     if "<tool_call>" in text:
         return "hermes"
     if "<|python_tag|>" in text or "Environment: ipython" in text or "ipython" in text:
@@ -124,7 +145,7 @@ class ToolCalls(Constraint):
             raise ConfigError("tool calls need at least one tool")
         if self.answer is not None and self.mode != "auto":
             raise ConfigError("an answer schema beside tool calls needs tool_choice 'auto'")
-        if self.answer is not None and self.format != "hermes":
+        if self.answer is not None and self.format not in ("hermes", "harmony"):
             raise ConfigError(f"an answer schema beside tool calls is not supported in the {self.format} format "
                               "(its calls are JSON objects too, so a reply could be read either way)")  # fmt: skip
 
@@ -172,6 +193,9 @@ class ToolCalls(Constraint):
         keys = self.call_places()
         if keys is None:
             return None
+        if self.format == "harmony":  # (the check reads calls written as JSON objects with their name)
+            raise ConfigError("in gpt-oss's harmony format, tool parameters must not hold objects that may repeat a "
+                              "name: keep them strict (objects closed), or set additionalProperties: false")  # fmt: skip
         strict = all(strict for _, _, strict in self.tools)
         return UniqueChecked(compiled, None, keys, strict, "declared", FORMATS[self.format].opener.encode())
 
@@ -195,6 +219,11 @@ class ToolCalls(Constraint):
         """The regex AST of the allowed outputs."""
         fmt = FORMATS[self.format]
         one = alt(*(self._call_node(fmt, name, schema, strict, limits) for name, schema, strict in self.tools))
+        if self.format == "harmony":  # one call; under "auto" the final message instead (an answer, or text)
+            if self.mode == "required":
+                return one
+            final = seq(special_token("<|channel|>"), literal("final"), special_token("<|message|>"))
+            return alt(one, seq(final, self._answer_node(limits) if self.answer is not None else any_string()))
         calls = seq(one, repeat(seq(literal(fmt.separator), one), 0, None)) if self.parallel else one
         if self.mode == "required":
             return calls
@@ -220,6 +249,9 @@ class ToolCalls(Constraint):
             raise SchemaError(f"tool {name!r}: parameters: {e}", e.path) from None
         except LimitError as e:
             raise LimitError(f"tool {name!r}: parameters: {e}") from None
+        if fmt.name == "harmony":  # its headers are special tokens, which no text matches
+            return seq(special_token("<|channel|>"), literal(f"commentary to=functions.{name} "),
+                       special_token("<|constrain|>"), literal("json"), special_token("<|message|>"), args)  # fmt: skip
         return seq(literal(fmt.head(name)), args, literal(fmt.closer))
 
 

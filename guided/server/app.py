@@ -84,7 +84,7 @@ def create_app(llm=None, *, model_name: str | None = None, api_key: str | None =
         Requests that may wait beyond the engine's batch; more are answered 503 with Retry-After
         (default: ``limits.queue_len``).
     tool_format : str, optional
-        "hermes" or "llama3-json" (default: detected from the chat template).
+        "hermes", "llama3-json" or "harmony" (default: detected from the chat template).
     limits : Limits, optional
         Request and constraint limits (default: ``Limits()`` with the LLM's compile timeout).
     reasoning_parser : str, optional

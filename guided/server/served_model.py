@@ -82,7 +82,7 @@ class ServedModel:
     max_queue_len : int
         Requests that may wait beyond the engine's ``max_num_seqs``; more get 503 with Retry-After.
     tool_format : str, optional
-        "hermes" or "llama3-json"; detected from the chat template when None.
+        "hermes", "llama3-json" or "harmony"; detected from the chat template when None.
     limits : Limits, optional
         Request and constraint limits (default: the compile service's, i.e. ``Limits()`` with the
         LLM's compile timeout).

@@ -135,9 +135,18 @@ def test_server_splits_reasoning_and_answer_streamed_or_not(llm):
         deltas = [c.choices[0].delta for c in client.chat.completions.create(**kwargs, stream=True) if c.choices]
         assert "".join((d.model_extra or {}).get("reasoning_content") or "" for d in deltas) == reasoning
         assert "".join(d.content or "" for d in deltas) == message.content
-        with pytest.raises(openai.BadRequestError, match="harmony"):  # tool calls in harmony: not yet
-            client.chat.completions.create(model="gpt-oss-tiny", messages=USER, max_tokens=30, tool_choice="required",
-                                           tools=[{"type": "function", "function": {"name": "f", "parameters": CITY}}])
+        # a tool call: a commentary message to the function after the reasoning, streamed or not
+        tools = [{"type": "function", "function": {"name": "get_weather", "parameters": CITY}}]
+        call_kwargs = dict(model="gpt-oss-tiny", messages=USER, max_tokens=60, temperature=1.0, seed=5, tools=tools,
+                           tool_choice="required")  # fmt: skip
+        choice = client.chat.completions.create(**call_kwargs).choices[0]
+        (call,) = choice.message.tool_calls
+        assert choice.finish_reason == "tool_calls" and call.function.name == "get_weather"
+        jsonschema.validate(json.loads(call.function.arguments), CITY)
+        assert "<|" not in choice.message.model_extra["reasoning_content"] and not choice.message.content
+        chunks = [c.choices[0].delta for c in client.chat.completions.create(**call_kwargs, stream=True) if c.choices]
+        streamed = "".join(tc.function.arguments or "" for d in chunks for tc in d.tool_calls or [])
+        assert streamed == call.function.arguments
     finally:
         srv.should_exit = True
         thread.join(30)
@@ -151,3 +160,25 @@ def test_other_tokenizers_spell_no_special_token():
     assert not any(t.startswith(b"\xff<|") for t in vocab.tokens)
     byte_ff = vocab.tokens.index(b"\xff")  # the byte token: unflagged as before (only harmony ones flag it)
     assert not vocab.special[byte_ff] and np.count_nonzero(~vocab.special) > 8000
+
+
+def test_llm_chat_tools_under_auto_call_or_answer_on_the_final_channel(llm):
+    """Under tool_choice "auto" the reply after the reasoning is a call message or the final message;
+    calls validate, and either kind is read back (tool_calls, or content)."""
+    from guided.engine.sampling_params import SamplingParams
+
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": CITY}}]
+    kinds = set()
+    for seed in range(6):
+        (out,) = llm.chat(USER, SamplingParams(temperature=1.0, seed=seed, max_tokens=50), tools=tools, use_tqdm=False)
+        c = out.outputs[0]
+        assert "<|" not in c.reasoning_content
+        if c.tool_calls:
+            (call,) = c.tool_calls
+            assert call.name == "get_weather"
+            jsonschema.validate(call.parsed, CITY)
+            kinds.add("call")
+        else:
+            assert HARMONY_END in c.text and c.content is not None
+            kinds.add("answer")
+    assert kinds  # (which kinds a random model picks depends on the seeds)
