@@ -250,7 +250,8 @@ class LLM:
             raise ConfigError(f"stream() follows one completion; got n={params.n} (use generate())")
         (constraint,) = _per_prompt_constraints(response_format, 1)
         if isinstance(prompt, list) and prompt and isinstance(prompt[0], dict):
-            constraint = self._chat_plan(constraint, chat_template_kwargs, reasoning_parser)[0]
+            constraint, reply, _, _ = self._chat_plan(constraint, chat_template_kwargs, reasoning_parser)
+            params = _for_reply(params, reply)  # (a harmony reply streams its headers: the raw text)
             prompt = self.render_chat(prompt, chat_template_kwargs)
         return prompt, params, constraint
 

@@ -108,6 +108,9 @@ def test_llm_chat_reasons_then_answers_on_the_final_channel(llm):
         body = ids.index(message, at)
         assert tok.decode(ids[at + 1 : body]) == "final"
         assert json.loads(tok.decode(ids[body + 1 :], skip_special_tokens=True)) == c.parsed
+    # LLM.stream of a conversation: the raw text with its headers, the chat reply's
+    streamed = "".join(llm.stream(USER, SamplingParams(temperature=1.0, seed=2, max_tokens=60), response_format=CITY))
+    assert streamed == c.text and HARMONY_END in streamed
     # max_reasoning_tokens forces the final header (mid-message: the grammar takes it there)
     forced = SamplingParams(temperature=1.0, seed=3, max_tokens=80, max_reasoning_tokens=8,
                             reasoning_end_ids=tok.encode(HARMONY_END, add_special_tokens=False))  # fmt: skip
