@@ -40,6 +40,7 @@ from .config import Config
 from .loader import load_hf_tokenizer
 from .model_runner import ModelRunner
 from .sequence import Sequence, SequenceStatus
+from .speculative import stops_drafting
 
 logger = logging.getLogger(__name__)
 
@@ -86,12 +87,6 @@ class _Row:
         self.states: list = []
 
 
-def _stops(state, fast_forward: bool) -> bool:
-    """Whether plain decoding samples no token at a position whose matcher is ``state``: the grammar
-    ended, or (with fast-forward) forces the tokens next."""
-    return state.is_terminated() or bool(fast_forward and state.forced_tokens())
-
-
 class DraftModel:
     """The draft model of ``speculative`` (its ``model``: a local directory or a hub name), on the
     target's device and dtype, with one sequence per target sequence."""
@@ -112,9 +107,7 @@ class DraftModel:
         self.block_size = draft.block_size
         self.max_len = min(draft.max_model_len, self.runner.num_blocks * self.block_size)
         self.free = list(range(self.runner.num_blocks))
-        self.num_blocks = self.runner.num_blocks
         self.slots: dict[int, _Slot] = {}
-        self.words = (self.num_text_tokens + 31) // 32  # the engine sets the target's bitmask width
 
     @staticmethod
     def _config(speculative, target: Config) -> Config:
@@ -148,10 +141,11 @@ class DraftModel:
 
     # ------------------------------------------------------------------ drafting
     @torch.inference_mode()
-    def propose(self, items: list[tuple[Sequence, int]], fast_forward: bool) -> dict[int, tuple[list, list, bool]]:
+    def propose(self, items: list[tuple[Sequence, int]], fast_forward: bool,
+                words: int) -> dict[int, tuple[list, list, bool]]:  # fmt: skip
         """Drafts for ``(sequence, most tokens)`` pairs, by sequence id (sequences with an empty draft left
         out): (the draft, the matcher after each of its tokens (None when unconstrained), whether the
-        position after it is one plain decoding samples)."""
+        position after it is one plain decoding samples). ``words``: the matchers' bitmask width."""
         rows = []
         for seq, k in items:
             slot = self.slots.get(seq.seq_id)
@@ -168,7 +162,7 @@ class DraftModel:
             row.slot.base, row.slot.fed = row.slot.seq.num_tokens, []
         active = rows
         while True:
-            self._pick(active, logits, fast_forward)
+            self._pick(active, logits, fast_forward, words)
             active = [row for row in active if row.open and len(row.draft) < row.limit]
             if not active:
                 break
@@ -179,23 +173,23 @@ class DraftModel:
         out = {}
         for row in rows:
             if row.draft:
-                ends = row.draft[-1] in self.eos_ids if row.state is None else _stops(row.state, fast_forward)
+                ends = row.draft[-1] in self.eos_ids if row.state is None else stops_drafting(row.state, fast_forward)
                 out[row.slot.seq.seq_id] = (row.draft, row.states, not ends)
         return out
 
-    def _pick(self, rows: list[_Row], logits: torch.Tensor, fast_forward: bool) -> None:
+    def _pick(self, rows: list[_Row], logits: torch.Tensor, fast_forward: bool, words: int) -> None:
         """Each row's next draft token: the draft model's most likely one under the row's constraint. A
         row whose grammar ends or forces tokens next, whose mask or matcher fails, or that picked an end
         of sequence, closes."""
         text = logits[:, : self.num_text_tokens]
-        masks = np.zeros((len(rows), self.words), dtype=np.int32)
+        masks = np.zeros((len(rows), words), dtype=np.int32)
         constrained = False
         for i, row in enumerate(rows):
             if row.state is None:
                 masks[i] = -1
                 continue
             constrained = True
-            if _stops(row.state, fast_forward):
+            if stops_drafting(row.state, fast_forward):
                 row.open = False
                 continue
             try:

@@ -80,8 +80,6 @@ class LLMEngine:
         self.grammar_masks = GrammarMasks(
             self.vocab_size, config.max_num_seqs, self.runner.device, config.mask_threads, config.mask_wait_s
         )
-        if self.drafter is not None:
-            self.drafter.words = self.grammar_masks.words
         self.budget = BudgetSteering(self.eos_token_ids, config.fast_forward)
         self.pending_grammars: dict[str, Request] = {}  # requests whose constraint is still compiling
         self._finished_early: list[Request] = []  # finished before any step (forced text only)
@@ -375,14 +373,13 @@ class LLMEngine:
     def _propose(self, seqs: list[Sequence]) -> None:
         """Draft the tokens after each of ``seqs``' for the next step to check (engine.speculative), by
         prompt lookup or with the draft model (engine.draft_model)."""
-        spec, items = self.config.speculative, []
+        spec, items, switch = self.config.speculative, [], self.scheduler.rope_switch
         for seq in seqs:
             params = seq.params
             if seq.status is not SequenceStatus.RUNNING or not params.speculative or params.max_reasoning_tokens:
                 continue
             k = min(spec.num_speculative_tokens, params.max_tokens - seq.num_output_tokens - 1,
                     self.max_seq_len - seq.num_tokens - 1)  # fmt: skip
-            switch = self.scheduler.rope_switch
             if switch is not None and not seq.rope_long:  # LongRoPE: rows past the switch take the long factors
                 k = min(k, switch - seq.num_tokens)  # in plain decoding (its KV is recomputed there): none drafted
             if k > 0:
@@ -392,7 +389,7 @@ class LLMEngine:
         start = time.perf_counter()
         try:  # a draft is only ever an optimisation: on an error, none this step
             if self.drafter is not None:
-                drafts = self.drafter.propose(items, self.config.fast_forward)
+                drafts = self.drafter.propose(items, self.config.fast_forward, self.grammar_masks.words)
             else:
                 drafts = {seq.seq_id: self._lookup(seq, k) for seq, k in items}
         except Exception:

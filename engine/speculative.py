@@ -33,7 +33,7 @@ from guided.errors import ConfigError
 
 from .sequence import Sequence
 
-__all__ = ["SpeculativeConfig", "DraftRow", "propose", "grammar_cut"]
+__all__ = ["SpeculativeConfig", "DraftRow", "propose", "grammar_cut", "stops_drafting"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +103,7 @@ def grammar_cut(matcher, draft: list[int], fast_forward: bool) -> tuple[list[int
     kept, states = [], []
     state = matcher
     for token in draft:
-        if state.is_terminated() or (fast_forward and state.forced_tokens()):
+        if stops_drafting(state, fast_forward):
             break
         nxt = state.copy()
         if not nxt.accept_token(token):
@@ -111,8 +111,13 @@ def grammar_cut(matcher, draft: list[int], fast_forward: bool) -> tuple[list[int
         kept.append(token)
         states.append(nxt)
         state = nxt
-    sampled_after = bool(kept) and not state.is_terminated() and not (fast_forward and state.forced_tokens())
-    return kept, states, sampled_after
+    return kept, states, bool(kept) and not stops_drafting(state, fast_forward)
+
+
+def stops_drafting(state, fast_forward: bool) -> bool:
+    """Whether plain decoding samples no token at a position whose matcher is ``state`` (a draft stops
+    before it): the grammar ended, or (with fast-forward) forces the tokens next."""
+    return state.is_terminated() or bool(fast_forward and state.forced_tokens())
 
 
 class DraftRow:

@@ -10,6 +10,7 @@ they simplify trivial cases and keep character ranges sorted and merged.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from operator import attrgetter
 
@@ -37,6 +38,7 @@ __all__ = [
     "any_char",
     "any_string",
     "special_token",
+    "with_specials",
     "optional",
     "negate_ranges",
 ]
@@ -308,10 +310,23 @@ def any_char() -> Node:
     return Chars(((0, 0xD7FF), (0xE000, MAX_CODEPOINT)))
 
 
+# gpt-oss's harmony format frames a reply with special tokens (``<|channel|>final<|message|>``). A
+# vocabulary that has them (``Vocabulary.from_tokenizer``) spells each for grammars SPECIAL_OPEN + its
+# text + SPECIAL_CLOSE: bytes that never occur in UTF-8, so no text matches them.
+HARMONY_SPECIALS = ("<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>")
+SPECIAL_OPEN, SPECIAL_CLOSE = b"\xff", b"\xfe"
+
+
 def special_token(text: str) -> Node:
-    """A harmony special token (``<|channel|>``) as a vocabulary that takes part in grammars spells it
-    (``vocab.HARMONY_SPECIALS``): 0xFF, its text, 0xFE; no text matches it."""
-    return seq(ByteSet(((0xFF, 0xFF),)), literal(text), ByteSet(((0xFE, 0xFE),)))
+    """A harmony special token (``<|channel|>``) as such a vocabulary spells it."""
+    return seq(ByteSet(((SPECIAL_OPEN[0],) * 2,)), literal(text), ByteSet(((SPECIAL_CLOSE[0],) * 2,)))
+
+
+def with_specials(text: str) -> Node:
+    """``text`` whose harmony special tokens' names stand for the tokens (``special_token``), the rest
+    for itself: ``"<|channel|>final<|message|>"`` is two special tokens around ``final``."""
+    parts = re.split("(" + "|".join(map(re.escape, HARMONY_SPECIALS)) + ")", text)
+    return seq(*(special_token(p) if p in HARMONY_SPECIALS else literal(p) for p in parts if p))
 
 
 def any_string() -> Node:

@@ -24,6 +24,8 @@ import numpy as np
 
 from guided.errors import TokenizerError
 
+from .regex_ast import HARMONY_SPECIALS, SPECIAL_CLOSE, SPECIAL_OPEN
+
 __all__ = ["Vocabulary", "bytes_to_unicode"]
 
 # Names of end-of-turn / end-of-text tokens across model families; any that exist as special tokens
@@ -40,14 +42,10 @@ KNOWN_EOS_NAMES = (
 
 _BYTE_FALLBACK = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 
-# gpt-oss's harmony format frames a reply with special tokens (``<|channel|>final<|message|>``). In a
-# tokenizer that has them, these take part in grammars: each is spelled SPECIAL_OPEN + its text +
-# SPECIAL_CLOSE, bytes that never occur in UTF-8, so no text token holds them (the few single-byte
-# tokens of 0xFE/0xFF, which no valid text contains either, are flagged instead) and no free text of
-# a grammar matches them; ``regex_ast.special_token`` is the literal of one. Its ``<|end|>`` then
-# ends a message, not the output (it is not an EOS there).
-HARMONY_SPECIALS = ("<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>")
-SPECIAL_OPEN, SPECIAL_CLOSE = b"\xff", b"\xfe"
+# In a tokenizer that has gpt-oss's harmony special tokens, these take part in grammars, spelled as
+# ``regex_ast.special_token`` matches them; no text token holds those bytes (the few single-byte tokens
+# of 0xFE/0xFF, which no valid text contains either, are flagged instead). Its ``<|end|>`` then ends a
+# message, not the output (it is not an EOS there).
 
 
 def bytes_to_unicode() -> dict[int, str]:

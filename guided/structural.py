@@ -30,7 +30,7 @@ from guided.grammar.regex_ast import (
     optional,
     repeat,
     seq,
-    special_token,
+    with_specials,
 )
 from guided.limits import Limits
 from guided.schema.compiler import json_schema_to_node
@@ -93,15 +93,14 @@ def _harmony_node(constraint: Reasoning, limits: Limits):
     answer = constraint.answer
     if answer is not None and hasattr(answer, "node") and getattr(answer, "format", None) != "harmony":
         raise ConfigError(f"a harmony reply (gpt-oss) calls tools in the harmony format, not {answer.format!r}")
-    channel, message = special_token("<|channel|>"), special_token("<|message|>")
-    close = seq(special_token("<|end|>"), special_token("<|start|>"), literal("assistant"))
-    header = seq(channel, alt(literal("analysis"), literal("commentary")), message)
+    close = with_specials("<|end|><|start|>assistant")
+    header = alt(with_specials(HARMONY_START), with_specials("<|channel|>commentary<|message|>"))
     reasoning = repeat(seq(header, any_string(), optional(close)), 0, None)
     if answer is not None and hasattr(answer, "node"):  # tool calls: a call message (or, under auto, the final)
         return seq(reasoning, answer.node(limits))
     tail = any_string() if answer is None else _content_node(Tag(HARMONY_END, answer, ""), limits)
     space = chars([(ord(c), ord(c)) for c in " \t\r\n"])
-    return seq(reasoning, channel, literal("final"), message, repeat(space, 0, None), tail)
+    return seq(reasoning, with_specials(HARMONY_END), repeat(space, 0, None), tail)
 
 
 def _content_node(tag: Tag, limits: Limits):

@@ -52,14 +52,14 @@ from guided.grammar.regex_ast import (
     optional,
     repeat,
     seq,
-    special_token,
+    with_specials,
 )
 from guided.limits import Limits
 from guided.schema.compiler import json_schema_to_node
 from guided.schema.drafts import for_draft
 from guided.schema.key_order import repeats_names, root_place
 from guided.schema.unique_runtime import UniqueChecked
-from guided.structural import json_content_node
+from guided.structural import HARMONY_CALL, HARMONY_END, json_content_node
 
 __all__ = ["ToolFormat", "FORMATS", "detect_format", "ToolCalls", "ToolCallParser", "ParsedCall", "new_call_id",
            "Tool", "ToolCall", "function_spec", "chat_text", "read_calls"]
@@ -84,7 +84,7 @@ FORMATS = {
     "llama3-json": ToolFormat("llama3-json", '{"name": "', '", "parameters": ', "}", "; "),
     # gpt-oss: a commentary message to the function (its headers are special tokens; the text here is
     # the reply decoded with them), one call per reply, ended by <|call|> (an EOS)
-    "harmony": ToolFormat("harmony", "<|channel|>commentary to=functions.", " <|constrain|>json<|message|>", "", ""),
+    "harmony": ToolFormat("harmony", f"{HARMONY_CALL}functions.", " <|constrain|>json<|message|>", "", ""),
 }
 
 
@@ -222,7 +222,7 @@ class ToolCalls(Constraint):
         if self.format == "harmony":  # one call; under "auto" the final message instead (an answer, or text)
             if self.mode == "required":
                 return one
-            final = seq(special_token("<|channel|>"), literal("final"), special_token("<|message|>"))
+            final = with_specials(HARMONY_END)
             return alt(one, seq(final, self._answer_node(limits) if self.answer is not None else any_string()))
         calls = seq(one, repeat(seq(literal(fmt.separator), one), 0, None)) if self.parallel else one
         if self.mode == "required":
@@ -250,8 +250,7 @@ class ToolCalls(Constraint):
         except LimitError as e:
             raise LimitError(f"tool {name!r}: parameters: {e}") from None
         if fmt.name == "harmony":  # its headers are special tokens, which no text matches
-            return seq(special_token("<|channel|>"), literal(f"commentary to=functions.{name} "),
-                       special_token("<|constrain|>"), literal("json"), special_token("<|message|>"), args)  # fmt: skip
+            return seq(with_specials(fmt.head(name)), args)
         return seq(literal(fmt.head(name)), args, literal(fmt.closer))
 
 

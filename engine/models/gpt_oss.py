@@ -30,10 +30,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from guided.errors import ModelLoadError
-from guided.kernels.grouped_gemm import grouped_gemm, moe_align, runs_kernel
+from guided.kernels.grouped_gemm import grouped_gemm, moe_align
 
 from .layers import DecoderLayer, ModelArgs, add_once, copy_weight, rank_part
 from .llama import LlamaForCausalLM
+from .qwen3_moe import ExpertBlock
 
 __all__ = ["GptOssForCausalLM", "dequantize_mxfp4"]
 
@@ -65,19 +66,12 @@ class GptOssExperts(nn.Module):
         self.down_proj_bias = add_once(nn.Parameter(torch.empty(e, hidden)))
 
 
-class GptOssMoE(nn.Module):
+class GptOssMoE(ExpertBlock):
     def __init__(self, args: ModelArgs):
-        super().__init__()
-        self.tp = args.tp
-        self.num_experts, self.top_k = args.num_experts, args.num_experts_per_tok
+        super().__init__(args)
         self.limit, self.alpha = args.swiglu_limit, args.swiglu_alpha
         self.router = nn.Linear(args.hidden_size, args.num_experts, bias=True)
         self.experts = GptOssExperts(args)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        weights, chosen = self.route(x)
-        out = self.grouped(x, weights, chosen) if runs_kernel(x) else self.looped(x, weights, chosen)
-        return self.tp.all_reduce(out)
 
     def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(weights, experts) ``[num_tokens, top_k]``: the largest router logits, softmaxed among themselves."""

@@ -43,20 +43,29 @@ class Experts(nn.Module):
         self.down_proj = nn.Parameter(torch.empty(e, hidden, width))
 
 
-class SparseMoeBlock(nn.Module):
+class ExpertBlock(nn.Module):
+    """A mixture of experts' forward: ``route`` each token, run its experts (``grouped`` on the Triton
+    kernel, else ``looped``), sum over the tensor-parallel ranks. Families say how in those three."""
+
     def __init__(self, args: ModelArgs):
         super().__init__()
         self.tp = args.tp
-        self.num_experts, self.top_k, self.norm_topk_prob = args.num_experts, args.num_experts_per_tok, args.norm_topk_prob
-        self.float_weights = args.model_type == "mixtral"  # transformers' Mixtral keeps them float32
-        self.gate = nn.Linear(args.hidden_size, args.num_experts, bias=False)
-        self.experts = Experts(args)
+        self.num_experts, self.top_k = args.num_experts, args.num_experts_per_tok
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # x: [num_tokens, hidden]
         weights, chosen = self.route(x)
         out = self.grouped(x, weights, chosen) if runs_kernel(x) else self.looped(x, weights, chosen)
         return self.tp.all_reduce(out)
+
+
+class SparseMoeBlock(ExpertBlock):
+    def __init__(self, args: ModelArgs):
+        super().__init__(args)
+        self.norm_topk_prob = args.norm_topk_prob
+        self.float_weights = args.model_type == "mixtral"  # transformers' Mixtral keeps them float32
+        self.gate = nn.Linear(args.hidden_size, args.num_experts, bias=False)
+        self.experts = Experts(args)
 
     def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(weights, experts) ``[num_tokens, top_k]`` of each token, as transformers routes."""

@@ -53,10 +53,18 @@ def dense_oracle(batch: Batch, window: int | None = None) -> torch.Tensor:
     """Per sequence: gather K/V contiguously, SDPA with an explicit causal mask at the offsets (and
     the sliding window's lower bound)."""
     out = torch.zeros_like(batch.q, dtype=torch.float32)
+    for rows, q, k, v, mask in _dense(batch, window):
+        out[rows] = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=batch.scale).transpose(0, 1)
+    return out
+
+
+def _dense(batch: Batch, window: int | None):
+    """Per sequence with queries: (its rows of q, q [heads, q_len, d], K and V gathered contiguously and
+    repeated to the query heads [heads, n, d], the causal (and window) mask [q_len, n])."""
     block_size = batch.k_cache.shape[1]
     cu = batch.cu_seqlens_q.tolist()
     for i, n in enumerate(batch.seq_lens.tolist()):
-        q = batch.q[cu[i] : cu[i + 1]].float().transpose(0, 1)  # [heads, q_len, d]
+        q = batch.q[cu[i] : cu[i + 1]].float().cpu().transpose(0, 1)  # [heads, q_len, d]
         if q.shape[1] == 0:
             continue
         slots = torch.arange(n)
@@ -64,15 +72,11 @@ def dense_oracle(batch: Batch, window: int | None = None) -> torch.Tensor:
         k = batch.k_cache.cpu()[blocks, slots % block_size].float().transpose(0, 1)  # [kv_heads, n, d]
         v = batch.v_cache.cpu()[blocks, slots % block_size].float().transpose(0, 1)
         group = q.shape[0] // k.shape[0]
-        k, v = k.repeat_interleave(group, 0), v.repeat_interleave(group, 0)
         pos = torch.arange(n - q.shape[1], n)
         mask = torch.arange(n)[None, :] <= pos[:, None]
         if window is not None:
             mask &= torch.arange(n)[None, :] > pos[:, None] - window
-        out[cu[i] : cu[i + 1]] = F.scaled_dot_product_attention(
-            q.cpu(), k, v, attn_mask=mask, scale=batch.scale
-        ).transpose(0, 1)
-    return out
+        yield slice(cu[i], cu[i + 1]), q, k.repeat_interleave(group, 0), v.repeat_interleave(group, 0), mask
 
 
 CASES = {  # q_lens, seq_lens, heads, kv_heads, head_dim, block_size
@@ -191,26 +195,11 @@ def sinks_oracle(batch: Batch, sinks: torch.Tensor, window: int | None = None) -
     """Per sequence and head, dense: the scaled scores and the head's sink logit in one softmax, the
     sink's weight dropped (gpt-oss's eager attention in transformers)."""
     out = torch.zeros_like(batch.q, dtype=torch.float32)
-    block_size = batch.k_cache.shape[1]
-    cu = batch.cu_seqlens_q.tolist()
-    for i, n in enumerate(batch.seq_lens.tolist()):
-        q = batch.q[cu[i] : cu[i + 1]].float().cpu().transpose(0, 1)  # [heads, q_len, d]
-        if q.shape[1] == 0:
-            continue
-        slots = torch.arange(n)
-        blocks = batch.block_tables[i].cpu()[slots // block_size].long()
-        k = batch.k_cache.cpu()[blocks, slots % block_size].float().transpose(0, 1)
-        v = batch.v_cache.cpu()[blocks, slots % block_size].float().transpose(0, 1)
-        group = q.shape[0] // k.shape[0]
-        k, v = k.repeat_interleave(group, 0), v.repeat_interleave(group, 0)
-        pos = torch.arange(n - q.shape[1], n)
-        mask = torch.arange(n)[None, :] <= pos[:, None]
-        if window is not None:
-            mask &= torch.arange(n)[None, :] > pos[:, None] - window
+    for rows, q, k, v, mask in _dense(batch, window):
         scores = (q @ k.transpose(1, 2) * batch.scale).masked_fill(~mask, float("-inf"))
         sink = sinks.float().cpu()[:, None, None].expand(-1, q.shape[1], 1)
         probs = torch.cat([scores, sink], dim=-1).softmax(-1)[..., :-1]
-        out[cu[i] : cu[i + 1]] = (probs @ v).transpose(0, 1)
+        out[rows] = (probs @ v).transpose(0, 1)
     return out
 
 
