@@ -19,6 +19,7 @@ import numpy as np
 
 from guided.errors import GrammarError
 from guided.grammar.automata.lazy_dfa import warm_up_core
+from guided.grammar.automata.lex_table import warm_up as warm_up_lex_table
 from guided.grammar.bounded_cache import BoundedCache
 from guided.grammar.cfg_ir import CfgGrammar
 from guided.grammar.collector import quiet_collector
@@ -200,6 +201,7 @@ def warm_up(vocabulary: Vocabulary) -> None:
             return
         vocab_index(vocabulary).cfg_tables()
         warm_up_core()
+        warm_up_lex_table()
         row = np.zeros(vocabulary.bitmask_words, dtype=np.int32)
         nested = parse_lark('start: "(" start? ")"', "start")
         for compiled in (CompiledGrammar(vocabulary, parse_regex("[a-z]{1,3}"), mask_timeout_s=None),

@@ -20,6 +20,7 @@ __all__ = [
     "ByteSet",
     "Seq",
     "Alt",
+    "Cofinite",
     "Repeat",
     "And",
     "Not",
@@ -131,6 +132,20 @@ class Alt(Node):
 
 
 @dataclass(frozen=True, slots=True, eq=False)
+class Cofinite(Alt):
+    """A union (its ``items``, and nothing more) of which every string of ``body``'s characters is
+    a prefix: ``body`` is a repeat ``X{lo,}`` of a character class, and the union holds all but
+    finitely many X-strings (an object's other keys: every string but the declared names). A lexer
+    state beginning with one allows every token of X-characters (``slice_forms``), which the plain
+    union's shape does not show once interned. Code that does not know it reads an ``Alt``."""
+
+    body: Node
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash(("Cofinite", tuple(map(_HASH, self.items)), self.body._hash)))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class Repeat(Node):
     """``item{min,max}``; ``max=None`` is unbounded."""
 
@@ -162,7 +177,7 @@ class Not(Node):
         object.__setattr__(self, "_hash", hash(("Not", self.item._hash)))
 
 
-_PLAIN = frozenset((Chars, ByteSet, Seq, Alt, Repeat, And, Not))
+_PLAIN = frozenset((Chars, ByteSet, Seq, Alt, Cofinite, Repeat, And, Not))
 
 
 def _equal(a: Node, b: Node) -> bool:

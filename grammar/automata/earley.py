@@ -30,8 +30,10 @@ import numba
 import numpy as np
 
 from guided.errors import GrammarError, LimitError
+from guided.grammar.automata import lex_table as lexing
 from guided.grammar.automata.end_bytes import ALL_BYTES, last_bytes
 from guided.grammar.automata.expr_pool import EMPTY_ID, EPS_ID, ExprPool, byte_classes
+from guided.grammar.automata.lex_table import LEX_ACCEPTS, LEX_GOES_ON, LexTable
 from guided.grammar.automata.state_table import StateTable, grown
 from guided.grammar.cfg_ir import CfgGrammar
 
@@ -42,8 +44,6 @@ UNKNOWN = -2  # a transition not computed yet
 COMPLETE = 1 << 30  # next_sym of an item whose dot is at the end
 _FILL = {"trans": UNKNOWN, "computed": 0, "accepting": 0, "internal": 0, "pure": -1,
          "lex_trans": UNKNOWN, "lex_flags": 0, "lex_exit": ~np.uint64(0)}  # fmt: skip
-LEX_ACCEPTS = 1  # lex_flags: some terminal of the lexer state accepts here
-LEX_GOES_ON = 2  # lex_flags: some terminal of the lexer state can take another byte
 # Items and lexemes are plain ints, not tuples, so the garbage collector has little to traverse (tuple
 # items made gen-2 collections take ~0.4 s on large automata): item = lr0 << 32 | (origin + 1), origin
 # -1 meaning the set itself; a lexeme in flight = origin set << 24 | lexer state.
@@ -75,6 +75,9 @@ class CfgAutomaton(StateTable):
         self._set_ids: dict[tuple[int, ...], int] = {}
         self.lexstates: list[tuple] = []
         self._lex_ids: dict[tuple, int] = {}
+        # the lexer states again as flat arrays (``LexTable``): mask walks step them in compiled code
+        # and make new ones there, which ``sync_lex`` then adds to the Python-side tables
+        self.lex_table = LexTable()
         self._lex_clamps: dict[int, int] = {}  # lexer state << 16 | limit -> clamped lexer state
         self._lex_acc: list[tuple[int, ...]] = []
         self._lex_cont: list[bool] = []
@@ -131,6 +134,11 @@ class CfgAutomaton(StateTable):
         self.class_bits = [0] * self.n_classes
         for b, c in enumerate(cls):
             self.class_bits[c] |= 1 << b
+        # the same as int64 [classes, 4] words, and the classes' bytes, for ``lex_table.step``
+        self.class_words = np.array(
+            [[(cb >> (64 * w)) & ((1 << 64) - 1) for w in range(4)] for cb in self.class_bits], dtype=np.uint64
+        ).view(np.int64)
+        self.rep_bytes = np.asarray(reps, dtype=np.int64)
         self.ignore = frozenset(self.term_index[n] for n in g.ignore)
 
     def _compile_rules(self, g: CfgGrammar) -> None:
@@ -267,6 +275,7 @@ class CfgAutomaton(StateTable):
                 self._grow(("lex_trans", "lex_flags", "lex_exit"))
             acc = tuple(t for t, e in state if self.pool.nullable[e])
             cont = any(self._can_continue(e) for _, e in state)
+            self.lex_table.add(state, len(self.lex_flags))
             self.lexstates.append(state)
             self._lex_acc.append(acc)
             self._lex_cont.append(cont)
@@ -275,6 +284,17 @@ class CfgAutomaton(StateTable):
             # a byte none of its terminals can take is DEAD: known now, without a lexer step
             self.lex_trans[i, self._dead_classes(self._first_bytes(i))] = DEAD
         return i
+
+    def sync_lex(self) -> None:
+        """Add the lexer states a mask walk made in compiled code (``lex_table.step``) to the Python-side
+        tables; the walk gave them their flags and DEAD classes. Call under the lock, right after."""
+        table, nullable = self.lex_table, self.pool.nullable
+        for i in range(len(self.lexstates), len(table)):
+            state = table.state(i)
+            self.lexstates.append(state)
+            self._lex_acc.append(tuple(t for t, e in state if nullable[e]))
+            self._lex_cont.append(bool(self.lex_flags[i] & LEX_GOES_ON))
+            self._lex_ids[state] = i
 
     def _can_continue(self, e: int) -> bool:
         """Whether e (a live expression: every lexer state holds live ones) matches a non-empty string."""
@@ -290,6 +310,15 @@ class CfgAutomaton(StateTable):
     def _lex_step(self, lex: int, c: int) -> int:
         """The lexer state after byte class c from lex (or DEAD), from ``lex_trans`` or made there."""
         r = int(self.lex_trans[lex, c])
+        if r == UNKNOWN and lexing.NATIVE_STEPS:  # in compiled code where it can be: one call in all
+            table = self.lex_table
+            table.reserve(1, len(self.lexstates[lex]))
+            r = self.pool.call(
+                lexing.step, lex, c, self.rep_bytes, table.items, table.off, table.ht, table.hdr, self.lex_trans,
+                self.lex_flags, self.class_words,
+            )  # fmt: skip
+            if r != UNKNOWN:
+                self.sync_lex()
         if r == UNKNOWN:
             pool, b = self.pool, self.reps[c]
             out = []

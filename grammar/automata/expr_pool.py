@@ -26,7 +26,7 @@ from guided.grammar.automata.derivative_classes import MAX_HEADS
 from guided.grammar.automata.emptiness import Emptiness
 from guided.grammar.automata.utf8 import utf8_sequences
 from guided.grammar.automata.work_bound import WorkBound
-from guided.grammar.regex_ast import Alt, And, ByteSet, Chars, Node, Not, Repeat, Seq, any_string
+from guided.grammar.regex_ast import Alt, And, ByteSet, Chars, Cofinite, Node, Not, Repeat, Seq, any_string
 
 __all__ = ["ExprPool", "EMPTY_ID", "EPS_ID", "intern_common"]
 
@@ -37,6 +37,9 @@ ALL_BYTES = (1 << 256) - 1
 
 
 _common: ExprPool | None = None  # what ExprPool.with_common copies; replaced, never modified
+# per-expression memos kept in a pool's __dict__ (here and by ``slice_forms``): a fork copies them (a
+# copied answer about a character class stays true: the fork's new classes could only widen it)
+_MEMOS = ("_slice_memo", "_class_in_memo", "_finite_memo")
 _common_lock = threading.Lock()
 
 
@@ -51,6 +54,8 @@ def intern_common(nodes, char_units=()) -> None:
     ``char_units``: nodes X that count characters, for ``clamp``: the front end promises that in any
     intersection of ``X{lo,hi}`` with other parts, those parts' strings are sequences of X (JSON
     Schema's ``maxLength`` beside a ``pattern``, both over the same encoded characters).
+    Each char unit's widest character class (``widest_class_in``: a search over every class the
+    pool knows) is found here once, and every fork starts knowing it.
     """
     global _common
     with _common_lock:
@@ -58,6 +63,8 @@ def intern_common(nodes, char_units=()) -> None:
         for node in nodes:
             pool.intern(node)
         pool.char_units = tuple(sorted({*pool.char_units, *(pool.intern(x) for x in char_units)}))
+        for x in pool.char_units:
+            pool.widest_class_in(x)
         _common = pool
 
 
@@ -81,6 +88,9 @@ class ExprPool:
         self._wide: dict[tuple, int] = {}  # codepoint ranges >= 0x80 -> their UTF-8 expression
         self.reps: list[int] | None = None  # one byte per global byte class, set by the DFA
         self.char_units: tuple[int, ...] = ()  # see intern_common
+        # expressions interned from a ``Cofinite`` union -> its body's (a repeat naming the class of
+        # which every string begins one of the union's: ``slice_forms`` reads it)
+        self.cofinite: dict[int, int] = {}
         self._setup()
 
     def _setup(self) -> None:
@@ -136,10 +146,14 @@ class ExprPool:
         new.max_exprs = self.max_exprs
         new.arena = self.arena.copy()
         new.char_class = dict(self.char_class)
+        new.cofinite = dict(self.cofinite)
         new._interned = dict(self._interned)
         new._wide = dict(self._wide)
         new.reps = None
         new.char_units = self.char_units
+        for name in _MEMOS:  # answers about expressions, which the fork holds under the same ids
+            if name in self.__dict__:
+                new.__dict__[name] = dict(self.__dict__[name])
         new._setup()
         return new
 
@@ -152,6 +166,47 @@ class ExprPool:
                 if r >= 0:
                     return r
                 self._grow_or_raise(r)
+
+    def call(self, fn, *args) -> int:
+        """fn(arena, *args) once under the arena's lock, its status (negative) left to the caller, the
+        work bound checked as ``deriv`` checks it."""
+        with self._lock:
+            r = fn(self.arena, *args)
+        if int(self.arena[core.H_WORK]) - self._checked >= 1024:
+            self._checked = int(self.arena[core.H_WORK])
+            self.bound.check()
+        return r
+
+    # ------------------------------------------------------------------ character classes
+    def class_within(self, cx: int, x: int) -> bool:
+        """Whether the character class cx (an expression of ``char_class``) is contained in the union x
+        (flattened by or_)."""
+        children = set(self.args[x])
+        bytes_mask = sum(self.args[y] for y in children if self.kind[y] == K_BYTES)
+        parts = self.args[cx] if self.kind[cx] == K_OR else (cx,)
+        return all((self.args[y] & ~bytes_mask) == 0 if self.kind[y] == K_BYTES else y in children for y in parts)
+
+    def widest_class_in(self, x: int) -> int | None:
+        """The widest character class (its expression, of ``char_class``) whose language is contained
+        in the union x (memoised: a search over every class the pool knows)."""
+        memo = self.__dict__.setdefault("_class_in_memo", {})
+        if x in memo:
+            return memo[x]
+        best, size = None, -1
+        for cx, key in self.char_class.items() if self.kind[x] == K_OR else ():
+            n = sum(hi - lo + 1 for lo, hi in key[1])
+            if n > size and self.class_within(cx, x):
+                best, size = cx, n
+        memo[x] = best
+        return best
+
+    def try_hold(self) -> bool:
+        """Take the arena for compiled code that adds to it outside ``_run`` (a mask walk's lexer
+        steps), if no other thread has it: True when taken (then ``let_go`` after)."""
+        return self._lock.acquire(blocking=False)
+
+    def let_go(self) -> None:
+        self._lock.release()
 
     def _grow_or_raise(self, status: int) -> None:
         """After a compiled call answered ``status`` (< 0): grow the arena (FULL) or raise the limit."""
@@ -301,6 +356,7 @@ class ExprPool:
         pending: dict[Node, int] = {}  # by structural equality: the refs of this program's nodes
         prog: list[int] = []
         made: list[Node] = []  # the node of each instruction
+        bodies: dict[int, int] = {}  # Cofinite node (by identity) -> its body's expression
         any_id = -1
         stack: list[tuple[Node, bool]] = [(node, False)]
         while stack:
@@ -326,9 +382,11 @@ class ExprPool:
                 prog += (core.OP_CHARS, 5, *core.words(narrow).tolist(), self._wide_id(wide) if wide else -1)
             elif cls is ByteSet:
                 prog += (core.OP_BYTES, 4, *core.words(_mask(n.ranges)).tolist())
-            elif cls is Seq or cls is Alt or cls is And:
-                op = core.OP_SEQ if cls is Seq else core.OP_ALT if cls is Alt else core.OP_AND
+            elif cls is Seq or cls is Alt or cls is And or cls is Cofinite:
+                op = core.OP_SEQ if cls is Seq else core.OP_AND if cls is And else core.OP_ALT
                 prog += (op, len(n.items), *[done[id(x)] for x in n.items])
+                if cls is Cofinite:
+                    bodies[id(n)] = self.intern(n.body)
             elif cls is Repeat:
                 prog += (core.OP_REP, 3, done[id(n.item)], n.min, INF if n.max is None else n.max)
             elif cls is Not:
@@ -344,6 +402,8 @@ class ExprPool:
             self._run(core.intern_prog, np.array(prog, dtype=np.int64), out)
             for n, r in zip(made, out.tolist(), strict=True):
                 memo[n] = r
+                if n.__class__ is Cofinite:
+                    self.cofinite.setdefault(r, bodies[id(n)])
                 if r != EMPTY_ID and n.__class__ in (Chars, ByteSet):
                     kind = "chars" if n.__class__ is Chars else "bytes"
                     self.char_class.setdefault(r, (kind, tuple(n.ranges)))

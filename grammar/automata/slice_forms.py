@@ -4,14 +4,16 @@ A state ``X{lo,hi} rest`` (or a union with such a live branch), X a character cl
 (``ExprPool.char_class``), allows every token made of at most hi X-characters whatever ``rest`` is;
 ``slice_candidate`` finds (X, hi) so the token side can use the precomputed ``tokens.slices.Slice``.
 
-So does ``(Y1{lo,} & ... & ~F1 & ...) rest``, X within every Yi and every Fi finite (an object's
+So does ``x x{lo,hi} rest`` (at most hi + 1), x of the class X (a string of at least one character
+once its first is split off), and ``C rest`` where C was interned from a ``regex_ast.Cofinite`` union (all but finitely many
+X-strings: an object's other keys, spelled as a trie of the names), and so does ``(Y1{lo,} & ... & ~F1 & ...) rest``, X within every Yi and every Fi finite (an object's
 other keys: any string but the declared names): after any X-string, the Yi still take every
 X-string and the Fi exclude finitely many, so infinitely many strings remain.
 """
 
 from __future__ import annotations
 
-from guided.grammar.automata.expr_pool import INF, K_AND, K_BYTES, K_CAT, K_NOT, K_OR, K_REP, ExprPool
+from guided.grammar.automata.expr_pool import INF, K_AND, K_CAT, K_NOT, K_OR, K_REP, ExprPool
 
 __all__ = ["slice_candidate", "wider"]
 
@@ -34,8 +36,14 @@ def slice_candidate(pool: ExprPool, e: int) -> tuple[tuple, int] | None:
 def _slice_form(pool: ExprPool, e: int):
     k = pool.kind[e]
     if k == K_CAT:
-        e = pool.args[e][0]
+        e, tail = pool.args[e]
         k = pool.kind[e]
+        got = _one_then_repeat(pool, e, tail)
+        if got is not None:
+            return got
+    body = pool.cofinite.get(e)
+    if body is not None:  # every string of the body's class begins one of e's (regex_ast.Cofinite)
+        return _slice_form(pool, body)
     if k == K_AND:
         return _intersection_form(pool, e)
     if k != K_REP:
@@ -45,12 +53,24 @@ def _slice_form(pool: ExprPool, e: int):
     return None if cx is None else (pool.char_class[cx], hi)
 
 
+def _one_then_repeat(pool: ExprPool, x: int, tail: int):
+    """(X, hi + 1) for ``x x{lo,hi} rest``, x of the character class X (a string of at least one
+    character, once the derivative split off its first), else None."""
+    kt = pool.kind[tail]
+    rep = pool.args[tail][0] if kt == K_CAT else tail if kt == K_REP else -1
+    if rep < 0 or pool.kind[rep] != K_REP or pool.args[rep][0] != x:  # (the same item: no class search)
+        return None
+    cx = _class_of_item(pool, x)
+    hi = pool.args[rep][2]
+    return None if cx is None else (pool.char_class[cx], INF if hi == INF else hi + 1)
+
+
 def _class_of_item(pool: ExprPool, x: int) -> int | None:
     """The character class (its node) whose strings a repeat of x takes: x itself, or the widest
     class within the union x ((X|other){lo,hi}: X-strings are still allowed); None if neither."""
     if x in pool.char_class:
         return x
-    return _widest_class_in(pool, x) if pool.kind[x] == K_OR else None
+    return pool.widest_class_in(x) if pool.kind[x] == K_OR else None
 
 
 def _intersection_form(pool: ExprPool, e: int):
@@ -71,7 +91,7 @@ def _intersection_form(pool: ExprPool, e: int):
         items.append(x)
         classes.add(cx)
     for cx in sorted(classes, key=lambda c: _class_size(pool.char_class[c])):  # the narrowest within every item
-        if all(x == cx or (pool.kind[x] == K_OR and _class_within(pool, cx, x)) for x in items):
+        if all(x == cx or (pool.kind[x] == K_OR and pool.class_within(cx, x)) for x in items):
             return pool.char_class[cx], INF
     return None
 
@@ -93,28 +113,6 @@ def _finite(pool: ExprPool, e: int) -> bool:
         r = True  # bytes, the empty string, nothing
     memo[e] = r
     return r
-
-
-def _class_within(pool: ExprPool, cx: int, x: int) -> bool:
-    """Whether the character class cx is contained in the union x (flattened by or_)."""
-    children = set(pool.args[x])
-    bytes_mask = sum(pool.args[y] for y in children if pool.kind[y] == K_BYTES)
-    parts = pool.args[cx] if pool.kind[cx] == K_OR else (cx,)
-    return all((pool.args[y] & ~bytes_mask) == 0 if pool.kind[y] == K_BYTES else y in children for y in parts)
-
-
-def _widest_class_in(pool: ExprPool, x: int) -> int | None:
-    """The widest character class (its node) whose language is contained in the union x (flattened
-    by or_)."""
-    memo = pool.__dict__.setdefault("_class_in_memo", {})
-    if x in memo:
-        return memo[x]
-    best = None
-    for cx, key in pool.char_class.items():
-        if _class_within(pool, cx, x) and (best is None or _class_size(key) > _class_size(pool.char_class[best])):
-            best = cx
-    memo[x] = best
-    return best
 
 
 def _class_size(key: tuple) -> int:

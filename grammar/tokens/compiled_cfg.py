@@ -18,8 +18,10 @@ from collections.abc import Callable
 import numba
 import numpy as np
 
+from guided.grammar.automata import lex_table as lexing
 from guided.grammar.automata.earley import LEX, LEX_ACCEPTS, LEX_GOES_ON, UNKNOWN, CfgAutomaton, pure_slot
 from guided.grammar.automata.expr_pool import ExprPool
+from guided.grammar.automata.lex_table import step as lex_step
 from guided.grammar.automata.slice_forms import slice_candidate
 from guided.grammar.cfg_ir import CfgGrammar
 from guided.grammar.frontends.gbnf_grammar import parse_gbnf
@@ -29,6 +31,9 @@ from guided.grammar.tokens.matcher import Matcher
 from guided.grammar.vocab import Vocabulary
 
 __all__ = ["CompiledCfg", "CfgMatcher", "compile_cfg", "compile_lark", "compile_gbnf"]
+
+_STEP_BUDGET = 4096  # lexer steps one walk round makes at most (the time bound is checked between rounds)
+_FRESH_SUBTREE = 256  # trie nodes below which a walk goes on in a lexer state it made (see _walk)
 
 Encode = Callable[[bytes], list[int]]
 
@@ -140,16 +145,35 @@ class CompiledCfg(AutomatonQueries):
             if known is not None:
                 dfa.prepare_exits()
             cfg_tail, lex_tail, tails = self._sync_tails()
-            with dfa.lock:  # arrays regrown together, read together
-                trans, internal, pure_of = dfa.trans, dfa.internal, dfa.pure
-                lex_trans, lex_flags, lex_exit = dfa.lex_trans, dfa.lex_flags, dfa.lex_exit
-                pure_keys, pure_vals = dfa.pure_keys, dfa.pure_vals
-            k = _walk(
-                trie.node_byte, trie.node_depth, trie.node_end, trie.tok_start, trie.tok_end, trie.token_ids,
-                dfa.class_map, trans, internal, pure_of, lex_trans, lex_flags, lex_exit, pure_keys, pure_vals,
-                self._desc, known is not None, skipcap, hi, jobs[:k], whole, stack, keys, ins, mask, inmask, out,
-                cfg_tail, lex_tail, tails, self._next_tok,
-            )  # fmt: skip
+            # lexer steps in the walk (lex_table.step) write the automaton's lexer tables and the
+            # expression arena: only while this thread holds both, else the walk leaves them to Python
+            native = lexing.NATIVE_STEPS and dfa.lock.acquire(blocking=False)
+            if native and not self.pool.try_hold():
+                dfa.lock.release()
+                native = False
+            try:
+                with dfa.lock:  # arrays regrown together, read together
+                    trans, internal, pure_of = dfa.trans, dfa.internal, dfa.pure
+                    lex_trans, lex_flags, lex_exit = dfa.lex_trans, dfa.lex_flags, dfa.lex_exit
+                    pure_keys, pure_vals = dfa.pure_keys, dfa.pure_vals
+                    lt, synced = dfa.lex_table, len(dfa.lexstates)
+                if native:
+                    lt.reserve(64, 1024)
+                k = _walk(
+                    trie.node_byte, trie.node_depth, trie.node_end, trie.tok_start, trie.tok_end, trie.token_ids,
+                    dfa.class_map, trans, internal, pure_of, lex_trans, lex_flags, lex_exit, pure_keys, pure_vals,
+                    self._desc, known is not None, skipcap, hi, jobs[:k], whole, stack, keys, ins, mask, inmask, out,
+                    cfg_tail, lex_tail, tails, self._next_tok,
+                    native, _STEP_BUDGET if native else 0, synced, self.pool.arena, dfa.rep_bytes, lt.items, lt.off,
+                    lt.ht, lt.hdr, dfa.class_words,
+                )  # fmt: skip
+            finally:
+                if native:
+                    self.pool.let_go()
+                    try:
+                        dfa.sync_lex()
+                    finally:
+                        dfa.lock.release()
             todo = set(zip(out[:k, 1].tolist(), out[:k, 2].tolist(), out[:k, 3].tolist(), strict=True))
             for c, lexeme, cls in todo:
                 if c >= 0:
@@ -241,7 +265,8 @@ def _wider_slice(best: tuple | None, c: tuple | None) -> tuple | None:
 @numba.njit(cache=True, nogil=True)
 def _walk(node_byte, node_depth, node_end, tok_start, tok_end, token_ids, class_map, trans, internal, pure,
           lex_trans, lex_flags, lex_exit, pure_keys, pure_vals, desc, prune, skipcap, hi, jobs, whole, stack, keys,
-          ins, mask, inmask, out, cfg_tail, lex_tail, tails, next_tok):  # fmt: skip
+          ins, mask, inmask, out, cfg_tail, lex_tail, tails, next_tok, native, budget, synced, arena, reps,
+          lex_items, lex_off, lex_ht, lex_hdr, class_words):  # fmt: skip
     """Depth-first over the trie subtrees of the nodes jobs[r, 0] (the whole trie when ``whole``), the
     state before each being jobs[r, 1] (a configuration) or, when that is -1, jobs[r, 2] (lexeme mode:
     the one lexeme in flight, origin set * LEX + lexer state, of a pure configuration); one state per
@@ -260,6 +285,11 @@ def _walk(node_byte, node_depth, node_end, tok_start, tok_end, token_ids, class_
     OR-ed in and is skipped; on a path inside the starting lexeme they go to inmask too: s's lexer
     state follows from the starting one and the path alone, and the slice from the lexer state alone,
     so they are allowed in every parser context that the record serves.
+    With ``native`` (the caller holds the automaton's lock and the expression arena), an UNKNOWN
+    lexer step is made here (``lex_table.step``, at most ``budget`` of them): the walk goes on through
+    a lexeme without a round per byte. A lexer state made here (id >= ``synced``) has no slice rows
+    yet, so the walk stops before a subtree of more than ``_FRESH_SUBTREE`` nodes in it, as at an
+    UNKNOWN step: the next round, its rows known, skips what they cover.
     Returns how many were written."""
     n_out = 0
     for r in range(len(jobs)):
@@ -295,16 +325,23 @@ def _walk(node_byte, node_depth, node_end, tok_start, tok_end, token_ids, class_
             t = UNKNOWN
             if s < 0:  # lexeme mode
                 lex2 = lex_trans[lex, c]
+                if lex2 == UNKNOWN and budget > 0:
+                    budget -= 1
+                    lex2 = lex_step(arena, lex, c, reps, lex_items, lex_off, lex_ht, lex_hdr, lex_trans, lex_flags,
+                                    class_words)  # fmt: skip
                 if lex2 == UNKNOWN:
                     t = UNKNOWN
                 elif lex2 < 0 or lex_flags[lex2] & (LEX_ACCEPTS | LEX_GOES_ON) == 0:  # no lexeme: dead
                     i = node_end[i]
                     continue
                 elif lex_flags[lex2] & LEX_ACCEPTS == 0:  # the lexeme goes on, nothing else can happen
-                    stack[d] = -1
-                    keys[d] = key - lex + lex2
-                    inside = ins[d - 1] == 1
-                    t = 0
+                    if native and lex2 >= synced and node_end[i] - i > _FRESH_SUBTREE:
+                        t = UNKNOWN  # a big subtree in a state without its slice rows: the next round
+                    else:
+                        stack[d] = -1
+                        keys[d] = key - lex + lex2
+                        inside = ins[d - 1] == 1
+                        t = 0
                 else:  # it may end here: the parser's step, from the pure configuration
                     slot = pure_slot(pure_keys, key)
                     if pure_keys[slot] == key:

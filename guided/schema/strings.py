@@ -23,6 +23,7 @@ from guided.grammar.regex_ast import (
     And,
     ByteSet,
     Chars,
+    Cofinite,
     Node,
     Not,
     Repeat,
@@ -133,13 +134,16 @@ def release_lowering_memos() -> None:
 
 
 def _leave(node: dict) -> Node:
+    """The strings left once the trie is at ``node``: a ``Cofinite`` union (every string of the
+    body's characters begins one of them), so the token side serves them from the string slice."""
     kids = sorted(k for k in node if k is not None)
     other = _encode_chars(negate_ranges(tuple((ord(k), ord(k)) for k in kids)))
-    return alt(
+    out = alt(
         EPSILON if None not in node else EMPTY,
         seq(other, ANY_STRING_BODY),
         *(seq(_encode_chars(((ord(k), ord(k)),)), _leave(node[k])) for k in kids),
     )
+    return Cofinite(out.items, ANY_STRING_BODY) if out.__class__ is Alt else out
 
 
 def quoted(body: Node) -> Node:

@@ -218,3 +218,109 @@ def test_other_keys_of_a_regular_object_take_the_string_slice_and_stay_exact():
             if not len(options):
                 break
             s = g.next_state(s, int(rng.choice(options)))
+
+
+
+# keys of an open object (any string but the declared names, spelled as a trie of the names: no
+# complement), and a string value of at least one character
+TRIE_KEYS = {"type": "object", "properties": {"ab": {"type": "integer"}, "ac": {"type": "string", "minLength": 1}}}
+TRIE_TOKENS = sorted(set(byte_splits('{}"abcx:, 1é')) | {b'{"', b'"a', b'ab"', b'":', b'"ab', b'":"', b"ab", b"ac", b"cx", b"xa", b'a"'})
+TRIE_VOCAB = tiny_vocab(TRIE_TOKENS)
+
+
+def test_trie_keys_and_nonempty_strings_take_the_string_slice_and_stay_exact():
+    """Every string of string characters begins some key that is none of the declared names (the
+    trie's ``regex_ast.Cofinite`` unions; past a whole name, ``x x*``: one more character at least):
+    the keys take the string body's unbounded slice at their start, inside a name's prefix and past
+    a whole name, as the value does; the masks equal the byte-level recognizer's, token by token
+    (before, such keys had no slice: each first visit walked the whole vocabulary)."""
+    g = json_schema_to_grammar(TRIE_KEYS, key_order="any")
+    compiled = compile_cfg(TRIE_VOCAB, g, regular_fast_path=False)
+    oracle = CfgAutomaton(g)
+    for path in ((b'{"',), (b'{"', b"a"), (b'{"', b"ab"), (b'{"', b"ac", b'":"')):
+        m = compiled.matcher()
+        for tok in path:
+            assert m.accept_token(TRIE_TOKENS.index(tok)), path
+        candidate = compiled.slice_of(m.state)
+        assert candidate is not None and candidate[1] == -1, (path, candidate)
+    check_masks_on_random_paths(
+        compiled, lambda: CfgState(oracle), TRIE_TOKENS, TRIE_VOCAB, random.Random(13), 40, 10
+    )
+
+# open objects (declared keys beside any other key, values nested without bound) and arrays of strings
+NATIVE_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "departure_date": {"type": "string"},
+        "destination": {"type": "string", "maxLength": 12},
+        "passengers": {"type": "integer"},
+        "legs": {"type": "array", "items": {"type": "object", "properties": {"from": {"type": "string"}}}},
+    },
+    "required": ["destination"],
+}
+
+
+
+def _check_lexer_table(dfa) -> int:
+    """Every known lexer step, recomputed from the expressions (the derivative of each pair, EMPTY
+    dropped, the same order) and the flags and first-byte DEAD classes of each state; the flat table
+    holds each state as the Python side does. Returns the steps checked."""
+    pool, checked = dfa.pool, 0
+    assert len(dfa.lex_table) == len(dfa.lexstates)
+    for lex, state in enumerate(dfa.lexstates):
+        assert dfa.lex_table.state(lex) == state
+        acc = any(pool.nullable[e] for _, e in state)
+        cont = any(e != 1 or pool.has_bool[e] for _, e in state)
+        assert dfa.lex_flags[lex] == (1 if acc else 0) | (2 if cont else 0), state
+        if any(pool.has_bool[e] for _, e in state):
+            continue
+        first = 0
+        for _, e in state:
+            first |= pool.first[e]
+        for c in range(dfa.n_classes):
+            r = int(dfa.lex_trans[lex, c])
+            if r == -2:
+                continue
+            out = tuple((t, d) for t, e in state if (d := pool.deriv(e, dfa.reps[c])) != 0)
+            assert (dfa.lexstates[r] if r >= 0 else ()) == out, (state, c)
+            if not first & dfa.class_bits[c]:
+                assert r == -1
+            checked += 1
+    return checked
+
+def test_lexer_steps_made_in_compiled_code_are_pythons(vocab_builtin, monkeypatch):
+    """Mask walks make the lexer's steps in compiled code (``lex_table.step``) instead of going back to
+    Python for each: on the same random token paths of a real vocabulary, the masks equal those of
+    walks that leave every step to Python, and every step either made, recomputed from the
+    expressions, is the lexer's (``_check_lexer_table``)."""
+    from guided.grammar.automata import lex_table
+
+    g = json_schema_to_grammar(NATIVE_SCHEMA, key_order="any")
+    made_in_python = []
+    add = lex_table.LexTable.add
+
+    def counted(self, state, cap):
+        made_in_python.append(self)
+        return add(self, state, cap)
+
+    monkeypatch.setattr(lex_table.LexTable, "add", counted)
+    runs = {}
+    for native in (False, True):
+        monkeypatch.setattr(lex_table, "NATIVE_STEPS", native)
+        compiled = compile_cfg(vocab_builtin, g, regular_fast_path=False)
+        rng, masks = random.Random(11), []
+        for _ in range(6):
+            m = compiled.matcher()
+            for _ in range(40):
+                allowed = allowed_tokens(m, vocab_builtin)
+                masks.append(np.packbits(allowed).tobytes())
+                options = np.flatnonzero(allowed)
+                if not len(options):
+                    break
+                assert m.accept_token(int(rng.choice(options)))
+        dfa = compiled.dfa
+        runs[native] = (masks, made_in_python.count(dfa.lex_table))
+        assert _check_lexer_table(dfa) > 500
+    assert runs[True][0] == runs[False][0]
+    in_python, still_in_python = runs[False][1], runs[True][1]  # states made by the Python side
+    assert in_python > 80 and still_in_python < in_python / 4, (in_python, still_in_python)
