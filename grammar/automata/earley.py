@@ -560,13 +560,41 @@ class CfgAutomaton(StateTable):
         return self.entry(s, int(self.class_map[byte]))
 
     def walk(self, s: int, data: bytes) -> int:
-        """The configuration after data from s, or DEAD."""
-        class_map = self.class_map
+        """The configuration after data from s, or DEAD.
+
+        Where a pure configuration's one lexeme goes on without ending (a key, a string), the walk
+        steps the lexer alone (as mask walks do) and makes the configuration only where the
+        lexeme may end or the data does: a token spelling a name made one configuration per byte,
+        each a parser step in Python, for positions no mask asks about."""
+        class_map, trans, pure = self.class_map, self.trans, self.pure
+        lexeme = -1  # >= 0: in lexeme mode (origin set * LEX + lexer state); s is then stale
         for b in data:
-            t = self.trans[s, class_map[b]]
-            s = self.entry(s, int(class_map[b])) if t == UNKNOWN else t
+            c = int(class_map[b])
+            if lexeme < 0:
+                t = trans[s, c]
+                if t == UNKNOWN and pure[s] >= 0:
+                    lexeme = int(pure[s])
+                elif t == UNKNOWN:
+                    t = self.entry(s, c)
+                    trans = self.trans  # (the step may have regrown the tables)
+                    pure = self.pure
+            if lexeme >= 0:
+                lex = lexeme & (LEX - 1)
+                with self.lock:
+                    lex2 = self._lex_step(lex, c)
+                    if lex2 >= 0 and not self._lex_acc[lex2]:  # the lexeme goes on, nothing else can happen
+                        lexeme += lex2 - lex
+                        continue
+                    s = self._intern_config(False, [lexeme])  # it may end here: the parser's step
+                    t = self.entry(s, c)
+                    trans, pure = self.trans, self.pure
+                lexeme = -1
+            s = t
             if s < 0:
                 return DEAD
+        if lexeme >= 0:
+            with self.lock:
+                return self._intern_config(False, [lexeme])
         return int(s)
 
     # ------------------------------------------------------------------ bytes still needed

@@ -134,6 +134,25 @@ def test_mask_walks_make_no_configuration_inside_a_lexeme():
     assert len(dfa.lexstates) > 6  # the walks did step through the lexemes' insides
 
 
+def test_token_walks_make_no_configuration_inside_a_lexeme():
+    """Accepting a token (and the run-time checks' simulations) walks it through the lexer alone
+    while the lexeme in flight cannot end: one configuration where the bytes stop, not one per
+    byte; and that configuration is the one a step per byte reaches."""
+    g = parse_lark(LEXEME_GRAMMAR)
+    dfa = compile_cfg(LEXEME_VOCAB, g, regular_fast_path=False).dfa
+    for opener in (b"[", b"{"):
+        s = dfa.walk(0, opener)
+        for data in (b"xabcdab", b"xab", b"abcdcd", b"xabcdy;"):
+            before = dfa.n_states
+            got = dfa.walk(s, data)
+            made = dfa.n_states - before
+            ref = s
+            for b in data:  # the reference: the parser's step at every byte
+                ref = dfa.entry(ref, int(dfa.class_map[b]))
+            assert got == ref >= 0, (opener, data)
+            if data.startswith(b"x") and not data.endswith(b";"):  # inside WORD, which only y ends
+                assert made <= 1, (opener, data, made)
+
 def test_threads_walking_one_cold_grammar_get_the_serial_masks():
     """Eight threads fill masks of one context-free grammar from cold at once (lexer states,
     configurations and the pure table grow under them); every mask equals the one a lone thread
