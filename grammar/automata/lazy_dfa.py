@@ -36,6 +36,21 @@ __all__ = ["LazyDFA", "DEAD", "warm_up_core"]
 DEAD = -1
 UNKNOWN = -2  # a transition not computed yet (rows may be partly filled by single steps)
 WORK_FACTOR = 4  # all lazy work of one automaton: at most this many step bounds (timeout_s)
+NATIVE_ROWS = True  # mask walks build rows in compiled code (False: every round's rows in Python's call)
+
+
+class NativeRows:
+    """What a compiled trie walk needs to build rows itself (see ``LazyDFA.native_rows``)."""
+
+    __slots__ = ("arena", "reps", "class_of", "column", "exprs", "trans", "computed", "accepting", "counts",
+                 "deadline", "search_budget")  # fmt: skip
+
+    def __init__(self, dfa: LazyDFA, deadline: int, search_budget: int):
+        self.arena, self.reps, self.class_of = dfa.pool.arena, dfa._rep_words, dfa.class_map
+        self.column, self.exprs, self.trans = dfa._column, dfa.exprs, dfa.trans
+        self.computed, self.accepting = dfa.computed, dfa.accepting
+        self.counts = np.array([0, dfa._n, dfa.max_states], dtype=np.int64)
+        self.deadline, self.search_budget = deadline, search_budget
 
 
 class LazyDFA(StateTable):
@@ -151,6 +166,35 @@ class LazyDFA(StateTable):
                 else:
                     pool._grow_or_raise(r)  # raises: LIMIT or DEEP (FULL grows in compiled code)
             pool._checked = pool._work
+
+    @contextmanager
+    def native_rows(self):
+        """Rows built inside a mask walk (``dfa_rows.rows`` called from the compiled trie walk, as
+        ``materialize_many`` calls it), where this thread can hold the automaton and its pool's arena
+        at once: yields ``NativeRows`` (the arrays; the walk puts back the arena it may have grown)
+        or None, and takes the walk's states in after it. Bounded and counted as
+        ``materialize_many``'s work; what the walk leaves (a search past its first budget, full
+        arrays, the deadline) goes through ``materialize_many`` at the next round."""
+        pool = self.pool
+        if not NATIVE_ROWS or not self.lock.acquire(blocking=False):
+            yield None
+            return
+        try:
+            if not pool.try_hold():
+                yield None
+                return
+            try:
+                with pool.bound.limit(self.timeout_s, "computing automaton states"), self._timed():
+                    job = NativeRows(self, core.deadline_cycles(pool.bound.remaining()),
+                                     min(FIRST_TRY, pool.emptiness.budget))  # fmt: skip
+                    yield job
+                    pool.arena = job.arena
+                    self._n = int(job.counts[1])
+            finally:
+                pool.let_go()
+            pool._checked = pool._work
+        finally:
+            self.lock.release()
 
     def _materialize(self, s: int) -> None:
         """The row of state s: one compiled call derives e once per derivative class it tells apart

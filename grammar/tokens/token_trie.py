@@ -10,6 +10,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from guided.grammar.automata.derivative_classes import MAX_HEADS
+from guided.grammar.automata.dfa_rows import rows
+
 __all__ = ["TokenTrie", "trie_parents", "descendant_bytes", "next_tokens"]
 
 
@@ -44,10 +47,12 @@ class TokenTrie:
         """Run the numba walk once on no jobs (JIT compilation or a cache load, outside any mask)."""
         i32, no_jobs = np.int32, np.zeros(0, dtype=np.int32)
         stacks, cont = np.zeros((0, 2), dtype=i32), np.zeros(0, dtype=np.uint8)
+        i64, u8 = np.zeros(4, dtype=np.int64), np.zeros(1, dtype=np.uint8)
         _walk_batch(
             self.node_byte, self.node_depth, self.node_end, self.tok_start, self.tok_end, self.token_ids,
             np.zeros(256, dtype=i32), np.zeros((1, 1), dtype=i32), np.ones(1, dtype=np.uint8), no_jobs, no_jobs,
             stacks, cont, no_jobs, no_jobs, stacks, cont, np.zeros(1, dtype=np.uint32), self.no_skip, -1,
+            False, 0, i64, i64, MAX_HEADS, np.zeros(1, dtype=i32), i64, u8, i64, -1, 0, i64,
         )  # fmt: skip
 
     @property
@@ -69,16 +74,21 @@ class TokenTrie:
         jobs_end = np.array([self.n_nodes], dtype=np.int32)
         jobs_stack = stack[None, :].copy()
         jobs_cont = np.zeros(1, dtype=np.uint8)
+        todo = np.zeros(1, dtype=np.int64)
         while len(jobs_node):
             out_node = np.empty(_BATCH, dtype=np.int32)
             out_end = np.empty(_BATCH, dtype=np.int32)
             out_stack = np.empty((_BATCH, width), dtype=np.int32)
             out_cont = np.empty(_BATCH, dtype=np.uint8)
-            n_out, n_done = _walk_batch(
-                self.node_byte, self.node_depth, self.node_end, self.tok_start, self.tok_end, self.token_ids,
-                dfa.class_map, dfa.trans, dfa.computed, jobs_node, jobs_end, jobs_stack, jobs_cont,
-                out_node, out_end, out_stack, out_cont, mask, skipcap, hi,
-            )  # fmt: skip
+            with dfa.native_rows() as rows:  # rows built by the walk itself, where it may
+                a = rows if rows is not None else _Idle(dfa)
+                n_out, n_done, a.arena = _walk_batch(
+                    self.node_byte, self.node_depth, self.node_end, self.tok_start, self.tok_end, self.token_ids,
+                    a.class_of, a.trans, a.computed, jobs_node, jobs_end, jobs_stack, jobs_cont,
+                    out_node, out_end, out_stack, out_cont, mask, skipcap, hi,
+                    rows is not None, _ROW_BUDGET, a.arena, a.reps, MAX_HEADS, a.column, a.exprs, a.accepting,
+                    a.counts, a.deadline, a.search_budget, todo,
+                )  # fmt: skip
             depth = self.node_depth[out_node[:n_out]]
             dfa.materialize_many(np.unique(out_stack[np.arange(n_out), depth - 1]).tolist())
             # out holds the set-aside subtrees, then (if it filled up) where the walk stopped
@@ -89,6 +99,18 @@ class TokenTrie:
 
 
 _BATCH = 1024
+_ROW_BUDGET = 4096  # rows one walk round builds at most (the time bound is checked between rounds)
+
+
+class _Idle:
+    """The automaton's arrays for a walk that builds no rows (another thread holds the automaton)."""
+
+    def __init__(self, dfa):
+        self.arena, self.reps, self.class_of = dfa.pool.arena, dfa._rep_words, dfa.class_map
+        self.column, self.exprs, self.trans = dfa._column, dfa.exprs, dfa.trans
+        self.computed, self.accepting = dfa.computed, dfa.accepting
+        self.counts = np.zeros(3, dtype=np.int64)
+        self.deadline, self.search_budget = -1, 0
 
 
 @numba.njit(cache=True)
@@ -134,12 +156,16 @@ def _build(data, offsets, lcp):
 @numba.njit(cache=True, nogil=True)
 def _walk_batch(node_byte, node_depth, node_end, tok_start, tok_end, token_ids, class_map, trans, computed,
                 jobs_node, jobs_end, jobs_stack, jobs_cont, out_node, out_end, out_stack, out_cont, mask, skipcap,
-                hi):  # fmt: skip
+                hi, native, budget, arena, reps, max_heads, column, exprs, accepting, counts, deadline,
+                search_budget, todo):  # fmt: skip
     """Walk each job's node range [jobs_node[j], jobs_end[j]) from its stack of states (one per depth).
 
     A node whose parent state has no row yet sets its remaining siblings aside in out (with the
-    stack). Returns (entries in out, jobs finished); when out fills up, the last entry is the
-    unfinished rest of the current job and the jobs after it are left for the caller.
+    stack), unless ``native`` (the caller holds the automaton and its arena: ``LazyDFA.native_rows``)
+    and the row is built here (``dfa_rows.rows``, at most ``budget`` of them): a row it cannot build
+    (full arrays, a search past its first budget, the deadline) is set aside the same way. Returns
+    (entries in out, jobs finished, the arena: grown here when it was full); when out fills up, the
+    last entry is the unfinished rest of the current job and the jobs after it are left for the caller.
     """
     cap = out_node.shape[0]
     width = jobs_stack.shape[1]
@@ -166,13 +192,19 @@ def _walk_batch(node_byte, node_depth, node_end, tok_start, tok_end, token_ids, 
                 continue
             d = node_depth[i]
             s = stack[d - 1]
+            if computed[s] == 0 and native and budget > 0 and s < len(computed):
+                budget -= 1
+                todo[0] = s
+                counts[0] = 0
+                _, arena = rows(arena, todo, reps, class_map, max_heads, column, exprs, trans, computed, accepting,
+                                counts, deadline, search_budget)  # fmt: skip
             if computed[s] == 0:
                 if n_out >= cap - 1:  # keep the last slot for the rest of this job
                     out_node[n_out] = i
                     out_end[n_out] = stop
                     out_stack[n_out, :] = stack
                     out_cont[n_out] = 1
-                    return n_out + 1, j + 1
+                    return n_out + 1, j + 1, arena
                 out_node[n_out] = i
                 out_end[n_out] = ends[d - 1]
                 out_stack[n_out, :] = stack
@@ -190,7 +222,7 @@ def _walk_batch(node_byte, node_depth, node_end, tok_start, tok_end, token_ids, 
                 tid = token_ids[k]
                 mask[tid >> 5] |= np.uint32(1) << np.uint32(tid & 31)
             i += 1
-    return n_out, len(jobs_node)
+    return n_out, len(jobs_node), arena
 
 
 @numba.njit(cache=True)

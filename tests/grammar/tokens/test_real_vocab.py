@@ -123,3 +123,39 @@ def test_padded_vocabulary_never_allows_padding(vocab_builtin):
     ascii_ids = [i for i, t in enumerate(vocab_builtin.tokens) if t and t.isascii() and not vocab_builtin.special[i]]
     assert allowed[ascii_ids].all()
     assert not allowed[np.flatnonzero(vocab_builtin.special)].any() or m.is_accepting()
+
+
+def test_regular_mask_walks_build_rows_in_compiled_code(vocab_llama3, monkeypatch):
+    """The trie walk of a regular grammar builds the rows it meets itself (``LazyDFA.native_rows``)
+    instead of stopping for a round per layer of new states: on random paths through a pattern with
+    many states, every mask equals the one built with every row in Python's ``materialize_many``,
+    and a mask takes about one walk round instead of three."""
+    from guided.grammar import GrammarCompiler as Compiler
+    from guided.grammar.automata import lazy_dfa
+    from guided.grammar.tokens import token_trie
+
+    pattern = r"[a-z]{2,30}@(example|sample|test)\.(com|org|net)( [A-Z][a-z]{0,12}){0,4}"
+    from guided.grammar.tokens.compiled import CompiledGrammar
+
+    walk, rounds, computed = token_trie._walk_batch, [], []
+    monkeypatch.setattr(token_trie, "_walk_batch", lambda *a: rounds.append(1) or walk(*a))
+    compute = CompiledGrammar._compute_mask
+    monkeypatch.setattr(CompiledGrammar, "_compute_mask", lambda self, s: computed.append(1) or compute(self, s))
+    runs = {}
+    for native in (False, True):
+        monkeypatch.setattr(lazy_dfa, "NATIVE_ROWS", native)
+        compiled = Compiler(vocab_llama3, cache_size=1).compile_regex(pattern)
+        rng, masks, rounds[:], computed[:] = np.random.default_rng(4), [], [], []
+        for _ in range(8):
+            m = compiled.matcher()
+            for _ in range(12):
+                allowed = m.allowed_tokens()
+                masks.append(np.packbits(allowed).tobytes())
+                options = np.flatnonzero(allowed[: vocab_llama3.size])
+                options = options[options != vocab_llama3.eos_ids[0]]
+                if not len(options):
+                    break
+                assert m.accept_token(int(rng.choice(options)))
+        runs[native] = (masks, len(rounds) / len(computed))
+    assert runs[True][0] == runs[False][0]
+    assert runs[False][1] > 2.5 and runs[True][1] < 1.3, (runs[False][1], runs[True][1])  # rounds per mask
