@@ -159,3 +159,46 @@ def test_regular_mask_walks_build_rows_in_compiled_code(vocab_llama3, monkeypatc
         runs[native] = (masks, len(rounds) / len(computed))
     assert runs[True][0] == runs[False][0]
     assert runs[False][1] > 2.5 and runs[True][1] < 1.3, (runs[False][1], runs[True][1])  # rounds per mask
+
+
+def test_threads_filling_one_cold_regular_grammar_get_the_serial_masks(vocab_llama3):
+    """Eight threads fill masks of one cold regular grammar at once: the walks that hold the
+    automaton build rows in compiled code, the others set them aside for Python, and every mask
+    equals the one a lone thread computed on its own copy."""
+    import threading
+
+    from guided.grammar import GrammarCompiler as Compiler
+
+    pattern = r"[a-z]{2,30}@(example|sample|test)\.(com|org|net)( [A-Z][a-z]{0,12}){0,4}"
+    serial = Compiler(vocab_llama3, cache_size=1).compile_regex(pattern)
+    rng, paths = np.random.default_rng(7), []
+    for _ in range(8):
+        m, path = serial.matcher(), []
+        for _ in range(10):
+            allowed = m.allowed_tokens()
+            options = np.flatnonzero(allowed[: vocab_llama3.size])
+            options = options[options != vocab_llama3.eos_ids[0]]
+            if not len(options):
+                break
+            tid = int(rng.choice(options))
+            path.append((allowed, tid))
+            assert m.accept_token(tid)
+        paths.append(path)
+    shared = Compiler(vocab_llama3, cache_size=1).compile_regex(pattern)
+    errors: list = []
+
+    def run(path):
+        try:
+            m = shared.matcher()
+            for allowed, tid in path:
+                assert np.array_equal(m.allowed_tokens(), allowed)
+                assert m.accept_token(tid)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(p,)) for p in paths]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads) and not errors, errors[:1]
