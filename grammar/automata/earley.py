@@ -33,14 +33,12 @@ from guided.errors import GrammarError, LimitError
 from guided.grammar.automata import lex_table as lexing
 from guided.grammar.automata.end_bytes import ALL_BYTES, last_bytes
 from guided.grammar.automata.expr_pool import EMPTY_ID, EPS_ID, ExprPool, byte_classes
-from guided.grammar.automata.lex_table import LEX_ACCEPTS, LEX_GOES_ON, LexTable
+from guided.grammar.automata.lex_table import DEAD, LEX_ACCEPTS, LEX_GOES_ON, UNKNOWN, LexTable
 from guided.grammar.automata.state_table import StateTable, grown
 from guided.grammar.cfg_ir import CfgGrammar
 
 __all__ = ["CfgAutomaton", "DEAD", "UNKNOWN", "LEX", "LEX_ACCEPTS", "LEX_GOES_ON", "pure_slot"]
 
-DEAD = -1
-UNKNOWN = -2  # a transition not computed yet
 COMPLETE = 1 << 30  # next_sym of an item whose dot is at the end
 _FILL = {"trans": UNKNOWN, "computed": 0, "accepting": 0, "internal": 0, "pure": -1,
          "lex_trans": UNKNOWN, "lex_flags": 0, "lex_exit": ~np.uint64(0)}  # fmt: skip
@@ -275,7 +273,7 @@ class CfgAutomaton(StateTable):
                 self._grow(("lex_trans", "lex_flags", "lex_exit"))
             acc = tuple(t for t, e in state if self.pool.nullable[e])
             cont = any(self._can_continue(e) for _, e in state)
-            self.lex_table.add(state, len(self.lex_flags))
+            self.lex_table.add(state)
             self.lexstates.append(state)
             self._lex_acc.append(acc)
             self._lex_cont.append(cont)

@@ -28,7 +28,7 @@ from guided.grammar.automata.utf8 import utf8_sequences
 from guided.grammar.automata.work_bound import WorkBound
 from guided.grammar.regex_ast import Alt, And, ByteSet, Chars, Cofinite, Node, Not, Repeat, Seq, any_string
 
-__all__ = ["ExprPool", "EMPTY_ID", "EPS_ID", "intern_common"]
+__all__ = ["ExprPool", "EMPTY_ID", "EPS_ID", "intern_common", "class_size"]
 
 EMPTY_ID, EPS_ID = 0, 1
 K_EMPTY, K_EPS, K_BYTES, K_CAT, K_OR, K_AND, K_NOT, K_REP = range(8)
@@ -66,6 +66,11 @@ def intern_common(nodes, char_units=()) -> None:
         for x in pool.char_units:
             pool.widest_class_in(x)
         _common = pool
+
+
+def class_size(key: tuple) -> int:
+    """How many characters (or bytes) a ``char_class`` key holds."""
+    return sum(hi - lo + 1 for lo, hi in key[1])
 
 
 class ExprPool:
@@ -194,7 +199,7 @@ class ExprPool:
             return memo[x]
         best, size = None, -1
         for cx, key in self.char_class.items() if self.kind[x] == K_OR else ():
-            n = sum(hi - lo + 1 for lo, hi in key[1])
+            n = class_size(key)
             if n > size and self.class_within(cx, x):
                 best, size = cx, n
         memo[x] = best

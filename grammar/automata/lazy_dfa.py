@@ -40,12 +40,14 @@ NATIVE_ROWS = True  # mask walks build rows in compiled code (False: every round
 
 
 class NativeRows:
-    """What a compiled trie walk needs to build rows itself (see ``LazyDFA.native_rows``)."""
+    """What a compiled trie walk needs to build rows itself (see ``LazyDFA.native_rows``); with
+    ``native`` False the walk only reads the arrays and builds no row."""
 
-    __slots__ = ("arena", "reps", "class_of", "column", "exprs", "trans", "computed", "accepting", "counts",
-                 "deadline", "search_budget")  # fmt: skip
+    __slots__ = ("native", "arena", "reps", "class_of", "column", "exprs", "trans", "computed", "accepting",
+                 "counts", "deadline", "search_budget")  # fmt: skip
 
-    def __init__(self, dfa: LazyDFA, deadline: int, search_budget: int):
+    def __init__(self, dfa: LazyDFA, native: bool, deadline: int = -1, search_budget: int = 0):
+        self.native = native
         self.arena, self.reps, self.class_of = dfa.pool.arena, dfa._rep_words, dfa.class_map
         self.column, self.exprs, self.trans = dfa._column, dfa.exprs, dfa.trans
         self.computed, self.accepting = dfa.computed, dfa.accepting
@@ -171,21 +173,21 @@ class LazyDFA(StateTable):
     def native_rows(self):
         """Rows built inside a mask walk (``dfa_rows.rows`` called from the compiled trie walk, as
         ``materialize_many`` calls it), where this thread can hold the automaton and its pool's arena
-        at once: yields ``NativeRows`` (the arrays; the walk puts back the arena it may have grown)
-        or None, and takes the walk's states in after it. Bounded and counted as
+        at once: yields ``NativeRows`` (the arrays; the walk puts back the arena it may have grown;
+        ``native`` False where the thread cannot), and takes the walk's states in after it. Bounded and counted as
         ``materialize_many``'s work; what the walk leaves (a search past its first budget, full
         arrays, the deadline) goes through ``materialize_many`` at the next round."""
         pool = self.pool
         if not NATIVE_ROWS or not self.lock.acquire(blocking=False):
-            yield None
+            yield NativeRows(self, False)
             return
         try:
             if not pool.try_hold():
-                yield None
+                yield NativeRows(self, False)
                 return
             try:
                 with pool.bound.limit(self.timeout_s, "computing automaton states"), self._timed():
-                    job = NativeRows(self, core.deadline_cycles(pool.bound.remaining()),
+                    job = NativeRows(self, True, core.deadline_cycles(pool.bound.remaining()),
                                      min(FIRST_TRY, pool.emptiness.budget))  # fmt: skip
                     yield job
                     pool.arena = job.arena

@@ -23,7 +23,7 @@ from guided.grammar.automata import expr_core as core
 from guided.grammar.automata.expr_pool import ExprPool
 from guided.grammar.regex_ast import literal
 
-__all__ = ["LexTable", "step", "warm_up", "LEX_ACCEPTS", "LEX_GOES_ON", "TERM_SHIFT", "NATIVE_STEPS"]
+__all__ = ["LexTable", "step", "warm_up", "DEAD", "UNKNOWN", "LEX_ACCEPTS", "LEX_GOES_ON", "TERM_SHIFT", "NATIVE_STEPS"]
 
 NATIVE_STEPS = True  # lexer steps in compiled code (False: every one in Python, as a reference for tests)
 
@@ -31,7 +31,8 @@ LEX_ACCEPTS = 1  # lex_flags: some terminal of the lexer state accepts here
 LEX_GOES_ON = 2  # lex_flags: some terminal of the lexer state can take another byte
 TERM_SHIFT = 32  # an item: terminal << TERM_SHIFT | expression
 _EXPR = (1 << TERM_SHIFT) - 1
-_DEAD, _UNKNOWN = -1, -2  # as earley.DEAD and earley.UNKNOWN (which import from here)
+DEAD = -1  # a transition to no state
+UNKNOWN = -2  # a transition not computed yet
 
 
 class LexTable:
@@ -46,11 +47,10 @@ class LexTable:
     def __len__(self) -> int:
         return int(self.hdr[0])
 
-    def add(self, state: tuple, states_cap: int) -> int:
-        """Record a state Python made (new: not in the table), as the next id; ``states_cap``: rows of
-        the automaton's per-state tables, which the caller has grown."""
+    def add(self, state: tuple) -> int:
+        """Record a state Python made (new: not in the table), as the next id."""
         buf = np.array([t << TERM_SHIFT | e for t, e in state], dtype=np.int64)
-        self._room(len(buf))
+        self.reserve(1, len(buf))
         slot = find(self.items, self.off, self.ht, buf, len(buf))
         if slot >= 0:
             raise AssertionError(f"internal: lexer state {state!r} recorded twice")
@@ -76,9 +76,6 @@ class LexTable:
             _rehash(self.items, self.off, n, ht)
             self.ht = ht
 
-    def _room(self, n: int) -> None:
-        self.reserve(1, n)
-
 
 def warm_up() -> None:
     """Call the table's compiled functions from Python once, with the argument types the automaton
@@ -88,8 +85,8 @@ def warm_up() -> None:
     e = pool.intern(literal("ab"))
     table = LexTable()
     for i in range(len(table.off)):
-        table.add(((1, e + i),), 1 << 20)
-    lex_trans = np.full((len(table), 2), _UNKNOWN, dtype=np.int32)
+        table.add(((1, e + i),))
+    lex_trans = np.full((len(table), 2), UNKNOWN, dtype=np.int32)
     words = np.zeros((2, 4), dtype=np.int64)
     words[0, ord("a") >> 6] = 1 << (ord("a") & 63)
     pool.call(step, 0, 0, np.array([ord("a"), 0], dtype=np.int64), table.items, table.off, table.ht, table.hdr,
@@ -169,21 +166,21 @@ def step(a, lex, c, reps, items, off, ht, hdr, lex_trans, lex_flags, class_words
         x = items[k]
         e = x & _EXPR
         if core._hasb(a, e):
-            return _UNKNOWN
+            return UNKNOWN
         d = core.deriv(a, e, b)
         if d < 0:
-            return _UNKNOWN
+            return UNKNOWN
         if d != 0:  # not EMPTY (an intersection-free expression other than EMPTY is live)
             buf[n] = x - e + d
             n += 1
     if n == 0:
-        r = _DEAD
+        r = DEAD
     else:
         r = find(items, off, ht, buf, n)
         if r < 0:
             s = hdr[0]
             if s >= lex_trans.shape[0] or s + 2 > len(off) or off[s] + n > len(items) or 2 * (s + 1) > len(ht):
-                return _UNKNOWN
+                return UNKNOWN
             r = _add(items, off, ht, hdr, buf, n, -1 - r)
             flags = 0
             f0 = f1 = f2 = f3 = 0
@@ -202,6 +199,6 @@ def step(a, lex, c, reps, items, off, ht, hdr, lex_trans, lex_flags, class_words
             for c2 in range(lex_trans.shape[1]):
                 w = class_words[c2]
                 if (w[0] & f0) | (w[1] & f1) | (w[2] & f2) | (w[3] & f3) == 0:
-                    lex_trans[r, c2] = _DEAD
+                    lex_trans[r, c2] = DEAD
     lex_trans[lex, c] = r
     return r

@@ -4,16 +4,19 @@ A state ``X{lo,hi} rest`` (or a union with such a live branch), X a character cl
 (``ExprPool.char_class``), allows every token made of at most hi X-characters whatever ``rest`` is;
 ``slice_candidate`` finds (X, hi) so the token side can use the precomputed ``tokens.slices.Slice``.
 
-So does ``x x{lo,hi} rest`` (at most hi + 1), x of the class X (a string of at least one character
-once its first is split off), and ``C rest`` where C was interned from a ``regex_ast.Cofinite`` union (all but finitely many
-X-strings: an object's other keys, spelled as a trie of the names), and so does ``(Y1{lo,} & ... & ~F1 & ...) rest``, X within every Yi and every Fi finite (an object's
-other keys: any string but the declared names): after any X-string, the Yi still take every
-X-string and the Fi exclude finitely many, so infinitely many strings remain.
+So do three other forms, each of which every X-string begins:
+- ``x x{lo,hi} rest`` (at most hi + 1 characters), x of the class X: a string of at least one
+  character once the derivative split off its first;
+- ``C rest`` where C was interned from a ``regex_ast.Cofinite`` union: an object's other keys spelled
+  as a trie of the declared names, all but finitely many X-strings;
+- ``(Y1{lo,} & ... & ~F1 & ...) rest``, X within every Yi and every Fi finite (the same keys spelled
+  with complements): after any X-string, the Yi still take every X-string and the Fi exclude
+  finitely many, so infinitely many strings remain.
 """
 
 from __future__ import annotations
 
-from guided.grammar.automata.expr_pool import INF, K_AND, K_CAT, K_NOT, K_OR, K_REP, ExprPool
+from guided.grammar.automata.expr_pool import INF, K_AND, K_CAT, K_NOT, K_OR, K_REP, ExprPool, class_size
 
 __all__ = ["slice_candidate", "wider"]
 
@@ -90,7 +93,7 @@ def _intersection_form(pool: ExprPool, e: int):
             return None
         items.append(x)
         classes.add(cx)
-    for cx in sorted(classes, key=lambda c: _class_size(pool.char_class[c])):  # the narrowest within every item
+    for cx in sorted(classes, key=lambda c: class_size(pool.char_class[c])):  # the narrowest within every item
         if all(x == cx or (pool.kind[x] == K_OR and pool.class_within(cx, x)) for x in items):
             return pool.char_class[cx], INF
     return None
@@ -113,10 +116,6 @@ def _finite(pool: ExprPool, e: int) -> bool:
         r = True  # bytes, the empty string, nothing
     memo[e] = r
     return r
-
-
-def _class_size(key: tuple) -> int:
-    return sum(hi - lo + 1 for lo, hi in key[1])
 
 
 def wider(a: int, b: int) -> bool:

@@ -80,13 +80,12 @@ class TokenTrie:
             out_end = np.empty(_BATCH, dtype=np.int32)
             out_stack = np.empty((_BATCH, width), dtype=np.int32)
             out_cont = np.empty(_BATCH, dtype=np.uint8)
-            with dfa.native_rows() as rows:  # rows built by the walk itself, where it may
-                a = rows if rows is not None else _Idle(dfa)
+            with dfa.native_rows() as a:  # rows built by the walk itself, where it may
                 n_out, n_done, a.arena = _walk_batch(
                     self.node_byte, self.node_depth, self.node_end, self.tok_start, self.tok_end, self.token_ids,
                     a.class_of, a.trans, a.computed, jobs_node, jobs_end, jobs_stack, jobs_cont,
                     out_node, out_end, out_stack, out_cont, mask, skipcap, hi,
-                    rows is not None, _ROW_BUDGET, a.arena, a.reps, MAX_HEADS, a.column, a.exprs, a.accepting,
+                    a.native, _ROW_BUDGET, a.arena, a.reps, MAX_HEADS, a.column, a.exprs, a.accepting,
                     a.counts, a.deadline, a.search_budget, todo,
                 )  # fmt: skip
             depth = self.node_depth[out_node[:n_out]]
@@ -100,17 +99,6 @@ class TokenTrie:
 
 _BATCH = 1024
 _ROW_BUDGET = 4096  # rows one walk round builds at most (the time bound is checked between rounds)
-
-
-class _Idle:
-    """The automaton's arrays for a walk that builds no rows (another thread holds the automaton)."""
-
-    def __init__(self, dfa):
-        self.arena, self.reps, self.class_of = dfa.pool.arena, dfa._rep_words, dfa.class_map
-        self.column, self.exprs, self.trans = dfa._column, dfa.exprs, dfa.trans
-        self.computed, self.accepting = dfa.computed, dfa.accepting
-        self.counts = np.zeros(3, dtype=np.int64)
-        self.deadline, self.search_budget = -1, 0
 
 
 @numba.njit(cache=True)

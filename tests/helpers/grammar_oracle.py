@@ -4,6 +4,7 @@ and tiny hand-built vocabularies."""
 from __future__ import annotations
 
 import itertools
+import threading
 
 import interegular
 import numpy as np
@@ -157,6 +158,41 @@ def check_masks_on_random_paths(compiled, new_state, tokens, vocab, rng, walks: 
             tid = int(rng.choice(options))
             assert m.accept_token(tid) and state.feed_bytes(tokens[tid])
 
+
+def check_threads_get_serial_masks(serial, shared, allowed_of, choose, walks: int = 8, steps: int = 12,
+                                   join_s: float = 60) -> None:  # fmt: skip
+    """Record ``walks`` random paths of up to ``steps`` tokens through ``serial``'s matcher (at each
+    step the mask ``allowed_of(matcher)`` and the token ``choose(mask)`` picks, None to stop), then
+    replay them at once, one thread each, on ``shared`` (another copy of the grammar, cold): every
+    mask equals the one recorded."""
+    paths = []
+    for _ in range(walks):
+        m, path = serial.matcher(), []
+        for _ in range(steps):
+            allowed = allowed_of(m)
+            tid = choose(allowed)
+            if tid is None:
+                break
+            path.append((allowed, tid))
+            assert m.accept_token(tid)
+        paths.append(path)
+    errors: list = []
+
+    def run(path):
+        try:
+            m = shared.matcher()
+            for allowed, tid in path:
+                assert np.array_equal(allowed_of(m), allowed)
+                assert m.accept_token(tid)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(p,)) for p in paths]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(join_s)
+    assert not any(t.is_alive() for t in threads) and not errors, errors[:1]
 
 def live_by_whole_search(pool: ExprPool, e: int) -> bool:
     """The reference: breadth-first over every derivative of e (no structure), live iff a nullable

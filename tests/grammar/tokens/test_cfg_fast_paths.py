@@ -5,11 +5,16 @@ recognizer of a separate automaton on a tiny vocabulary, token by token."""
 from __future__ import annotations
 
 import random
-import threading
 
 import numpy as np
 import pytest
-from grammar_oracle import allowed_tokens, byte_splits, check_masks_on_random_paths, tiny_vocab
+from grammar_oracle import (
+    allowed_tokens,
+    byte_splits,
+    check_masks_on_random_paths,
+    check_threads_get_serial_masks,
+    tiny_vocab,
+)
 
 from guided.grammar import GrammarCompiler
 from guided.grammar.automata.cfg_recognizer import CfgState
@@ -159,37 +164,15 @@ def test_threads_walking_one_cold_grammar_get_the_serial_masks():
     computed on its own copy."""
     g = parse_lark(LEXEME_GRAMMAR)
     rng = random.Random(3)
-    serial = compile_cfg(LEXEME_VOCAB, g, regular_fast_path=False)
-    paths = []
-    for _ in range(8):
-        m, path = serial.matcher(), []
-        for _ in range(12):
-            allowed = allowed_tokens(m, LEXEME_VOCAB)
-            options = np.flatnonzero(allowed[: len(LEXEME_TOKENS)])
-            if not len(options):
-                break
-            tid = int(rng.choice(options))
-            path.append((allowed, tid))
-            assert m.accept_token(tid)
-        paths.append(path)
-    shared = compile_cfg(LEXEME_VOCAB, g, regular_fast_path=False)
-    errors: list = []
 
-    def run(path):
-        try:
-            m = shared.matcher()
-            for allowed, tid in path:
-                assert np.array_equal(allowed_tokens(m, LEXEME_VOCAB), allowed)
-                assert m.accept_token(tid)
-        except Exception as e:  # pragma: no cover - reported below
-            errors.append(e)
+    def choose(allowed):
+        options = np.flatnonzero(allowed[: len(LEXEME_TOKENS)])
+        return int(rng.choice(options)) if len(options) else None
 
-    threads = [threading.Thread(target=run, args=(p,)) for p in paths]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert not any(t.is_alive() for t in threads) and not errors, errors[:1]
+    check_threads_get_serial_masks(
+        compile_cfg(LEXEME_VOCAB, g, regular_fast_path=False), compile_cfg(LEXEME_VOCAB, g, regular_fast_path=False),
+        lambda m: allowed_tokens(m, LEXEME_VOCAB), choose,
+    )
 
 
 # an object whose other keys are any string but its names (``X* & ~"ab" & ~"a_c"``, as protobuf's JSON
@@ -318,9 +301,9 @@ def test_lexer_steps_made_in_compiled_code_are_pythons(vocab_builtin, monkeypatc
     made_in_python = []
     add = lex_table.LexTable.add
 
-    def counted(self, state, cap):
+    def counted(self, state):
         made_in_python.append(self)
-        return add(self, state, cap)
+        return add(self, state)
 
     monkeypatch.setattr(lex_table.LexTable, "add", counted)
     runs = {}

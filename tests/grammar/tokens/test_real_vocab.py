@@ -7,10 +7,14 @@ import re
 
 import numpy as np
 import pytest
+from grammar_oracle import check_threads_get_serial_masks
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from guided.grammar import GrammarCompiler
+from guided.grammar.automata import lazy_dfa
+from guided.grammar.tokens import token_trie
+from guided.grammar.tokens.compiled import CompiledGrammar
 
 PATTERNS = [
     r'"[^"\\\x00-\x1f]{0,40}"',
@@ -24,6 +28,8 @@ PATTERNS = [
     r"(true|false|null)",
 ]
 TEXT = st.characters(exclude_categories=["Cs"])
+# a pattern whose automaton has many states (rows a mask walk meets on its first visits)
+MANY_STATES = r"[a-z]{2,30}@(example|sample|test)\.(com|org|net)( [A-Z][a-z]{0,12}){0,4}"
 
 
 def _compiler(vocab, cache={}):  # noqa: B006 - one compiler per vocabulary for the session
@@ -103,8 +109,6 @@ def _check_against_brute_force(compiled, state, allowed: np.ndarray) -> None:
     ],
 )
 def test_trie_walk_equals_brute_force_llama3(vocab_llama3, pattern, prefix, monkeypatch):
-    from guided.grammar.tokens import token_trie
-
     if "x00" in pattern:
         monkeypatch.setattr(token_trie, "_BATCH", 3)  # the walk's set-aside buffer overflows all the time
     compiled = _compiler(vocab_llama3).compile_regex(pattern)
@@ -130,13 +134,6 @@ def test_regular_mask_walks_build_rows_in_compiled_code(vocab_llama3, monkeypatc
     instead of stopping for a round per layer of new states: on random paths through a pattern with
     many states, every mask equals the one built with every row in Python's ``materialize_many``,
     and a mask takes about one walk round instead of three."""
-    from guided.grammar import GrammarCompiler as Compiler
-    from guided.grammar.automata import lazy_dfa
-    from guided.grammar.tokens import token_trie
-
-    pattern = r"[a-z]{2,30}@(example|sample|test)\.(com|org|net)( [A-Z][a-z]{0,12}){0,4}"
-    from guided.grammar.tokens.compiled import CompiledGrammar
-
     walk, rounds, computed = token_trie._walk_batch, [], []
     monkeypatch.setattr(token_trie, "_walk_batch", lambda *a: rounds.append(1) or walk(*a))
     compute = CompiledGrammar._compute_mask
@@ -144,7 +141,7 @@ def test_regular_mask_walks_build_rows_in_compiled_code(vocab_llama3, monkeypatc
     runs = {}
     for native in (False, True):
         monkeypatch.setattr(lazy_dfa, "NATIVE_ROWS", native)
-        compiled = Compiler(vocab_llama3, cache_size=1).compile_regex(pattern)
+        compiled = GrammarCompiler(vocab_llama3, cache_size=1).compile_regex(MANY_STATES)
         rng, masks, rounds[:], computed[:] = np.random.default_rng(4), [], [], []
         for _ in range(8):
             m = compiled.matcher()
@@ -165,40 +162,15 @@ def test_threads_filling_one_cold_regular_grammar_get_the_serial_masks(vocab_lla
     """Eight threads fill masks of one cold regular grammar at once: the walks that hold the
     automaton build rows in compiled code, the others set them aside for Python, and every mask
     equals the one a lone thread computed on its own copy."""
-    import threading
+    rng = np.random.default_rng(7)
 
-    from guided.grammar import GrammarCompiler as Compiler
+    def choose(allowed):
+        options = np.flatnonzero(allowed[: vocab_llama3.size])
+        options = options[options != vocab_llama3.eos_ids[0]]
+        return int(rng.choice(options)) if len(options) else None
 
-    pattern = r"[a-z]{2,30}@(example|sample|test)\.(com|org|net)( [A-Z][a-z]{0,12}){0,4}"
-    serial = Compiler(vocab_llama3, cache_size=1).compile_regex(pattern)
-    rng, paths = np.random.default_rng(7), []
-    for _ in range(8):
-        m, path = serial.matcher(), []
-        for _ in range(10):
-            allowed = m.allowed_tokens()
-            options = np.flatnonzero(allowed[: vocab_llama3.size])
-            options = options[options != vocab_llama3.eos_ids[0]]
-            if not len(options):
-                break
-            tid = int(rng.choice(options))
-            path.append((allowed, tid))
-            assert m.accept_token(tid)
-        paths.append(path)
-    shared = Compiler(vocab_llama3, cache_size=1).compile_regex(pattern)
-    errors: list = []
-
-    def run(path):
-        try:
-            m = shared.matcher()
-            for allowed, tid in path:
-                assert np.array_equal(m.allowed_tokens(), allowed)
-                assert m.accept_token(tid)
-        except Exception as e:  # pragma: no cover - reported below
-            errors.append(e)
-
-    threads = [threading.Thread(target=run, args=(p,)) for p in paths]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not any(t.is_alive() for t in threads) and not errors, errors[:1]
+    check_threads_get_serial_masks(
+        GrammarCompiler(vocab_llama3, cache_size=1).compile_regex(MANY_STATES),
+        GrammarCompiler(vocab_llama3, cache_size=1).compile_regex(MANY_STATES),
+        lambda m: m.allowed_tokens(), choose, steps=10, join_s=120,
+    )
