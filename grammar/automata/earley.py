@@ -119,7 +119,7 @@ class CfgAutomaton(StateTable):
         self.term_names = list(g.terminals)
         self.term_index = {n: i for i, n in enumerate(self.term_names)}
         self.term_nodes = [g.terminals[n].node for n in self.term_names]
-        self.term_expr = [pool.intern(node) for node in self.term_nodes]
+        self.term_expr = pool.intern_many(self.term_nodes)
         for n, e in zip(self.term_names, self.term_expr, strict=True):
             if not pool.is_live(e) if pool.has_bool[e] else e == EMPTY_ID:
                 raise GrammarError(f"terminal {n!r} matches no string")

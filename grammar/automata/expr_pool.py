@@ -349,71 +349,82 @@ class ExprPool:
         interned once. The new nodes become one program (``expr_core.intern_prog``: children
         before parents) that compiled code runs in one call.
         """
+        r = self._interned.get(node)
+        return r if r is not None else self.intern_many((node,))[0]
+
+    def intern_many(self, nodes) -> list[int]:
+        """``[intern(n) for n in nodes]`` as one program: the nodes' subtrees are looked up once per
+        object for the whole batch. A subtree equal to one interned before, but built apart, is
+        compared structurally (a walk of both) at its first lookup only, where interning the
+        terminals one by one compared it again under every terminal that shares it."""
+        nodes = tuple(nodes)  # iterated twice, and keeping the nodes alive keeps their ids theirs
         memo = self._interned
-        r = memo.get(node)
-        if r is not None:
-            return r
-        # This call's nodes by identity (the tree keeps them alive): a node equal to one interned
-        # before is compared structurally once, not at every use. A ref is an expression id (>= 0)
-        # or -1 - the index of the instruction that makes it. Post-order with an explicit stack:
-        # children left to right, each shared subtree once; the AST's depth costs no Python stack.
+        # This batch's nodes by identity (the caller's nodes keep them alive): a node equal to one
+        # interned before is compared structurally once, not at every use. A ref is an expression
+        # id (>= 0) or -1 - the index of the instruction that makes it. Post-order with an explicit
+        # stack: children left to right, each shared subtree once; the AST's depth costs no Python
+        # stack.
         done: dict[int, int] = {}
         pending: dict[Node, int] = {}  # by structural equality: the refs of this program's nodes
         prog: list[int] = []
         made: list[Node] = []  # the node of each instruction
         bodies: dict[int, int] = {}  # Cofinite node (by identity) -> its body's expression
         any_id = -1
-        stack: list[tuple[Node, bool]] = [(node, False)]
-        while stack:
-            n, expanded = stack.pop()
-            if id(n) in done:
+        for node in nodes:
+            if id(node) in done:
                 continue
-            if not expanded:
-                r = memo.get(n)
-                if r is None:
-                    r = pending.get(n)
-                if r is not None:
-                    done[id(n)] = r
+            stack: list[tuple[Node, bool]] = [(node, False)]
+            while stack:
+                n, expanded = stack.pop()
+                if id(n) in done:
                     continue
-                stack.append((n, True))
-                if isinstance(n, (Seq, Alt, And)):
-                    stack.extend((x, False) for x in reversed(n.items) if id(x) not in done)
-                elif isinstance(n, (Repeat, Not)):
-                    stack.append((n.item, False))
-                continue
-            cls = n.__class__
-            if cls is Chars:
-                narrow, wide = _split_ascii(n.ranges)
-                prog += (core.OP_CHARS, 5, *core.words(narrow).tolist(), self._wide_id(wide) if wide else -1)
-            elif cls is ByteSet:
-                prog += (core.OP_BYTES, 4, *core.words(_mask(n.ranges)).tolist())
-            elif cls is Seq or cls is Alt or cls is And or cls is Cofinite:
-                op = core.OP_SEQ if cls is Seq else core.OP_AND if cls is And else core.OP_ALT
-                prog += (op, len(n.items), *[done[id(x)] for x in n.items])
-                if cls is Cofinite:
-                    bodies[id(n)] = self.intern(n.body)
-            elif cls is Repeat:
-                prog += (core.OP_REP, 3, done[id(n.item)], n.min, INF if n.max is None else n.max)
-            elif cls is Not:
-                if any_id < 0:
-                    any_id = self.intern(any_string())
-                prog += (core.OP_NOT, 2, done[id(n.item)], any_id)
-            else:
-                raise GrammarError(f"not a regex AST node: {n!r}")
-            done[id(n)] = pending[n] = -1 - len(made)
-            made.append(n)
+                if not expanded:
+                    r = memo.get(n)
+                    if r is None:
+                        r = pending.get(n)
+                    if r is not None:
+                        done[id(n)] = r
+                        continue
+                    stack.append((n, True))
+                    if isinstance(n, (Seq, Alt, And)):
+                        stack.extend((x, False) for x in reversed(n.items) if id(x) not in done)
+                    elif isinstance(n, (Repeat, Not)):
+                        stack.append((n.item, False))
+                    continue
+                cls = n.__class__
+                if cls is Chars:
+                    narrow, wide = _split_ascii(n.ranges)
+                    prog += (core.OP_CHARS, 5, *core.words(narrow).tolist(), self._wide_id(wide) if wide else -1)
+                elif cls is ByteSet:
+                    prog += (core.OP_BYTES, 4, *core.words(_mask(n.ranges)).tolist())
+                elif cls is Seq or cls is Alt or cls is And or cls is Cofinite:
+                    op = core.OP_SEQ if cls is Seq else core.OP_AND if cls is And else core.OP_ALT
+                    prog += (op, len(n.items), *[done[id(x)] for x in n.items])
+                    if cls is Cofinite:
+                        bodies[id(n)] = self.intern(n.body)
+                elif cls is Repeat:
+                    prog += (core.OP_REP, 3, done[id(n.item)], n.min, INF if n.max is None else n.max)
+                elif cls is Not:
+                    if any_id < 0:
+                        any_id = self.intern(any_string())
+                    prog += (core.OP_NOT, 2, done[id(n.item)], any_id)
+                else:
+                    raise GrammarError(f"not a regex AST node: {n!r}")
+                done[id(n)] = pending[n] = -1 - len(made)
+                made.append(n)
+        ids: list[int] = []
         if made:
             out = np.empty(len(made), dtype=np.int64)
             self._run(core.intern_prog, np.array(prog, dtype=np.int64), out)
-            for n, r in zip(made, out.tolist(), strict=True):
+            ids = out.tolist()
+            for n, r in zip(made, ids, strict=True):
                 memo[n] = r
                 if n.__class__ is Cofinite:
                     self.cofinite.setdefault(r, bodies[id(n)])
                 if r != EMPTY_ID and n.__class__ in (Chars, ByteSet):
                     kind = "chars" if n.__class__ is Chars else "bytes"
                     self.char_class.setdefault(r, (kind, tuple(n.ranges)))
-        r = done[id(node)]
-        return r if r >= 0 else memo[node]
+        return [r if r >= 0 else ids[-1 - r] for r in (done[id(n)] for n in nodes)]
 
     def _wide_id(self, wide: tuple) -> int:
         """The UTF-8 sequences of codepoint ranges >= 0x80 (memoized per pool; their byte sequences

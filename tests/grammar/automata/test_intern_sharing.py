@@ -62,6 +62,51 @@ def test_equal_copies_intern_to_one_expression(node):
     assert pool.intern(seq(node, literal("x"))) == pool.intern(seq(_copy(node), literal("x")))
 
 
+@settings(max_examples=100, deadline=None)
+@given(nodes=st.lists(REGEX, min_size=1, max_size=5), seen=st.lists(REGEX, max_size=2))
+def test_a_batch_interns_to_the_expressions_of_one_by_one(nodes, seen):
+    """``intern_many`` in a pool that holds other nodes already (some equal to the batch's, built
+    apart) gives the expressions ``intern`` gives node by node."""
+    one, batch = ExprPool(), ExprPool()
+    for n in seen:
+        one.intern(n)
+        batch.intern(_copy(n))
+    nodes = nodes + [_copy(n) for n in nodes[:2]] + nodes[:1]  # equal copies and a repeated object
+    ids = batch.intern_many(nodes)
+    expected = [one.intern(n) for n in nodes]
+    for a, b in zip(ids, expected, strict=True):
+        for w in WORDS:
+            assert _accepts(batch, a, w) == _accepts(one, b, w)
+    assert [ids.index(x) for x in ids] == [expected.index(x) for x in expected]  # equal nodes, one id
+
+
+def test_a_batch_compares_a_subtree_built_apart_once(monkeypatch):
+    """A subtree equal to an interned one but built apart, shared by every node of a batch, is compared
+    structurally once for the batch (node by node, once per node: a walk of the whole subtree each)."""
+    import guided.grammar.regex_ast as regex_ast
+
+    def big():
+        return alt(*(seq(literal(f"key{i}"), chars([(0x61, 0x7A)])) for i in range(50)))
+
+    calls = []
+    real = regex_ast._equal
+    monkeypatch.setattr(regex_ast, "_equal", lambda a, b: calls.append(1) or real(a, b))
+    terms = []
+    shared = big()
+    for i in range(8):
+        terms.append(seq(shared, literal(str(i))))
+    one, batch = ExprPool(), ExprPool()
+    one.intern(big())
+    batch.intern(big())
+    calls.clear()
+    for t in terms:
+        one.intern(t)
+    by_one = len(calls)
+    calls.clear()
+    batch.intern_many(terms)
+    assert by_one >= 8 and len(calls) == 1
+
+
 def test_shared_subtrees_are_interned_once():
     word = alt(*(literal(w) for w in ("true", "false", "null", "none")))
     pool = ExprPool()
