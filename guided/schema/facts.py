@@ -7,18 +7,23 @@ objects' required names, and a branch that is the ``not`` of another; a branch's
 ``discriminator``: a property by which ``oneOf`` branches are told apart although none requires
 it (then ``oneOf`` is ``anyOf`` of the branches with that property required).
 ``within``: a string language already implies length bounds (then no length intersection).
-``json_equal``: JSON value equality (``1 == 1.0``, ``True != 1``).
+``json_equal``: JSON value equality (``1 == 1.0``, ``True != 1``); ``json_value_key``: a hashable key with the
+same equality.
 """
 
 from __future__ import annotations
 
+import json
+import math
+import re
+from decimal import Decimal
 from functools import lru_cache
 
 from guided.errors import GrammarError, LimitError, SchemaError
 from guided.grammar import ExprPool, parse_regex
 from guided.grammar.regex_ast import Alt, Chars, Node, Repeat, Seq, intersect, literal
 
-__all__ = ["TYPES", "ANNOTATIONS", "disjoint", "discriminator", "within", "json_equal"]
+__all__ = ["TYPES", "ANNOTATIONS", "disjoint", "discriminator", "within", "json_equal", "json_value_key", "number_key"]
 
 TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
 # keywords that never change the language
@@ -68,6 +73,44 @@ def json_equal(a, b) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
     return type(a) is type(b) and a == b
+
+
+_NUMBER = re.compile(r"(-?)([0-9]+)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?")
+
+
+def number_key(text: str) -> tuple:
+    """("n", sign, digits, exponent) of a JSON number, equal for equal values (``1``, ``1.0``,
+    ``10e-1``); exact for any exponent (Decimal's context limits are not)."""
+    m = _NUMBER.fullmatch(text)
+    sign, whole, frac, exp = m.group(1), m.group(2), m.group(3) or "", int(m.group(4) or 0)
+    digits = (whole + frac).lstrip("0")
+    if not digits:
+        return ("n", "", "0", 0)
+    exp -= len(frac)
+    stripped = digits.rstrip("0")
+    return ("n", sign, stripped, exp + len(digits) - len(stripped))
+
+
+def json_value_key(value) -> tuple:
+    """A hashable key equal for equal JSON values, as ``json_equal`` (``1 == 1.0``, ``True != 1``,
+    objects whatever their member order): numbers through ``number_key`` (a parsed one may be given
+    as its key already). Values deduplicated through it cost a hash each, where comparing each with
+    every one kept before was quadratic (an enum of thousands of values under uniqueItems)."""
+    if value is True or value is False:
+        return ("b", value)
+    if value is None:
+        return ("z",)
+    if isinstance(value, str):
+        return ("s", value)
+    if isinstance(value, tuple):  # a number_key
+        return value
+    if isinstance(value, float) and not math.isfinite(value):  # not JSON, but Python's json reads them
+        return ("f", value) if value == value else ("nan", object())  # NaN equals nothing, itself included
+    if isinstance(value, (int, float, Decimal)):
+        return number_key(json.dumps(value) if not isinstance(value, Decimal) else str(value))
+    if isinstance(value, list):
+        return ("a", tuple(json_value_key(v) for v in value))
+    return ("o", frozenset((k, json_value_key(v)) for k, v in value.items()))
 
 
 def disjoint(subs: list, resolver, base: str, context: dict | None = None) -> bool:

@@ -39,7 +39,7 @@ from guided.errors import GrammarError, LimitError, SchemaError
 from guided.grammar import parse_regex
 from guided.grammar.languages import to_dfa
 from guided.grammar.regex_ast import any_char, any_string, intersect, repeat
-from guided.schema.facts import json_equal
+from guided.schema.facts import json_value_key
 from guided.schema.formats import format_node
 from guided.schema.key_order import closes_by_default, closing_names
 from guided.schema.keywords import ANNOTATIONS, OLD_DRAFTS
@@ -111,11 +111,10 @@ def finite_values(resolver: SchemaResolver, schema, base: str) -> list | None:
     if "const" in schema:
         return [schema["const"]]
     if isinstance(schema.get("enum"), list):
-        out = []
+        kept: dict = {}  # 1 and 1.0 are one value; True and 1 are not
         for v in schema["enum"]:
-            if not any(json_equal(v, w) for w in out):  # 1 and 1.0 are one value; True and 1 are not
-                out.append(v)
-        return out
+            kept.setdefault(json_value_key(v), v)
+        return list(kept.values())
     t = schema.get("type")
     if t == "boolean":
         return [True, False]

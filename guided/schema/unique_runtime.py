@@ -48,17 +48,16 @@ import heapq
 import json
 import re
 import threading
-from decimal import Decimal
 
 import numpy as np
 
 from guided.grammar import Completion, Matcher, byte_of_class, spell
+from guided.schema.facts import json_value_key, number_key
 from guided.schema.unique_plan import UniquePlan
 
 __all__ = ["UniqueChecked", "UniqueMatcher", "JsonTrack", "json_value_key", "prepare"]
 
 _WS = b" \t\r\n"
-_NUMBER = re.compile(r"(-?)([0-9]+)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?")
 _NUM = frozenset(b"0123456789+-.eE")
 _LIT = {ord("t"): True, ord("f"): False, ord("n"): None}
 _LIT_TEXT = {ord("t"): b"true", ord("f"): b"false", ord("n"): b"null"}
@@ -76,36 +75,6 @@ _SCALAR_SHAPE = re.compile(rb'(?P<pre>[0-9a-zA-Z.+-]*)[ \t\r\n]*,[ \t\r\n]*(?:"(
 _ITEM_BEGUN = re.compile(rb'[ \t\r\n,]*"([^"]*)', re.S)
 # a token that, where a name is due or a value just ended, writes one whole name and nothing deciding after it
 _WHOLE_NAME = re.compile(rb'[ \t\r\n]*,?[ \t\r\n]*"([^"\\]*)"[^",\]}]*', re.S)
-
-
-def number_key(text: str) -> tuple:
-    """("n", sign, digits, exponent) of a JSON number, equal for equal values (``1``, ``1.0``,
-    ``10e-1``); exact for any exponent (Decimal's context limits are not)."""
-    m = _NUMBER.fullmatch(text)
-    sign, whole, frac, exp = m.group(1), m.group(2), m.group(3) or "", int(m.group(4) or 0)
-    digits = (whole + frac).lstrip("0")
-    if not digits:
-        return ("n", "", "0", 0)
-    exp -= len(frac)
-    stripped = digits.rstrip("0")
-    return ("n", sign, stripped, exp + len(digits) - len(stripped))
-
-
-def json_value_key(value) -> tuple:
-    """A hashable key equal for equal JSON values (numbers parsed with ``number_key``)."""
-    if value is True or value is False:
-        return ("b", value)
-    if value is None:
-        return ("z",)
-    if isinstance(value, str):
-        return ("s", value)
-    if isinstance(value, tuple):  # a number_key
-        return value
-    if isinstance(value, (int, float, Decimal)):
-        return number_key(json.dumps(value) if not isinstance(value, Decimal) else str(value))
-    if isinstance(value, list):
-        return ("a", tuple(json_value_key(v) for v in value))
-    return ("o", frozenset((k, json_value_key(v)) for k, v in value.items()))
 
 
 def _parse(text: bytes) -> tuple:

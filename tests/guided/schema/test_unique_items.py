@@ -18,7 +18,8 @@ from guided.constraints import to_constraint
 from guided.errors import SchemaError
 from guided.grammar.compiler import GrammarCompiler
 from guided.schema.compiler import compile_json_schema
-from guided.schema.unique_runtime import UniqueChecked, json_value_key, number_key
+from guided.schema.facts import json_equal, json_value_key, number_key
+from guided.schema.unique_runtime import UniqueChecked
 
 STRINGS = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
 # a closed object: once "a" is written, only the closing brace can follow, which may be a duplicate
@@ -218,6 +219,22 @@ def test_value_keys_follow_json_equality():
     assert number_key("1") == number_key("1.0") == number_key("10e-1") == number_key("0.1e1")
     assert number_key("-0") == number_key("0.00") and number_key("1e999999999999999999999") != number_key("1e2")
     assert json_value_key(True) != json_value_key(1) and json_value_key({"a": [1]}) == json_value_key({"a": [1.0]})
+    values = [1, 1.0, True, False, 0, -0.0, None, "a", "1", [1], [1.0], [True], {"a": 1}, {"a": 1.0}, {"a": True},
+              {"b": 1, "a": 2}, {"a": 2, "b": 1}, [], {}, "", [[1]], [[1.0]], 2**60, 2**60 + 1, 1e308, 0.1,
+              float("inf"), float("-inf"), float("nan")]  # fmt: skip
+    for a in values:
+        for b in values:
+            assert (json_value_key(a) == json_value_key(b)) == json_equal(a, b), (a, b)
+    # a float is the number its JSON text prints (the text a grammar writes), not its binary value
+    assert json_value_key(float(2**60)) == json_value_key(1152921504606847000) != json_value_key(2**60)
+
+
+def test_finite_values_keep_the_first_of_equal_values_in_order():
+    from guided.schema.resolver import SchemaResolver
+    from guided.schema.unique_plan import finite_values
+
+    enum = [1, "a", 1.0, True, {"x": [1], "y": None}, {"y": None, "x": [1.0]}, "a", 0, -0.0]
+    assert finite_values(SchemaResolver({}), {"enum": enum}, "") == [1, "a", True, {"x": [1], "y": None}, 0]
 
 
 def test_object_items_that_stay_open_are_compared_as_values(compiler):
