@@ -137,13 +137,24 @@ def _leave(node: dict) -> Node:
     """The strings left once the trie is at ``node``: a ``Cofinite`` union (every string of the
     body's characters begins one of them), so the token side serves them from the string slice."""
     kids = sorted(k for k in node if k is not None)
-    other = _encode_chars(negate_ranges(tuple((ord(k), ord(k)) for k in kids)))
     out = alt(
         EPSILON if None not in node else EMPTY,
-        seq(other, ANY_STRING_BODY),
-        *(seq(_encode_chars(((ord(k), ord(k)),)), _leave(node[k])) for k in kids),
+        _other_than(tuple(kids)),
+        *(seq(_one_char(k), _leave(node[k])) for k in kids),
     )
     return Cofinite(out.items, ANY_STRING_BODY) if out.__class__ is Alt else out
+
+
+@lru_cache(maxsize=4096)
+def _other_than(kids: tuple[str, ...]) -> Node:
+    """Encoded strings that begin with a character none of ``kids`` (most trie nodes of names have one
+    or two children, from a small alphabet: the same few sets come back at every node)."""
+    return seq(_encode_chars(negate_ranges(tuple((ord(k), ord(k)) for k in kids))), ANY_STRING_BODY)
+
+
+@lru_cache(maxsize=4096)
+def _one_char(k: str) -> Node:
+    return _encode_chars(((ord(k), ord(k)),))
 
 
 def quoted(body: Node) -> Node:
