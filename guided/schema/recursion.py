@@ -65,6 +65,9 @@ class Hole(Node):
     __hash__ = Node.__hash__
 
 
+_SKIPPED = frozenset((Chars, ByteSet, Hole, And, Not))  # nodes SchemaCfg._count does not count
+
+
 def has_hole(node: Node, memo: dict[int, bool] | None = None) -> bool:
     """Whether a hole occurs in the node (memoized per node object: ASTs are DAGs).
 
@@ -264,11 +267,12 @@ class SchemaCfg:
     def _count(self, node: Node) -> None:
         """How many parents each hole-containing node has (its children are visited once)."""
         holes, parents = self._holes, self._parents
+        skip = _SKIPPED
         stack = [node]
         while stack:
             x = stack.pop()
             cls = x.__class__
-            if cls in _LEAVES or cls is Hole or cls is And or cls is Not:
+            if cls in skip:
                 continue
             h = holes.get(id(x))
             if not (h if h is not None else _has_hole(x, holes)):
@@ -276,8 +280,8 @@ class SchemaCfg:
             n = parents.get(id(x), 0)
             parents[id(x)] = n + 1
             if n == 0:
-                if cls is Seq or cls is Alt:
-                    stack.extend(x.items)
+                if cls is Seq or cls is Alt:  # children known hole-free (most are) are not pushed
+                    stack += [y for y in x.items if y.__class__ not in skip and holes.get(id(y)) is not False]
                 else:
                     stack.append(x.item)
 
