@@ -517,36 +517,69 @@ class _VocabFeatures:
             table.update((k, tuple(v)) for k, v in table.items())
 
 
-def _diverges(dfa, s: int, rests: list[bytes], memo: dict | None = None, head: bytes = b"") -> bool:
-    """Whether, from the live automaton state ``s`` inside a name, some byte path leaves every one
-    of ``rests`` (the spellings that end written names, each with its closing quote): then some
-    completion of the name is not written. ``memo``: answers by (state, text so far ``head``), for
-    searches over the same written set (the rests follow from it and ``head``)."""
-    if not rests:
+def spelling_trie(rests) -> tuple[int, dict]:
+    """The trie of byte strings ``rests``, for ``_diverges``: a node is (the 256-bit mask of the bytes
+    that continue some string, {byte: child}); a child with no children is where strings end."""
+    root: dict = {}
+    for r in rests:
+        node = root
+        for b in r:
+            node = node.setdefault(b, {})
+
+    def freeze(node: dict) -> tuple[int, dict]:
+        mask = 0
+        for b in node:
+            mask |= 1 << b
+        return mask, {b: freeze(child) for b, child in node.items()}
+
+    return freeze(root)
+
+
+def _descend(trie: tuple[int, dict], data: bytes) -> tuple[int, dict] | None:
+    """The node of ``trie`` after the bytes ``data``, or None when no string begins so."""
+    for b in data:
+        trie = trie[1].get(b)
+        if trie is None:
+            return None
+    return trie
+
+
+_BACKSLASH = 1 << 0x5C
+_NO_STRINGS = (0, {})
+
+
+def _diverges(dfa, s: int, trie: tuple[int, dict], memo: dict | None = None, rows: dict | None = None) -> bool:
+    """Whether, from the live automaton state ``s`` inside a name, some byte path leaves every string of
+    ``trie`` (``spelling_trie`` of the spellings that end written names, each with its closing quote,
+    or the node of those that begin with the text so far): then some completion of the name is not
+    written. ``memo``: answers by (state, trie node), for searches over the same trie; ``rows``: the
+    bytes each state allows, as 256-bit masks (a state's row never changes once built)."""
+    mask, children = trie
+    if not children:
         return True
     if memo is not None:
-        hit = memo.get((s, head))
+        hit = memo.get((s, id(trie)))
         if hit is not None:
             return hit
-    dfa.materialize(s)
-    allowed = dfa.trans[s][dfa.class_map] >= 0
-    by_byte: dict[int, list[bytes]] = {}
-    for r in rests:
-        by_byte.setdefault(r[0], []).append(r[1:])
-    off = allowed.copy()
-    off[list(by_byte)] = False
-    off[0x5C] = False
-    found = bool(off.any())
+    allowed = rows.get(s) if rows is not None else None
+    if allowed is None:
+        dfa.materialize(s)
+        allowed = int.from_bytes(np.packbits(dfa.trans[s][dfa.class_map] >= 0, bitorder="little").tobytes(), "little")
+        if rows is not None:
+            if len(rows) > 200_000:
+                rows.clear()
+            rows[s] = allowed
+    # a byte allowed off every string (but a backslash, whose escape may spell one another way)
+    found = bool(allowed & ~mask & ~_BACKSLASH)
     if not found:
-        for b, subs in by_byte.items():
-            subs = [r for r in subs if r]  # an empty rest: this byte (the quote) ends a written name
-            if allowed[b] and subs and _diverges(dfa, dfa.walk(s, bytes((b,))), subs, memo, head + bytes((b,))):
+        for b, child in children.items():  # a child without children: the byte (the quote) ends a string
+            if child[1] and allowed >> b & 1 and _diverges(dfa, dfa.walk(s, bytes((b,))), child, memo, rows):
                 found = True
                 break
     if memo is not None:
         if len(memo) > 100_000:
             memo.clear()
-        memo[(s, head)] = found
+        memo[(s, id(trie))] = found
     return found
 
 
@@ -687,6 +720,7 @@ class UniqueChecked:
         self.name_set_ids: dict[frozenset, int] = {}
         self.refused_memo: dict[tuple, list[int]] = {}  # UniqueMatcher._refusal_key -> tokens refused
         self.advance_memo: dict[tuple, JsonTrack | bool] = {}  # (state, bytes, track number) -> track after or False
+        self.allowed_rows: dict[int, int] = {}  # grammar state -> the bytes it allows (_diverges)
         self.strict = strict
 
     @staticmethod
@@ -720,7 +754,7 @@ class UniqueMatcher:
         self._tracks = [JsonTrack(checked.plan, checked.keys, (checked.key_order, checked.strict), checked.opener)]
         self._bytes = bytearray()
         self._lens = [0]
-        self._memo_items, self._memo = None, ({}, [])  # string searches against one set of earlier items
+        self._memo_items, self._memo = None, ({}, _NO_STRINGS)  # string searches against one set of earlier items
 
     @property
     def compiled(self):
@@ -749,7 +783,7 @@ class UniqueMatcher:
         m = UniqueMatcher.__new__(UniqueMatcher)
         m.inner, m.checked = self.inner.copy(), self.checked
         m._tracks, m._lens, m._bytes = list(self._tracks), list(self._lens), bytearray(self._bytes)
-        m._memo_items, m._memo = None, ({}, [])
+        m._memo_items, m._memo = None, ({}, _NO_STRINGS)
         return m
 
     def rollback(self, n: int) -> None:
@@ -787,13 +821,12 @@ class UniqueMatcher:
         so_far = _decoded(_text(lex[1] + 1, len(self._bytes) + len(data), self._bytes, data, len(self._bytes)))
         if so_far is None:
             return True
-        memo, spelled = self._search_memo(top[3])
-        head = json.dumps(so_far, ensure_ascii=False)[1:-1].encode()
-        rests = [sp[len(head) :] for text, sp in spelled if text.startswith(so_far)]
-        if not rests:
+        memo, trie = self._search_memo(top[3])
+        node = _descend(trie, json.dumps(so_far, ensure_ascii=False)[1:-1].encode())
+        if node is None:
             return True
         state = self._state_after(data, token) if state is None else state
-        return state < 0 or _diverges(self.checked.compiled.dfa, state, rests, memo, head)
+        return state < 0 or _diverges(self.checked.compiled.dfa, state, node, memo, self.checked.allowed_rows)
 
     def _state_after(self, data: bytes, token: int | None) -> int:
         """The grammar state after ``data`` (the bytes of ``token`` when given), or DEAD."""
@@ -1039,7 +1072,7 @@ class UniqueMatcher:
         if s < 0:
             return False
         rests = [json.dumps(n[len(prefix) :], ensure_ascii=False)[1:].encode() for n in written if n.startswith(prefix)]
-        return _diverges(dfa, s, rests)
+        return _diverges(dfa, s, spelling_trie(rests), None, self.checked.allowed_rows)
 
     def _fits(self, state: int, lead: bytes, rest: str) -> bool:
         """Whether the grammar accepts, from ``state``, ``lead`` and then ``rest`` spelled as the end
@@ -1186,15 +1219,15 @@ class UniqueMatcher:
             if key not in earlier and dfa.walk(state, lead) >= 0:
                 return True
         inside = dfa.walk(state, b'"')
-        memo, spelled = self._search_memo(earlier)
-        return inside >= 0 and _diverges(dfa, inside, [sp for _, sp in spelled], memo, b"")
+        memo, trie = self._search_memo(earlier)
+        return inside >= 0 and _diverges(dfa, inside, trie, memo, self.checked.allowed_rows)
 
-    def _search_memo(self, earlier: frozenset) -> tuple[dict, list]:
+    def _search_memo(self, earlier: frozenset) -> tuple[dict, tuple]:
         """For string searches against the earlier items ``earlier`` (new ones when they changed): the
-        memo of answers, and the string items with their spellings to the closing quote."""
+        memo of answers, and the trie of the string items' spellings to the closing quote."""
         if self._memo_items is not earlier:
-            spelled = [(k[1], json.dumps(k[1], ensure_ascii=False)[1:].encode()) for k in earlier if k[0] == "s"]
-            self._memo_items, self._memo = earlier, ({}, spelled)
+            spelled = [json.dumps(k[1], ensure_ascii=False)[1:].encode() for k in earlier if k[0] == "s"]
+            self._memo_items, self._memo = earlier, ({}, spelling_trie(spelled))
         return self._memo
 
     @staticmethod

@@ -229,6 +229,42 @@ def test_value_keys_follow_json_equality():
     assert json_value_key(float(2**60)) == json_value_key(1152921504606847000) != json_value_key(2**60)
 
 
+def _diverges_by_lists(dfa, s, rests):
+    """_diverges as defined over the list of spellings (its first form): a byte the state allows
+    that begins none of them (but a backslash), or one that does, followed by a divergence."""
+    if not rests:
+        return True
+    dfa.materialize(s)
+    allowed = dfa.trans[s][dfa.class_map] >= 0
+    firsts = {r[0] for r in rests}
+    if any(allowed[b] and b not in firsts and b != 0x5C for b in range(256)):
+        return True
+    return any(
+        allowed[b] and _diverges_by_lists(dfa, dfa.walk(s, bytes((b,))), [r[1:] for r in rests if r[:1] == bytes((b,)) and r[1:]])
+        for b in sorted(firsts) if any(r[:1] == bytes((b,)) and r[1:] for r in rests)
+    )  # fmt: skip
+
+
+def test_the_spelling_search_answers_as_its_definition_over_lists(compiler):
+    """_diverges over a trie of spellings (with its memo and rows cache) gives the answers of the
+    definition over the list of spellings, from every state along every spelling."""
+    from guided.schema.unique_runtime import _descend, _diverges, spelling_trie
+
+    rng = random.Random(5)
+    dfa = compiler.compile_regex(r'(?:[ab]{0,3}|a\\b|ab[ab]c)"').dfa
+    words = ["", "a", "b", "aa", "ab", "ba", "bb", "aaa", "aab", "aba", "abb", "bab", "bbb", "abac", "abbc", "a\\b"]
+    for _ in range(300):
+        rests = [(w + '"').encode() for w in rng.sample(words, rng.randint(1, len(words)))]
+        trie, memo, rows = spelling_trie(rests), {}, {}
+        for head in {r[:k] for r in rests for k in range(len(r))}:
+            s = dfa.walk(0, head)  # state 0: the start
+            if s < 0:
+                continue
+            node = _descend(trie, head)
+            expected = _diverges_by_lists(dfa, s, [r[len(head):] for r in rests if r.startswith(head)])
+            assert _diverges(dfa, s, node, memo, rows) == expected, (rests, head)
+
+
 def test_finite_values_keep_the_first_of_equal_values_in_order():
     from guided.schema.resolver import SchemaResolver
     from guided.schema.unique_plan import finite_values
