@@ -545,7 +545,6 @@ def _descend(trie: tuple[int, dict], data: bytes) -> tuple[int, dict] | None:
 
 
 _BACKSLASH = 1 << 0x5C
-_NO_STRINGS = (0, {})
 
 
 def _diverges(dfa, s: int, trie: tuple[int, dict], memo: dict | None = None, rows: dict | None = None) -> bool:
@@ -746,7 +745,7 @@ class UniqueChecked:
 class UniqueMatcher:
     """A grammar matcher with the uniqueItems check (the Matcher API)."""
 
-    __slots__ = ("inner", "checked", "_tracks", "_bytes", "_lens", "_memo_items", "_memo")
+    __slots__ = ("inner", "checked", "_tracks", "_bytes", "_lens", "_searches")
 
     def __init__(self, inner, checked: UniqueChecked):
         self.inner = inner
@@ -754,7 +753,7 @@ class UniqueMatcher:
         self._tracks = [JsonTrack(checked.plan, checked.keys, (checked.key_order, checked.strict), checked.opener)]
         self._bytes = bytearray()
         self._lens = [0]
-        self._memo_items, self._memo = None, ({}, _NO_STRINGS)  # string searches against one set of earlier items
+        self._searches: dict[frozenset, tuple[dict, tuple]] = {}  # _search_memo, per set of earlier items
 
     @property
     def compiled(self):
@@ -783,7 +782,7 @@ class UniqueMatcher:
         m = UniqueMatcher.__new__(UniqueMatcher)
         m.inner, m.checked = self.inner.copy(), self.checked
         m._tracks, m._lens, m._bytes = list(self._tracks), list(self._lens), bytearray(self._bytes)
-        m._memo_items, m._memo = None, ({}, _NO_STRINGS)
+        m._searches = {}
         return m
 
     def rollback(self, n: int) -> None:
@@ -1223,12 +1222,17 @@ class UniqueMatcher:
         return inside >= 0 and _diverges(dfa, inside, trie, memo, self.checked.allowed_rows)
 
     def _search_memo(self, earlier: frozenset) -> tuple[dict, tuple]:
-        """For string searches against the earlier items ``earlier`` (new ones when they changed): the
-        memo of answers, and the trie of the string items' spellings to the closing quote."""
-        if self._memo_items is not earlier:
+        """For string searches against the earlier items ``earlier``: the memo of answers, and the trie
+        of the string items' spellings to the closing quote. Kept for the last few sets: the
+        candidates of one mask alternate between the items written and those plus the item a
+        candidate completes, and building the trie again at each switch cost more than the searches."""
+        got = self._searches.get(earlier)
+        if got is None:
             spelled = [json.dumps(k[1], ensure_ascii=False)[1:].encode() for k in earlier if k[0] == "s"]
-            self._memo_items, self._memo = earlier, ({}, spelling_trie(spelled))
-        return self._memo
+            if len(self._searches) >= 8:
+                del self._searches[next(iter(self._searches))]
+            got = self._searches[earlier] = ({}, spelling_trie(spelled))
+        return got
 
     @staticmethod
     def _next_bounded(track: JsonTrack, d: int, ahead: int = 0) -> bool:
