@@ -535,6 +535,20 @@ def spelling_trie(rests) -> tuple[int, dict]:
     return freeze(root)
 
 
+def _trie_with(trie: tuple[int, dict], word: bytes) -> tuple[int, dict]:
+    """``trie`` with ``word`` added: a new path down to it, the other subtrees shared (unchanged)."""
+    if not word:
+        return trie
+    mask, children = trie
+    b = word[0]
+    children = dict(children)
+    children[b] = _trie_with(children.get(b, _EMPTY_TRIE), word[1:])
+    return mask | 1 << b, children
+
+
+_EMPTY_TRIE: tuple[int, dict] = (0, {})
+
+
 def _descend(trie: tuple[int, dict], data: bytes) -> tuple[int, dict] | None:
     """The node of ``trie`` after the bytes ``data``, or None when no string begins so."""
     for b in data:
@@ -551,15 +565,17 @@ def _diverges(dfa, s: int, trie: tuple[int, dict], memo: dict | None = None, row
     """Whether, from the live automaton state ``s`` inside a name, some byte path leaves every string of
     ``trie`` (``spelling_trie`` of the spellings that end written names, each with its closing quote,
     or the node of those that begin with the text so far): then some completion of the name is not
-    written. ``memo``: answers by (state, trie node), for searches over the same trie; ``rows``: the
-    bytes each state allows, as 256-bit masks (a state's row never changes once built)."""
+    written. ``memo``: answers by (state, id of a trie node) with the node (kept alive, so its id
+    stays its own): a node's strings never change, and tries built from others share their
+    unchanged subtrees, so the answers serve every trie holding the node; ``rows``: the bytes each
+    state allows, as 256-bit masks (a state's row never changes once built)."""
     mask, children = trie
     if not children:
         return True
     if memo is not None:
         hit = memo.get((s, id(trie)))
-        if hit is not None:
-            return hit
+        if hit is not None and hit[0] is trie:
+            return hit[1]
     allowed = rows.get(s) if rows is not None else None
     if allowed is None:
         dfa.materialize(s)
@@ -578,7 +594,7 @@ def _diverges(dfa, s: int, trie: tuple[int, dict], memo: dict | None = None, row
     if memo is not None:
         if len(memo) > 100_000:
             memo.clear()
-        memo[(s, id(trie))] = found
+        memo[(s, id(trie))] = (trie, found)
     return found
 
 
@@ -745,7 +761,7 @@ class UniqueChecked:
 class UniqueMatcher:
     """A grammar matcher with the uniqueItems check (the Matcher API)."""
 
-    __slots__ = ("inner", "checked", "_tracks", "_bytes", "_lens", "_searches")
+    __slots__ = ("inner", "checked", "_tracks", "_bytes", "_lens", "_searches", "_answers")
 
     def __init__(self, inner, checked: UniqueChecked):
         self.inner = inner
@@ -753,7 +769,8 @@ class UniqueMatcher:
         self._tracks = [JsonTrack(checked.plan, checked.keys, (checked.key_order, checked.strict), checked.opener)]
         self._bytes = bytearray()
         self._lens = [0]
-        self._searches: dict[frozenset, tuple[dict, tuple]] = {}  # _search_memo, per set of earlier items
+        self._searches: dict[frozenset, tuple] = {}  # _search_memo: the last few sets of earlier items
+        self._answers: dict[tuple, tuple] = {}  # _diverges' memo over their tries
 
     @property
     def compiled(self):
@@ -782,7 +799,7 @@ class UniqueMatcher:
         m = UniqueMatcher.__new__(UniqueMatcher)
         m.inner, m.checked = self.inner.copy(), self.checked
         m._tracks, m._lens, m._bytes = list(self._tracks), list(self._lens), bytearray(self._bytes)
-        m._searches = {}
+        m._searches, m._answers = {}, {}
         return m
 
     def rollback(self, n: int) -> None:
@@ -1223,16 +1240,26 @@ class UniqueMatcher:
 
     def _search_memo(self, earlier: frozenset) -> tuple[dict, tuple]:
         """For string searches against the earlier items ``earlier``: the memo of answers, and the trie
-        of the string items' spellings to the closing quote. Kept for the last few sets: the
-        candidates of one mask alternate between the items written and those plus the item a
-        candidate completes, and building the trie again at each switch cost more than the searches."""
-        got = self._searches.get(earlier)
-        if got is None:
-            spelled = [json.dumps(k[1], ensure_ascii=False)[1:].encode() for k in earlier if k[0] == "s"]
-            if len(self._searches) >= 8:
-                del self._searches[next(iter(self._searches))]
-            got = self._searches[earlier] = ({}, spelling_trie(spelled))
-        return got
+        of the string items' spellings to the closing quote. Tries are kept for the last few sets, and
+        one for a set that adds an item to a kept one is that trie with the item inserted: one mask's
+        candidates each complete an item of their own, and building a whole trie for each cost more
+        than the searches."""
+        searches = self._searches
+        trie = searches.get(earlier)
+        if trie is None:
+            for kept, kept_trie in reversed(searches.items()):
+                if len(kept) + 1 == len(earlier) and kept <= earlier:
+                    trie = kept_trie
+                    for k in earlier - kept:
+                        if k[0] == "s":
+                            trie = _trie_with(trie, json.dumps(k[1], ensure_ascii=False)[1:].encode())
+                    break
+            else:
+                trie = spelling_trie(json.dumps(k[1], ensure_ascii=False)[1:].encode() for k in earlier if k[0] == "s")
+            if len(searches) >= 8:
+                del searches[next(iter(searches))]
+            searches[earlier] = trie
+        return self._answers, trie
 
     @staticmethod
     def _next_bounded(track: JsonTrack, d: int, ahead: int = 0) -> bool:

@@ -246,23 +246,27 @@ def _diverges_by_lists(dfa, s, rests):
 
 
 def test_the_spelling_search_answers_as_its_definition_over_lists(compiler):
-    """_diverges over a trie of spellings (with its memo and rows cache) gives the answers of the
-    definition over the list of spellings, from every state along every spelling."""
-    from guided.schema.unique_runtime import _descend, _diverges, spelling_trie
+    """_diverges over a trie of spellings gives the answers of the definition over the list of
+    spellings, from every state along every spelling, with one memo and rows cache for all the
+    tries (which share subtrees: an earlier one with a spelling inserted, where there is one)."""
+    from guided.schema.unique_runtime import _descend, _diverges, _trie_with, spelling_trie
 
     rng = random.Random(5)
     dfa = compiler.compile_regex(r'(?:[ab]{0,3}|a\\b|ab[ab]c)"').dfa
     words = ["", "a", "b", "aa", "ab", "ba", "bb", "aaa", "aab", "aba", "abb", "bab", "bbb", "abac", "abbc", "a\\b"]
+    memo, rows = {}, {}
     for _ in range(300):
         rests = [(w + '"').encode() for w in rng.sample(words, rng.randint(1, len(words)))]
-        trie, memo, rows = spelling_trie(rests), {}, {}
-        for head in {r[:k] for r in rests for k in range(len(r))}:
-            s = dfa.walk(0, head)  # state 0: the start
-            if s < 0:
-                continue
-            node = _descend(trie, head)
-            expected = _diverges_by_lists(dfa, s, [r[len(head):] for r in rests if r.startswith(head)])
-            assert _diverges(dfa, s, node, memo, rows) == expected, (rests, head)
+        base = spelling_trie(rests[:-1])
+        trie = _trie_with(base, rests[-1])
+        assert trie == spelling_trie(rests)
+        for spellings, t in ((rests[:-1], base), (rests, trie)):  # the base's nodes first, then shared
+            for head in {r[:k] for r in spellings for k in range(len(r))}:
+                s = dfa.walk(0, head)  # state 0: the start
+                if s < 0:
+                    continue
+                expected = _diverges_by_lists(dfa, s, [r[len(head) :] for r in spellings if r.startswith(head)])
+                assert _diverges(dfa, s, _descend(t, head), memo, rows) == expected, (spellings, head)
 
 
 def test_finite_values_keep_the_first_of_equal_values_in_order():
