@@ -1297,13 +1297,15 @@ class UniqueMatcher:
     def _prefix_tokens(self, head: bytes, earlier: list[bytes], feats: _VocabFeatures, words: np.ndarray) -> np.ndarray:
         """Allowed tokens without a quote that continue ``head`` toward one of ``earlier``, and those
         with a backslash."""
-        found, by_text = [], feats.by_text
+        pieces: set[bytes] = set()  # each text once, however many earlier items share it
         for spelled in earlier:
             if spelled.startswith(head):
                 rest = spelled[len(head) :]
-                for k in range(1, len(rest) + 1):
-                    found += [t for t in by_text.get(rest[:k], ()) if (int(words[t >> 5]) >> (t & 31)) & 1]
-        return np.union1d(np.asarray(found, dtype=np.int64), _ids(words & feats.backslash & ~feats.quote))
+                pieces.update(rest[:k] for k in range(1, len(rest) + 1))
+        by_text = feats.by_text
+        found = np.fromiter((t for p in pieces for t in by_text.get(p, ())), dtype=np.int64)
+        found = found[(words[found >> 5] >> (found & 31).astype(np.uint32)) & 1 == 1]  # the allowed ones
+        return np.union1d(found, _ids(words & feats.backslash & ~feats.quote))
 
     def _string_closers(self, track: JsonTrack, feats: _VocabFeatures, words: np.ndarray) -> list[int] | None:
         """Tokens ending the string item in progress (quote, then only , and whitespace) as a
