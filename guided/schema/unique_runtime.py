@@ -561,6 +561,15 @@ def _descend(trie: tuple[int, dict], data: bytes) -> tuple[int, dict] | None:
 _BACKSLASH = 1 << 0x5C
 
 
+def _item_text(key: tuple) -> str | None:
+    """The text of an earlier item's key when it is a string (UniqueMatcher._trie_of)."""
+    return key[1] if key[0] == "s" else None
+
+
+def _name_text(name: str) -> str:
+    return name
+
+
 def _diverges(dfa, s: int, trie: tuple[int, dict], memo: dict | None = None, rows: dict | None = None) -> bool:
     """Whether, from the live automaton state ``s`` inside a name, some byte path leaves every string of
     ``trie`` (``spelling_trie`` of the spellings that end written names, each with its closing quote,
@@ -769,7 +778,7 @@ class UniqueMatcher:
         self._tracks = [JsonTrack(checked.plan, checked.keys, (checked.key_order, checked.strict), checked.opener)]
         self._bytes = bytearray()
         self._lens = [0]
-        self._searches: dict[frozenset, tuple] = {}  # _search_memo: the last few sets of earlier items
+        self._searches: dict[frozenset, tuple] = {}  # _trie_of: the last few sets of earlier items or names
         self._answers: dict[tuple, tuple] = {}  # _diverges' memo over their tries
 
     @property
@@ -1087,8 +1096,8 @@ class UniqueMatcher:
         s = dfa.walk(state, lead) if lead else state
         if s < 0:
             return False
-        rests = [json.dumps(n[len(prefix) :], ensure_ascii=False)[1:].encode() for n in written if n.startswith(prefix)]
-        return _diverges(dfa, s, spelling_trie(rests), None, self.checked.allowed_rows)
+        node = _descend(self._trie_of(written, _name_text), json.dumps(prefix, ensure_ascii=False)[1:-1].encode())
+        return node is None or _diverges(dfa, s, node, self._answers, self.checked.allowed_rows)
 
     def _fits(self, state: int, lead: bytes, rest: str) -> bool:
         """Whether the grammar accepts, from ``state``, ``lead`` and then ``rest`` spelled as the end
@@ -1240,26 +1249,32 @@ class UniqueMatcher:
 
     def _search_memo(self, earlier: frozenset) -> tuple[dict, tuple]:
         """For string searches against the earlier items ``earlier``: the memo of answers, and the trie
-        of the string items' spellings to the closing quote. Tries are kept for the last few sets, and
-        one for a set that adds an item to a kept one is that trie with the item inserted: one mask's
-        candidates each complete an item of their own, and building a whole trie for each cost more
-        than the searches."""
+        of the string items' spellings to the closing quote (``_trie_of``)."""
+        return self._answers, self._trie_of(earlier, _item_text)
+
+    def _trie_of(self, items: frozenset, text_of) -> tuple[int, dict]:
+        """The trie of the spellings (to the closing quote) of the strings ``text_of`` gives for
+        ``items`` (None: not a string): earlier items, or written names. Tries are kept for the last
+        few sets, and one for a set that adds an item to a kept one is that trie with the item
+        inserted: one mask's candidates each complete an item of their own, and building a whole
+        trie for each cost more than the searches."""
         searches = self._searches
-        trie = searches.get(earlier)
+        trie = searches.get(items)
         if trie is None:
             for kept, kept_trie in reversed(searches.items()):
-                if len(kept) + 1 == len(earlier) and kept <= earlier:
+                if len(kept) + 1 == len(items) and kept <= items:
                     trie = kept_trie
-                    for k in earlier - kept:
-                        if k[0] == "s":
-                            trie = _trie_with(trie, json.dumps(k[1], ensure_ascii=False)[1:].encode())
+                    for k in items - kept:
+                        if text_of(k) is not None:
+                            trie = _trie_with(trie, json.dumps(text_of(k), ensure_ascii=False)[1:].encode())
                     break
             else:
-                trie = spelling_trie(json.dumps(k[1], ensure_ascii=False)[1:].encode() for k in earlier if k[0] == "s")
+                texts = (text_of(k) for k in items)
+                trie = spelling_trie(json.dumps(t, ensure_ascii=False)[1:].encode() for t in texts if t is not None)
             if len(searches) >= 8:
                 del searches[next(iter(searches))]
-            searches[earlier] = trie
-        return self._answers, trie
+            searches[items] = trie
+        return trie
 
     @staticmethod
     def _next_bounded(track: JsonTrack, d: int, ahead: int = 0) -> bool:
