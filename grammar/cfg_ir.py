@@ -272,11 +272,9 @@ class GrammarBuilder:
 
     def alternatives(self, e: Expr, owner: str) -> tuple[tuple[str, ...], ...]:
         if isinstance(e, EAlt) and self.to_regex(e) is None:
-            out: list[tuple[str, ...]] = []
+            out: dict[tuple[str, ...], None] = {}  # repeated alternatives once, in order (a list scan was quadratic)
             for x in e.items:
-                for a in self.alternatives(x, owner):
-                    if a not in out:
-                        out.append(a)
+                out.update(dict.fromkeys(self.alternatives(x, owner)))
             return tuple(out)
         return (self.sequence(e, owner),)
 

@@ -374,41 +374,6 @@ class _HoleRules(GrammarBuilder):
     def to_regex(self, e: Expr) -> Node | None:
         return e.node if e.__class__ is Lex else None
 
-    def alternatives(self, e: Expr, owner: str) -> tuple[tuple[str, ...], ...]:
-        """``GrammarBuilder.alternatives`` for these expressions: an ``EAlt`` is never regular, so its
-        alternatives are flattened without asking, and repeated ones are dropped through a dict
-        (the generic builder scanned its list for each: quadratic in a wide alternation)."""
-        if e.__class__ is not EAlt:
-            return (self.sequence(e, owner),)
-        out: dict[tuple[str, ...], None] = {}
-        for x in e.items:
-            if x.__class__ is EAlt:
-                out.update(dict.fromkeys(self.alternatives(x, owner)))
-            else:
-                out[self.sequence(x, owner)] = None
-        return tuple(out)
-
-    def sequence(self, e: Expr, owner: str) -> tuple[str, ...]:
-        """``GrammarBuilder.sequence`` for these expressions: a ``Lex`` joins the run of regular
-        pieces, a plain ``Ref`` is its name, without a ``to_regex`` call or a ``symbols`` dispatch."""
-        items = e.items if e.__class__ is ESeq else (e,)
-        out: list[str] = []
-        run: list[Node] = []
-        for x in items:
-            cls = x.__class__
-            if cls is Lex:
-                run.append(x.node)
-                continue
-            if run:
-                self._flush(run, out)
-            if cls is Ref and x.pos is None:
-                out.append(x.name)
-            else:
-                out.extend(self.symbols(x, owner))
-        if run:
-            self._flush(run, out)
-        return tuple(out)
-
     def _flush(self, run: list[Node], out: list[str]) -> None:
         if not run:
             return

@@ -140,7 +140,7 @@ def _leave(node: dict) -> Node:
     out = alt(
         EPSILON if None not in node else EMPTY,
         _other_than(tuple(kids)),
-        *(seq(_one_char(k), _leave(node[k])) for k in kids),
+        *(seq(_encode_chars(((ord(k), ord(k)),)), _leave(node[k])) for k in kids),
     )
     return Cofinite(out.items, ANY_STRING_BODY) if out.__class__ is Alt else out
 
@@ -150,11 +150,6 @@ def _other_than(kids: tuple[str, ...]) -> Node:
     """Encoded strings that begin with a character none of ``kids`` (most trie nodes of names have one
     or two children, from a small alphabet: the same few sets come back at every node)."""
     return seq(_encode_chars(negate_ranges(tuple((ord(k), ord(k)) for k in kids))), ANY_STRING_BODY)
-
-
-@lru_cache(maxsize=4096)
-def _one_char(k: str) -> Node:
-    return _encode_chars(((ord(k), ord(k)),))
 
 
 def quoted(body: Node) -> Node:

@@ -517,22 +517,14 @@ class _VocabFeatures:
             table.update((k, tuple(v)) for k, v in table.items())
 
 
-def spelling_trie(rests) -> tuple[int, dict]:
-    """The trie of byte strings ``rests``, for ``_diverges``: a node is (the 256-bit mask of the bytes
-    that continue some string, {byte: child}); a child with no children is where strings end."""
-    root: dict = {}
+def spelling_trie(rests, trie: tuple[int, dict] | None = None) -> tuple[int, dict]:
+    """The trie of byte strings ``rests`` (added to ``trie``, which is left as it is), for
+    ``_diverges``: a node is (the 256-bit mask of the bytes that continue some string, {byte:
+    child}); a child with no children is where strings end."""
+    trie = _EMPTY_TRIE if trie is None else trie
     for r in rests:
-        node = root
-        for b in r:
-            node = node.setdefault(b, {})
-
-    def freeze(node: dict) -> tuple[int, dict]:
-        mask = 0
-        for b in node:
-            mask |= 1 << b
-        return mask, {b: freeze(child) for b, child in node.items()}
-
-    return freeze(root)
+        trie = _trie_with(trie, r)
+    return trie
 
 
 def _trie_with(trie: tuple[int, dict], word: bytes) -> tuple[int, dict]:
@@ -570,7 +562,7 @@ def _name_text(name: str) -> str:
     return name
 
 
-def _diverges(dfa, s: int, trie: tuple[int, dict], memo: dict | None = None, rows: dict | None = None) -> bool:
+def _diverges(dfa, s: int, trie: tuple[int, dict], memo: dict, rows: dict) -> bool:
     """Whether, from the live automaton state ``s`` inside a name, some byte path leaves every string of
     ``trie`` (``spelling_trie`` of the spellings that end written names, each with its closing quote,
     or the node of those that begin with the text so far): then some completion of the name is not
@@ -581,18 +573,16 @@ def _diverges(dfa, s: int, trie: tuple[int, dict], memo: dict | None = None, row
     mask, children = trie
     if not children:
         return True
-    if memo is not None:
-        hit = memo.get((s, id(trie)))
-        if hit is not None and hit[0] is trie:
-            return hit[1]
-    allowed = rows.get(s) if rows is not None else None
+    hit = memo.get((s, id(trie)))
+    if hit is not None and hit[0] is trie:
+        return hit[1]
+    allowed = rows.get(s)
     if allowed is None:
         dfa.materialize(s)
         allowed = int.from_bytes(np.packbits(dfa.trans[s][dfa.class_map] >= 0, bitorder="little").tobytes(), "little")
-        if rows is not None:
-            if len(rows) > 200_000:
-                rows.clear()
-            rows[s] = allowed
+        if len(rows) > 200_000:
+            rows.clear()
+        rows[s] = allowed
     # a byte allowed off every string (but a backslash, whose escape may spell one another way)
     found = bool(allowed & ~mask & ~_BACKSLASH)
     if not found:
@@ -600,10 +590,9 @@ def _diverges(dfa, s: int, trie: tuple[int, dict], memo: dict | None = None, row
             if child[1] and allowed >> b & 1 and _diverges(dfa, dfa.walk(s, bytes((b,))), child, memo, rows):
                 found = True
                 break
-    if memo is not None:
-        if len(memo) > 100_000:
-            memo.clear()
-        memo[(s, id(trie))] = (trie, found)
+    if len(memo) > 100_000:
+        memo.clear()
+    memo[(s, id(trie))] = (trie, found)
     return found
 
 
@@ -846,12 +835,11 @@ class UniqueMatcher:
         so_far = _decoded(_text(lex[1] + 1, len(self._bytes) + len(data), self._bytes, data, len(self._bytes)))
         if so_far is None:
             return True
-        memo, trie = self._search_memo(top[3])
-        node = _descend(trie, json.dumps(so_far, ensure_ascii=False)[1:-1].encode())
+        node = _descend(self._trie_of(top[3], _item_text), json.dumps(so_far, ensure_ascii=False)[1:-1].encode())
         if node is None:
             return True
         state = self._state_after(data, token) if state is None else state
-        return state < 0 or _diverges(self.checked.compiled.dfa, state, node, memo, self.checked.allowed_rows)
+        return state < 0 or _diverges(self.checked.compiled.dfa, state, node, self._answers, self.checked.allowed_rows)
 
     def _state_after(self, data: bytes, token: int | None) -> int:
         """The grammar state after ``data`` (the bytes of ``token`` when given), or DEAD."""
@@ -1244,13 +1232,8 @@ class UniqueMatcher:
             if key not in earlier and dfa.walk(state, lead) >= 0:
                 return True
         inside = dfa.walk(state, b'"')
-        memo, trie = self._search_memo(earlier)
-        return inside >= 0 and _diverges(dfa, inside, trie, memo, self.checked.allowed_rows)
-
-    def _search_memo(self, earlier: frozenset) -> tuple[dict, tuple]:
-        """For string searches against the earlier items ``earlier``: the memo of answers, and the trie
-        of the string items' spellings to the closing quote (``_trie_of``)."""
-        return self._answers, self._trie_of(earlier, _item_text)
+        return inside >= 0 and _diverges(dfa, inside, self._trie_of(earlier, _item_text), self._answers,
+                                         self.checked.allowed_rows)  # fmt: skip
 
     def _trie_of(self, items: frozenset, text_of) -> tuple[int, dict]:
         """The trie of the spellings (to the closing quote) of the strings ``text_of`` gives for
@@ -1264,13 +1247,12 @@ class UniqueMatcher:
             for kept, kept_trie in reversed(searches.items()):
                 if len(kept) + 1 == len(items) and kept <= items:
                     trie = kept_trie
-                    for k in items - kept:
-                        if text_of(k) is not None:
-                            trie = _trie_with(trie, json.dumps(text_of(k), ensure_ascii=False)[1:].encode())
+                    added = items - kept
                     break
             else:
-                texts = (text_of(k) for k in items)
-                trie = spelling_trie(json.dumps(t, ensure_ascii=False)[1:].encode() for t in texts if t is not None)
+                trie, added = None, items
+            texts = (t for t in map(text_of, added) if t is not None)
+            trie = spelling_trie((json.dumps(t, ensure_ascii=False)[1:].encode() for t in texts), trie)
             if len(searches) >= 8:
                 del searches[next(iter(searches))]
             searches[items] = trie
