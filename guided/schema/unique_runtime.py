@@ -517,14 +517,23 @@ class _VocabFeatures:
             table.update((k, tuple(v)) for k, v in table.items())
 
 
-def spelling_trie(rests, trie: tuple[int, dict] | None = None) -> tuple[int, dict]:
-    """The trie of byte strings ``rests`` (added to ``trie``, which is left as it is), for
-    ``_diverges``: a node is (the 256-bit mask of the bytes that continue some string, {byte:
-    child}); a child with no children is where strings end."""
-    trie = _EMPTY_TRIE if trie is None else trie
+def spelling_trie(rests) -> tuple[int, dict]:
+    """The trie of byte strings ``rests``, for ``_diverges``: a node is (the 256-bit mask of the bytes
+    that continue some string, {byte: child}); a child with no children is where strings end. Built
+    in place, then frozen: inserting each string with ``_trie_with`` copies its path every time."""
+    root: dict = {}
     for r in rests:
-        trie = _trie_with(trie, r)
-    return trie
+        node = root
+        for b in r:
+            node = node.setdefault(b, {})
+
+    def freeze(node: dict) -> tuple[int, dict]:
+        mask = 0
+        for b in node:
+            mask |= 1 << b
+        return mask, {b: freeze(child) for b, child in node.items()}
+
+    return freeze(root)
 
 
 def _trie_with(trie: tuple[int, dict], word: bytes) -> tuple[int, dict]:
@@ -1247,12 +1256,13 @@ class UniqueMatcher:
             for kept, kept_trie in reversed(searches.items()):
                 if len(kept) + 1 == len(items) and kept <= items:
                     trie = kept_trie
-                    added = items - kept
+                    for text in map(text_of, items - kept):
+                        if text is not None:
+                            trie = _trie_with(trie, json.dumps(text, ensure_ascii=False)[1:].encode())
                     break
             else:
-                trie, added = None, items
-            texts = (t for t in map(text_of, added) if t is not None)
-            trie = spelling_trie((json.dumps(t, ensure_ascii=False)[1:].encode() for t in texts), trie)
+                texts = (t for t in map(text_of, items) if t is not None)
+                trie = spelling_trie(json.dumps(t, ensure_ascii=False)[1:].encode() for t in texts)
             if len(searches) >= 8:
                 del searches[next(iter(searches))]
             searches[items] = trie
