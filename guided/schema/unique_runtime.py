@@ -65,6 +65,8 @@ _CONTROL = re.compile(rb"[\x00-\x1f]")
 # memo entries per checked grammar: refusals (short lists) and tracks after a token (a few frames)
 _REFUSED_MEMO = 1 << 15
 _ADVANCE_MEMO = 1 << 14
+_STEP_MEMO = 1 << 15
+_SHARED = 2  # UniqueMatcher._advance: accepted, and the track after may be shared (truthy)
 _PART_IDS = 1 << 17  # numbered tracks per checked grammar (never renumbered: memo keys stay true)
 # token shapes in an object whose names are checked (``UniqueMatcher._by_shape``): where a name is due, a
 # quote and the name begun; in a string value or a scalar, its rest, a comma and maybe a name begun
@@ -742,6 +744,9 @@ class UniqueChecked:
         self.name_set_ids: dict[frozenset, int] = {}
         self.refused_memo: dict[tuple, list[int]] = {}  # UniqueMatcher._refusal_key -> tokens refused
         self.advance_memo: dict[tuple, JsonTrack | bool] = {}  # (state, bytes, track number) -> track after or False
+        # UniqueMatcher.accept_token's shortcut: (state, token, id(track), noted) -> (the grammar's state
+        # after, the track after, the token's bytes, the track: kept alive, so that its id stays its own)
+        self.step_memo: dict[tuple, tuple] = {}
         self.allowed_rows: dict[int, int] = {}  # grammar state -> the bytes it allows (_diverges)
         self.strict = strict
 
@@ -1396,10 +1401,13 @@ class UniqueMatcher:
         inner = self.inner
         inner.fill_bitmask(bitmask, row)
         track = self._tracks[-1]
-        if self._depth(track) < 0 or inner.is_terminated():
+        # _depth, _noted and _part inlined where they read what the track keeps: every mask pays them
+        depth = track.depth if track.depth is not None else self._depth(track)
+        if depth < 0 or inner.is_terminated():
             return
-        self._noted(track)
-        part = self._part(track)
+        if not track.noted:
+            self._noted(track)
+        part = track.part if track.part is not None else self._part(track)
         words = None
         if part < 0:
             refused = self._refused(words := self._row(bitmask, row))
@@ -1466,24 +1474,39 @@ class UniqueMatcher:
         return self._after(self.checked.compiled.vocabulary.tokens[token_id]) is not None
 
     def accept_token(self, token_id: int) -> bool:
+        inner, t = self.inner, self._tracks[-1]
+        states = inner._states
+        key = (states[-1], token_id, id(t), t.noted)
+        hit = self.checked.step_memo.get(key)
+        if hit is not None:  # this token from this grammar state and track, accepted before
+            states.append(hit[0])
+            inner._tokens.append(token_id)
+            self._push(hit[1], hit[2])
+            return True
         compiled = self.checked.compiled
         if compiled.is_eos(token_id) or not 0 <= token_id < len(compiled.vocabulary.tokens):
-            if not self.inner.accept_token(token_id):
+            if not inner.accept_token(token_id):
                 return False
-            self._push(self._tracks[-1], b"")
+            self._push(t, b"")
             return True
         data = compiled.vocabulary.tokens[token_id]
-        return self._advance(data, lambda: self.inner.accept_token(token_id))
+        done = self._advance(data, lambda: inner.accept_token(token_id))
+        if done == _SHARED:
+            _put(self.checked.step_memo, key, (states[-1], self._tracks[-1], data, t), _STEP_MEMO)
+        return bool(done)
 
     accept_tokens = Matcher.accept_tokens  # token by token through accept_token above
 
     def accept_bytes(self, data: bytes) -> bool:
-        return self._advance(bytes(data), lambda: self.inner.accept_bytes(data))
+        return bool(self._advance(bytes(data), lambda: self.inner.accept_bytes(data)))
 
     def accept_text(self, text: str) -> bool:
         return self.accept_bytes(text.encode("utf-8"))
 
-    def _advance(self, data: bytes, inner_accept) -> bool:
+    def _advance(self, data: bytes, inner_accept):
+        """Accept ``data`` (``inner_accept()`` advances the grammar): False when refused, else
+        ``_SHARED`` where the track after is a function of the track before, the grammar's state and
+        the bytes alone (the same for every matcher: ``step_memo`` may keep it), True where it is not."""
         if self.inner.is_terminated():
             return False
         t = self._tracks[-1]
@@ -1495,7 +1518,7 @@ class UniqueMatcher:
                 if not inner_accept():
                     return False
                 self._push(t, data)
-                return True
+                return _SHARED
             if lex[3] and top[8] is not None and top[8].names_open(self.checked.strict):
                 # inside a name where any name fits (no dead end): only the name's text changes
                 if not inner_accept():
@@ -1505,7 +1528,7 @@ class UniqueMatcher:
                 after.part, after.noted, after.opener, after.scan = None, False, t.opener, t.scan
                 after.stack, after.lex = t.stack, [*lex[:4], lex[4] + data]  # frames shared: not changed once pushed
                 self._push(after, data)
-                return True
+                return _SHARED
         # where only names are checked, the track after the bytes (or a refusal) is memoised by the
         # grammar state, the bytes and all the checks read of the track (_part): tracks are
         # not changed once pushed (but for _note_accepted's record), so one serves every matcher
@@ -1517,7 +1540,7 @@ class UniqueMatcher:
             if hit is False or not inner_accept():
                 return False
             self._push(hit, data)
-            return True
+            return _SHARED
         try:
             track = self._fed(data)
         except (IndexError, ValueError, AttributeError):
@@ -1537,10 +1560,11 @@ class UniqueMatcher:
             self.inner.rollback(1)
             self._remember(key, False)
             return False
-        if key is not None and self._part(track) >= 0:
+        shared = key is not None and self._part(track) >= 0
+        if shared:
             self._remember(key, track)
         self._push(track, data)
-        return True
+        return _SHARED if shared else True
 
     def _remember(self, key: tuple | None, outcome) -> None:
         if key is not None:

@@ -274,6 +274,7 @@ def test_memoised_refusals_equal_fresh_ones(compiler, vocab_builtin, schema):
             hits += m._refusal_key(m._tracks[-1]) in compiled.refused_memo
             fresh.refused_memo.clear()
             fresh.advance_memo.clear()
+            fresh.step_memo.clear()
             allowed = m.allowed_tokens()
             same = bool(np.array_equal(allowed, f.allowed_tokens()))
             assert same, bytes(m._bytes)
@@ -286,8 +287,9 @@ def test_memoised_refusals_equal_fresh_ones(compiler, vocab_builtin, schema):
             assert m.accept_token(t) and f.accept_token(t)
             for probe in rng.sample(ids, min(4, len(ids))) + rng.sample(range(len(vocab_builtin.tokens)), 4):
                 fresh.advance_memo.clear()
+                fresh.step_memo.clear()
                 assert m.copy().accept_token(probe) == f.copy().accept_token(probe), (bytes(m._bytes), probe)
-    assert hits > 40 and len(compiled.advance_memo) > 40, hits
+    assert hits > 40 and len(compiled.advance_memo) > 40 and len(compiled.step_memo) > 40, hits
 
 
 @pytest.mark.parametrize("schema, extra", [(_object(True, kinds=("null",)), []), (PATTERNED, PATTERN_NAMES)],
