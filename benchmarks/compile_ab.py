@@ -203,6 +203,9 @@ def replay_report(args, names: list[str], a: dict, b: dict) -> None:
         row = "   ".join(f"p{int(q * 100)} {percentile(xa, q) * 1e3:8.2f} / {percentile(xb, q) * 1e3:8.2f}"
                          for q in (0.5, 0.9, 0.99))  # fmt: skip
         print(f"  {label:4s} ms, A / B:  {row}   max {max(xa, default=0.0) * 1e3:8.1f} / {max(xb, default=0.0) * 1e3:8.1f}")
+    row = "   ".join(f"p{int(q * 100)} {percentile(ma, q) * 1e6:6.2f} / {percentile(mb, q) * 1e6:6.2f}"
+                     for q in (0.25, 0.5, 0.75))  # fmt: skip
+    print(f"  TBM  us, A / B:  {row}   (the typical mask: MaskBench's TBM p50 is compared in microseconds)")
     ratios = sorted(b[n][0] / a[n][0] for n in ok if a[n][0] > 0)
     print(f"  TTFM B/A per schema: median {percentile(ratios, 0.5):.3f}, p10 {percentile(ratios, 0.1):.3f}, "
           f"p90 {percentile(ratios, 0.9):.3f}; total {sum(tb) / sum(ta):.3f}")  # fmt: skip
