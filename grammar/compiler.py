@@ -148,7 +148,11 @@ class GrammarCompiler:
                 compiled.release_source(_rebuilder(source, regular=not isinstance(compiled, CompiledCfg)))
             return compiled
 
-        return self._cache.get_or_create(key + (self.vocabulary.fingerprint,), lambda: _quietly(build))
+        entry = key + (self.vocabulary.fingerprint,)
+        cached = self._cache.get(entry)
+        if cached is not None and cached.spent:  # a capacity bound was hit at mask time: build it afresh
+            self._cache.pop(entry)
+        return self._cache.get_or_create(entry, lambda: _quietly(build))
 
     def _load_or_make(self, key: tuple, make: Callable[[], CompiledGrammar | CompiledCfg]):
         disk = self.disk_cache

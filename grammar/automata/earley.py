@@ -348,6 +348,7 @@ class CfgAutomaton(StateTable):
         if i is None:
             i = len(self.configs)
             if i >= self.max_states:
+                self.spent = True
                 raise LimitError(f"context-free matcher exceeded {self.max_states} parser configurations")
             if i >= len(self.computed):
                 self._grow()

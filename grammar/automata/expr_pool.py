@@ -85,6 +85,8 @@ class ExprPool:
     length of e's strings, guiding emptiness searches).
     """
 
+    spent = False  # True once max_exprs was reached: no new expression fits (set where it is raised)
+
     def __init__(self, max_exprs: int = 2_000_000):
         self.max_exprs = max_exprs
         self.arena = core.new_arena(max_exprs=max_exprs)
@@ -130,7 +132,7 @@ class ExprPool:
         return cls() if common is None else common.fork()
 
     _TRANSIENT = ("_lock", "kind", "nullable", "has_bool", "counter", "min_len", "args", "first", "emptiness",
-                  "bound", "_checked", "_units", "_cls_cache")  # fmt: skip
+                  "bound", "_checked", "_units", "_cls_cache", "spent")  # fmt: skip
 
     def __getstate__(self):
         """The arena and the Python-side tables, without the AST memo (rebuilt as nodes are interned
@@ -218,6 +220,7 @@ class ExprPool:
         if status == core.FULL:
             self.arena = core.grow(self.arena)
         elif status == core.LIMIT:
+            self.spent = True  # no room for a new expression: the grammar is spent (AutomatonQueries.spent)
             raise LimitError(f"regex automaton exceeded {self.max_exprs} expressions")
         else:
             raise LimitError(f"regex nesting too deep: a derivative exceeded {core.MAX_DEPTH} pending parts")

@@ -106,6 +106,7 @@ class LazyDFA(StateTable):
             return DEAD
         s = self._n
         if s >= self.max_states:
+            self.spent = True
             raise LimitError(f"regex automaton exceeded {self.max_states} states")
         if s >= len(self.computed):
             self._grow()
@@ -162,6 +163,7 @@ class LazyDFA(StateTable):
                     counts[0] += 1
                     counts[1] = self._n
                 elif r == dfa_rows.TOO_MANY_STATES:
+                    self.spent = True
                     raise LimitError(f"regex automaton exceeded {self.max_states} states")
                 elif r == dfa_rows.TIMEOUT:  # raises once the bound has passed by the monotonic clock too
                     pool.bound.check()
@@ -212,6 +214,7 @@ class LazyDFA(StateTable):
         """Count the block's time against the automaton's total work bound (LimitError past it)."""
         bound = self.max_work_s
         if bound is not None and self.work_s > bound:
+            self.spent = True
             raise LimitError(
                 f"regex automaton: its lazy construction took over {bound:g} s in total "
                 f"({self.n_states} states; bound: {WORK_FACTOR} x mask_timeout_s); the constraint "

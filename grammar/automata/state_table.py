@@ -25,6 +25,10 @@ def grown(old: np.ndarray, cap: int, fill) -> np.ndarray:
 
 
 class StateTable:
+    # True once a capacity bound (states, configurations) or the total work bound was hit: the
+    # automaton can take no new state, so the grammar is spent (``AutomatonQueries.spent``)
+    spent = False
+
     def __getstate__(self):
         """The automaton as built so far (an on-disk grammar cache keeps it); the lock is made anew."""
         with self.lock:

@@ -80,6 +80,14 @@ class AutomatonQueries:
         return {self._SOURCE: self.source, **{k: getattr(self, k) for k in fields}}
 
     @property
+    def spent(self) -> bool:
+        """Whether a capacity bound was hit while masks or transitions were computed (the expression
+        arena, the automaton's states or parser configurations, its total work): no new state can be
+        made, so every query that needs one fails at once. Matchers in use keep failing; the compiler
+        cache drops a spent grammar, so the next compile of the constraint starts afresh."""
+        return self.pool.spent or self.dfa.spent
+
+    @property
     def source(self):
         """The constraint's source (regex AST or grammar IR); loaded on demand after a disk cache load
         or ``release_source``."""

@@ -10,6 +10,7 @@ from grammar_oracle import tiny_vocab
 
 from guided.errors import LimitError
 from guided.grammar import GrammarCompiler
+from guided.grammar.automata import expr_core as core
 from guided.grammar.automata import lazy_dfa
 from guided.grammar.regex_ast import any_char, intersect, literal, repeat
 
@@ -66,3 +67,42 @@ def test_total_lazy_work_unbounded_without_timeout():
     for _ in range(500):
         assert m.accept_token(2)
     assert m.is_accepting() and compiled.dfa.max_work_s is None
+
+
+def _walk_until_limit(compiled, token: int, match: str, steps: int = 100_000) -> None:
+    m = compiled.matcher()
+    with pytest.raises(LimitError, match=match):
+        for _ in range(steps):
+            assert m.allowed_tokens()[token]
+            assert m.accept_token(token)
+
+
+@pytest.mark.parametrize("bound", ["states", "expressions", "configurations", "in total"])
+def test_a_grammar_spent_at_mask_time_is_compiled_afresh(monkeypatch, bound):
+    """A capacity bound hit while masks are computed (the automaton's states, the expression arena,
+    the parser's configurations, the total lazy work) leaves that grammar unable to make any new
+    state: the compiler cache drops it, so the next compile of the same constraint (the next request)
+    starts afresh instead of failing at its first new state. A grammar that hit no bound stays cached."""
+    vocab = tiny_vocab([b"a", b"aa", b"(", b")", b"x"], size=8)
+    if bound == "in total":
+        monkeypatch.setattr(lazy_dfa, "WORK_FACTOR", 0.05)
+    compiler = GrammarCompiler(vocab, max_states=60 if bound in ("states", "configurations") else 500_000,
+                               mask_timeout_s=1.0)  # fmt: skip
+    if bound == "configurations":  # nesting: one more parser configuration per "("
+        compile_ = lambda: compiler.compile_lark('start: "(" start ")" | "x"')  # noqa: E731
+        token = 2
+    else:
+        compile_ = lambda: compiler.compile_ast(_new_state_per_byte())  # noqa: E731
+        token = 0
+    compiled = compile_()
+    assert compile_() is compiled and not compiled.spent
+    if bound == "expressions":  # room for a few more expressions only
+        compiled.pool.arena[core.H_MAX] = compiled.pool.arena[core.H_N] + 8
+    _walk_until_limit(compiled, token, bound)
+    assert compiled.spent
+    _walk_until_limit(compiled, token, bound)  # its matchers keep failing, at their first new state
+    fresh = compile_()
+    assert fresh is not compiled and not fresh.spent and compile_() is fresh
+    m = fresh.matcher()
+    for _ in range(5):  # new states again
+        assert m.allowed_tokens()[token] and m.accept_token(token)
