@@ -51,8 +51,8 @@ class CompiledCfg(AutomatonQueries):
     """A context-free grammar's automaton over a vocabulary; create with ``compile_cfg``, use via ``matcher()``."""
 
     _SOURCE = "grammar"
-    _VOCABULARY_SIDE = (*AutomatonQueries._VOCABULARY_SIDE, "_desc", "_next_tok", "_tails", "_cfg_tail",
-                        "_lex_tail", "_tail_rows", "_tail_done", "_lex_tail_done", "_tail_lock")  # fmt: skip
+    _VOCABULARY_SIDE = (*AutomatonQueries._VOCABULARY_SIDE, "_desc", "_next_tok", "_tails", "_tail_state",
+                        "_tail_rows", "_tail_lock")  # fmt: skip
 
     def _build(self) -> None:
         pool = ExprPool.with_common()
@@ -72,11 +72,7 @@ class CompiledCfg(AutomatonQueries):
         self._desc, self._next_tok, self._tails = self.index.cfg_tables()
         # mid-token slices: configuration -> row of self._tails (an unbounded slice's tails) or -1; the
         # rows live in this process's vocabulary index, so a disk cache load starts them again
-        self._cfg_tail = np.full(64, -1, dtype=np.int32)
-        self._lex_tail = np.full(64, -1, dtype=np.int32)  # the same per lexer state, for lexeme mode
-        self._tail_rows: dict[tuple, int] = {}  # slice candidate -> its row or -1
-        self._tail_done = 0  # configurations below this have their _cfg_tail entry
-        self._lex_tail_done = 0  # lexer states below this have their _lex_tail entry
+        self._restart_tails(self._tails.epoch)
         self._tail_lock = threading.Lock()
 
     # ------------------------------------------------------------------ queries
@@ -212,23 +208,50 @@ class CompiledCfg(AutomatonQueries):
             self._lex_slices[lex] = r
         return r
 
+    # (epoch of the TailRows numbers, configuration -> row or -1, the same per lexer state (lexeme
+    # mode), configurations and lexer states below these have their entry): one tuple, replaced whole
+    @property
+    def _cfg_tail(self) -> np.ndarray:
+        return self._tail_state[1]
+
+    @property
+    def _tail_done(self) -> int:
+        return self._tail_state[3]
+
+    def _restart_tails(self, epoch: int) -> None:
+        """Records made afresh for ``epoch`` of the shared rows (the numbers of another are stale)."""
+        self._tail_state = (epoch, np.full(64, -1, dtype=np.int32), np.full(64, -1, dtype=np.int32), 0, 0)
+        self._tail_rows: dict[tuple, int] = {}  # slice candidate -> its row or -1, in that epoch
+
     def _sync_tails(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(configuration -> row of ``TailRows`` or -1, the same per lexer state, the rows) with an
         entry for every configuration and lexer state made so far: the walk skips, below a node whose
         configuration (lexer state, in lexeme mode) has an unbounded slice, the subtrees that spell
-        only that slice's characters (``Slice.tails``), OR-ing in their tokens."""
+        only that slice's characters (``Slice.tails``), OR-ing in their tokens. Row numbers and rows
+        are of one epoch of ``TailRows.table`` (each read once: other threads may start a new one)."""
         n, n_lex = self.dfa.n_states, len(self.dfa.lexstates)
-        if self._tail_done >= n and self._lex_tail_done >= n_lex:
-            return self._cfg_tail, self._lex_tail, self._tails.rows
+        epoch, rows = self._tails.table
+        mine, cfg, lex, done, lex_done = self._tail_state
+        if mine == epoch and done >= n and lex_done >= n_lex:
+            return cfg, lex, rows
         with self._tail_lock:
-            self._cfg_tail = self._synced(self._cfg_tail, self._tail_done, n, self.slice_of)
-            self._lex_tail = self._synced(self._lex_tail, self._lex_tail_done, n_lex, self._lex_slice)
-            self._tail_done, self._lex_tail_done = n, n_lex
-            return self._cfg_tail, self._lex_tail, self._tails.rows
+            for _ in range(2):  # the second time in the epoch a first filling started
+                epoch, rows = self._tails.table
+                if self._tail_state[0] != epoch:
+                    self._restart_tails(epoch)
+                mine, cfg, lex, done, lex_done = self._tail_state
+                cfg = self._synced(cfg, done, n, self.slice_of, epoch)
+                lex = self._synced(lex, lex_done, n_lex, self._lex_slice, epoch) if cfg is not None else None
+                if lex is not None:
+                    self._tail_state = (epoch, cfg, lex, n, n_lex)
+                    return cfg, lex, rows
+            # this grammar's slices alone take more rows than an epoch holds: this round walks without
+            return np.full(n, -1, dtype=np.int32), np.full(n_lex, -1, dtype=np.int32), rows
 
-    def _synced(self, table: np.ndarray, done: int, n: int, slice_of) -> np.ndarray:
-        """table with entries done..n-1 filled (state -> its slice's row of tails, or -1), regrown
-        into a new array when too short (a walk may still be reading the old one)."""
+    def _synced(self, table: np.ndarray, done: int, n: int, slice_of, epoch: int) -> np.ndarray | None:
+        """table with entries done..n-1 filled (state -> its slice's row of tails in ``epoch``, or -1),
+        regrown into a new array when too short (a walk may still be reading the old one); None when
+        the shared rows moved to a new epoch meanwhile (the entries written are of ``epoch``)."""
         if len(table) < n:
             grown = np.full(max(n, 2 * len(table)), -1, dtype=np.int32)
             grown[:done] = table[:done]
@@ -241,7 +264,10 @@ class CompiledCfg(AutomatonQueries):
                 continue
             row = rows.get(candidate)
             if row is None:
-                row = rows[candidate] = self._tails.row(*candidate)
+                row = self._tails.row(*candidate, epoch)
+                if row is None:
+                    return None
+                rows[candidate] = row
             table[s] = row
         return table
 

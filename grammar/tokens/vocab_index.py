@@ -23,6 +23,7 @@ __all__ = ["VocabIndex", "TailRows", "LongTokens", "vocab_index"]
 MAX_SLICES = 256  # character classes with a slice per vocabulary
 MAX_INDEXES = 4  # vocabularies indexed at once
 LONG = 32  # tokens longer than this many bytes are "long" (LongTokens)
+TAIL_ROWS_BYTES = 256 << 20  # the unbounded slices' tails rows of one vocabulary (TailRows)
 
 
 class VocabIndex:
@@ -125,27 +126,49 @@ def _long_skip(node_depth, tok_start, tok_end, longest):
 
 class TailRows:
     """The ``Slice.tails`` of one trie's unbounded slices, stacked as rows for the walk (shared by
-    every grammar over the trie; rows are only appended, so an older array stays valid for its rows)."""
+    every grammar over the trie).
 
-    def __init__(self, index: VocabIndex):
+    ``table`` is (epoch, rows): one array of ``capacity`` rows (``TAIL_ROWS_BYTES`` in all), allocated
+    zeroed at once (pages no row was written to take no memory) and filled in place, a row per slice
+    met, so that adding one copies nothing (growing the array by one row at a time copied all the
+    rows before it: 1-2 s stalls once a long-lived process had met a few thousand classes, and memory
+    without bound). When every row is taken, a new epoch starts with a new array; walks in flight keep
+    the old one. A row number is valid only with its epoch's array: callers read ``table`` once and
+    start their own records afresh when the epoch changes (``CompiledCfg._sync_tails``)."""
+
+    def __init__(self, index: VocabIndex, capacity: int | None = None):
         self.index = index
-        self.rows = np.zeros((1, index.trie.n_nodes), dtype=np.uint8)  # one unused row until the first slice
-        self._row: dict[tuple, int] = {}  # slice key -> row
+        n_nodes = index.trie.n_nodes
+        self.capacity = capacity or max(16, min(4096, TAIL_ROWS_BYTES // max(n_nodes, 1)))
+        self.table: tuple[int, np.ndarray] = (0, np.zeros((self.capacity, n_nodes), dtype=np.uint8))
+        self._row: dict[tuple, int] = {}  # slice key -> row in this epoch's array
         self._lock = threading.Lock()
 
-    def row(self, key: tuple, hi: int) -> int:
-        """The row of the slice (key, hi) when it is unbounded within one token, else -1."""
+    @property
+    def epoch(self) -> int:
+        return self.table[0]
+
+    def row(self, key: tuple, hi: int, epoch: int) -> int | None:
+        """The row of the slice (key, hi) in ``epoch`` when it is unbounded within one token, else -1;
+        None when ``epoch`` is over (or this call ended it: every row was taken), and the caller's row
+        numbers with it."""
         sl = self.index.slice_for(key, lazy=True)
         if sl is None or sl.bound(hi) < sl.cap:
             return -1
         with self._lock:
+            now, rows = self.table
+            if now != epoch:
+                return None
             r = self._row.get(key)
             if r is None:
+                if len(self._row) >= len(rows):  # every row taken: a new array (walks in flight keep theirs)
+                    rows = np.zeros_like(rows)
+                    self._row = {key: 0}
+                    rows[0] = sl.tails
+                    self.table = (now + 1, rows)
+                    return None
                 r = self._row[key] = len(self._row)
-                rows = np.zeros((max(r + 1, len(self.rows)), self.index.trie.n_nodes), dtype=np.uint8)
-                rows[:r] = self.rows[:r]
-                rows[r] = sl.tails
-                self.rows = rows
+                rows[r] = sl.tails  # a row no caller knows yet: written in place
             return r
 
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 import random
 
 import pytest
-from grammar_oracle import byte_splits, check_masks_on_random_paths, tiny_vocab
+from grammar_oracle import allowed_tokens, byte_splits, check_masks_on_random_paths, tiny_vocab
 
 from guided.grammar.automata.cfg_recognizer import CfgState
 from guided.grammar.automata.earley import CfgAutomaton
 from guided.grammar.frontends.lark_grammar import parse_lark
 from guided.grammar.tokens.compiled_cfg import compile_cfg
+from guided.grammar.tokens.vocab_index import TailRows
 
 GRAMMARS = {
     # known keys beside any other string key (the shape of JSON objects with additional properties):
@@ -45,3 +46,46 @@ def test_mid_token_slices_give_exact_masks(name):
     check_masks_on_random_paths(compiled, lambda: CfgState(oracle), TOKENS, VOCAB, random.Random(name), 25, 10)
     served = compiled._cfg_tail[: compiled._tail_done]
     assert (served >= 0).any()  # some configuration had its subtrees skipped through a mid-token slice
+
+
+def test_tails_rows_all_taken_start_a_new_epoch_and_masks_stay_exact():
+    """The tails rows of a vocabulary are a fixed number (``TailRows.capacity``), filled in place, so
+    that adding one never copies the others; once every row is taken, a new epoch starts with a new
+    array and each grammar makes its row numbers again. With one row, the two grammars' string
+    classes take it in turn: every switch starts an epoch, and the masks stay exact throughout."""
+    shared = None
+    grammars = []
+    for name in sorted(GRAMMARS):
+        g = parse_lark(GRAMMARS[name])
+        compiled = compile_cfg(VOCAB, g)
+        shared = shared or TailRows(compiled.index, capacity=1)
+        compiled._tails = shared
+        compiled._restart_tails(shared.epoch)
+        grammars.append((name, compiled, CfgAutomaton(g)))
+    served = 0
+    for turn in range(4):
+        for name, compiled, oracle in grammars:
+            rng = random.Random(f"{name}{turn}")
+            check_masks_on_random_paths(compiled, lambda o=oracle: CfgState(o), TOKENS, VOCAB, rng, 6, 10)
+            served += int((compiled._cfg_tail[: compiled._tail_done] >= 0).sum())
+    assert shared.epoch >= 3 and served > 0, (shared.epoch, served)
+    # configurations made (by accepting tokens) and recorded by a first mask, before another grammar
+    # starts an epoch: their masks, computed after it, make their row numbers again too
+    fresh = {}
+    for name in ("keys", "comments"):
+        g = parse_lark(GRAMMARS[name])
+        fresh[name] = (compile_cfg(VOCAB, g), CfgAutomaton(g))
+        fresh[name][0]._tails = shared
+        fresh[name][0]._restart_tails(shared.epoch)
+    keys, comments = fresh["keys"][0], fresh["comments"][0]
+    path = [b"{", b'"x', b"ab", b"ab", b"abc"]
+    m = keys.matcher()
+    assert all(m.accept_token(TOKENS.index(t)) for t in path)
+    keys.matcher().allowed_tokens()  # its first mask: every configuration made so far gets its row
+    epoch = shared.epoch
+    comments.matcher().allowed_tokens()
+    assert shared.epoch > epoch  # the comments' class took the one row
+    state = CfgState(fresh["keys"][1])
+    assert state.feed_bytes(b"".join(path))
+    allowed = allowed_tokens(m, VOCAB)
+    assert [bool(allowed[i]) for i in range(len(TOKENS))] == [state.copy().feed_bytes(t) for t in TOKENS]
