@@ -10,6 +10,7 @@ import weakref
 import numpy as np
 import pytest
 
+from guided.errors import LimitError
 from guided.grammar.collector import quiet_collector
 from guided.grammar.compiler import GrammarCompiler
 from guided.schema.compiler import compile_json_schema
@@ -90,6 +91,33 @@ def test_a_compile_runs_no_full_pass_and_leaves_no_cyclic_garbage(vocab_builtin)
     assert gc.isenabled()
     assert 2 not in during and during.count(1) <= 1, during  # one pass over the young generations, at the end
     assert gc.collect() < 50  # the lowering's cycles were collected when the compile returned
+
+
+def _failed_compile_garbage(compiler, schema, max_nodes: int) -> int:
+    """Objects a full pass of the collector frees once a compile failing at ``max_nodes`` is over."""
+    gc.collect()
+    with pytest.raises(LimitError, match="schema nodes"):
+        compile_json_schema(compiler, schema, max_nodes=max_nodes)
+    return gc.collect()  # the error and its traceback are gone here
+
+
+def test_a_compile_failing_late_leaves_no_more_cyclic_garbage_than_one_failing_early(vocab_builtin):
+    """A lowering that fails (here at its node bound) drops what it built: the error's traceback keeps
+    the lowering alive past the compile's own pass over the young generations, and what it holds (in
+    cycles through the schema-free languages, which refer back to it) was left for a full pass: a
+    million objects, 2 s in some later mask, after one large MaskBench schema. What a failure leaves
+    now hardly grows with how far the lowering got."""
+    def branch(i: int) -> dict:
+        return {"type": "object", "required": [f"p{i}_0"], "properties": {
+            f"p{i}_{j}": {"type": "array", "items": {"type": "string", "pattern": f"^x{j}[a-z]+$"}} for j in range(6)}}
+
+    schema = {"type": "array", "items": {"anyOf": [branch(i) for i in range(40)]}}
+    compiler = GrammarCompiler(vocab_builtin)
+    early = _failed_compile_garbage(compiler, schema, 200)
+    late = _failed_compile_garbage(compiler, schema, 3000)  # ten times the schema nodes lowered
+    # (left: the key-order places, which refer to each other: ~1,000 objects either way; before,
+    # the lowering's memos and languages too: 20,000 more at the later bound)
+    assert late - early < 2000, (early, late)
 
 
 def test_the_collector_stays_off_until_the_last_compile_ends_and_as_the_caller_left_it():
