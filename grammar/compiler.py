@@ -150,8 +150,10 @@ class GrammarCompiler:
 
         entry = key + (self.vocabulary.fingerprint,)
         cached = self._cache.get(entry)
-        if cached is not None and cached.spent:  # a capacity bound was hit at mask time: build it afresh
-            self._cache.pop(entry)
+        if cached is not None:
+            if not cached.spent:
+                return cached
+            self._cache.pop(entry)  # a capacity bound was hit at mask time: build it afresh
         return self._cache.get_or_create(entry, lambda: _quietly(build))
 
     def _load_or_make(self, key: tuple, make: Callable[[], CompiledGrammar | CompiledCfg]):

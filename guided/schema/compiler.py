@@ -163,18 +163,16 @@ def json_schema_to_grammar(
     lowering.unique_runtime = isinstance(unique_runtime, UniquePlan)
     lowering.names_runtime = names_runtime
     lowering.unique_refusal = unique_runtime if isinstance(unique_runtime, (str, PlanError)) else None
-    done = False
     try:
         with hole_memo():  # one has_hole memo for the whole lowering (see has_hole)
-            out = _lower(lowering)
-            done = True
-            return out
-    except RecursionError:
-        raise LimitError("the schema nests too deeply to compile (recursion limit)") from None
+            return _lower(lowering)
+    except BaseException as e:
+        lowering.abandon()
+        if isinstance(e, RecursionError):
+            raise LimitError("the schema nests too deeply to compile (recursion limit)") from None
+        raise
     finally:
         release_lowering_memos()
-        if not done:
-            lowering.abandon()
 
 
 def _lower(lowering: SchemaLowering) -> Node | CfgGrammar:
