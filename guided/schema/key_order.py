@@ -183,11 +183,13 @@ class KeyOrder:
         return self.admits_undeclared(strict) or self.policy(key_order) == "bag"
 
     def names_alike(self, strict: bool) -> bool:
-        """Whether every name not declared here fits as well as any other: no ``propertyNames``, and no
-        ``patternProperties`` unless every undeclared name fits anyway (``names_open``). Then one
-        fresh name stands for all of them."""
+        """Whether every name not declared here fits as well as any other: no ``propertyNames``, no
+        ``enum`` or ``const`` (whose objects spell out their names), and no ``patternProperties``
+        unless every undeclared name fits anyway (``names_open``). Then one fresh name stands for
+        all of them."""
         if self._patterned is None:  # read on every mask of a bag object: once per place
-            self._patterned = any("propertyNames" in s for s, _ in self.schemas), any(True for _ in self._pattern_schemas())
+            self._patterned = (any("propertyNames" in s or "enum" in s or "const" in s for s, _ in self.schemas),
+                               any(True for _ in self._pattern_schemas()))  # fmt: skip
         names, patterns = self._patterned
         return not names and (not patterns or self.names_open(strict))
 
