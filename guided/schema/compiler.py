@@ -264,7 +264,7 @@ def _names(schema, registry: dict | None, opts: SchemaOptions) -> tuple[bool, Ke
     to one value)."""
     try:
         root = root_place(schema, registry)  # one resolver, so both walks share the places they make
-        return (opts.key_order == "any" and has_bag(root),
+        return (opts.key_order == "any" and has_bag(root, opts.strict),
                 root if repeats_names(root, opts.key_order, opts.strict) else None)  # fmt: skip
     except (SchemaError, RecursionError):
         return False, None  # the lowering reports a malformed schema with its own message

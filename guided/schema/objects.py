@@ -304,7 +304,7 @@ def _object(
     lo = lowering.count(schema, "minProperties", 0, path)
     hi = lowering.count(schema, "maxProperties", None, path)
     lo, hi, extra = _counts_folded(lowering, lo, hi, extra)
-    policy = place.policy(lowering.options.key_order, lowering.names_runtime)
+    policy = place.policy(lowering.options.key_order, lowering.options.strict, lowering.names_runtime)
     if policy == "bag" and not bag_fits(sum(req for _, req in slots), hi if hi is not None else lo):
         policy = place.ordered_policy  # this object's own names, where the place has several branches
     if policy == "bag" or (lowering.mode == lowering.NEG and (slots or lo or hi is not None)):

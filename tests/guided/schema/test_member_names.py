@@ -338,26 +338,34 @@ def test_the_bag_policy_where_names_are_alike_only():
     props = {n: {"type": "integer"} for n in NAMES}
     res = SchemaResolver({})
     place = KeyOrder.at(res, [({"type": "object", "properties": props}, "")])
-    assert place.policy("any") == "bag"
-    assert place.policy("any", bags=False) == "around"
+    assert place.policy("any", False) == "bag"
+    assert place.policy("any", False, bags=False) == "around"
     pats = {"type": "object", "properties": props, "patternProperties": {"^x-": {"type": "integer"}}}
-    assert KeyOrder.at(res, [(pats, "")]).policy("any") == "bag"  # names not alike: the matcher searches
+    assert KeyOrder.at(res, [(pats, "")]).policy("any", False) == "bag"  # names not alike: the matcher searches
     assert not KeyOrder.at(res, [(pats, "")]).names_alike(False) and place.names_alike(False)
     any_x = {"type": "object", "properties": props, "patternProperties": {"^x-": {"title": "any"}}}
     assert KeyOrder.at(res, [(any_x, "")]).names_alike(False)  # every undeclared name fits anyway
     assert not KeyOrder.at(res, [(any_x, "")]).names_alike(True)  # strict: only ^x- names fit
     many = {"type": "object", "properties": props, "required": NAMES}  # 9 names to track: past the bag's count
-    assert KeyOrder.at(res, [(many, "")]).policy("any") == "around"
+    assert KeyOrder.at(res, [(many, "")]).policy("any", False) == "around"
     # oneOf: a bag unless its branches are not provably apart and several are intersections
     # (exclusivity then meets intersected bags with complemented ones: too costly)
     kinds = [{"type": "object", "properties": {"kind": {"const": k}}, "required": ["kind"]} for k in "ab"]
     apart = {"type": "object", "properties": props, "oneOf": kinds}
-    assert KeyOrder.at(res, [(apart, "")]).policy("any") == "bag"
+    assert KeyOrder.at(res, [(apart, "")]).policy("any", False) == "bag"
     overlapping = {"type": "object", "properties": props, "oneOf": [{"required": ["p0"]}, {"required": ["p1"]}]}
-    assert KeyOrder.at(res, [(overlapping, "")]).policy("any") == "bag"
+    assert KeyOrder.at(res, [(overlapping, "")]).policy("any", False) == "bag"
     meets = [{"allOf": [{"required": [n]}, {"properties": {n: {"type": "integer"}}}]} for n in ("p0", "p1")]
     costly = {"type": "object", "properties": props, "oneOf": meets}
-    assert KeyOrder.at(res, [(costly, "")]).policy("any") == "around"
+    assert KeyOrder.at(res, [(costly, "")]).policy("any", False) == "around"
+    # a few names: a bag where undeclared names come in (the matcher tracks names there anyway),
+    # the permutation where the object is closed (no check needed)
+    few = {"type": "object", "properties": {"a": {}, "b": {}, "c": {}}}
+    assert KeyOrder.at(res, [(few, "")]).policy("any", False) == "bag"
+    assert KeyOrder.at(res, [(few, "")]).policy("any", False, bags=False) == "permuted"
+    assert KeyOrder.at(res, [(few, "")]).policy("any", True) == "permuted"  # strict closes it
+    closed = {**few, "additionalProperties": False}
+    assert KeyOrder.at(res, [(closed, "")]).policy("any", False) == "permuted"
 
 
 def test_branches_with_many_required_names_between_them_take_any_order(compiler):
