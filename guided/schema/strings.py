@@ -128,21 +128,35 @@ def _none_of(words: tuple) -> Node:
 
 
 def release_lowering_memos() -> None:
-    """Empty the memo of ``none_of`` trees, as a lowering ends (another schema rarely asks for the same
-    names; a lowering in progress on another thread only loses its hits)."""
+    """Empty the memos of ``none_of`` trees, as a lowering ends (another schema rarely asks for the
+    same names; a lowering in progress on another thread only loses its hits)."""
     _none_of.cache_clear()
+    _LEFT.clear()
+
+
+# the trees of ``_leave`` by their trie's shape, for one lowering (``release_lowering_memos``): the
+# objects of a schema share name suffixes ("...Name", "...Type"), and one tree per shape makes equal
+# subtrees one object, which interning then meets by identity instead of comparing them (a tree is
+# keyed by its children's ids; the entry keeps the children alive, so their ids stay theirs)
+_LEFT: dict[tuple, Node] = {}
 
 
 def _leave(node: dict) -> Node:
     """The strings left once the trie is at ``node``: a ``Cofinite`` union (every string of the
     body's characters begins one of them), so the token side serves them from the string slice."""
-    kids = sorted(k for k in node if k is not None)
+    kids = tuple(sorted(k for k in node if k is not None))
+    subs = [_leave(node[k]) for k in kids]
+    key = (None in node, kids, tuple(map(id, subs)))
+    hit = _LEFT.get(key)
+    if hit is not None:
+        return hit
     out = alt(
         EPSILON if None not in node else EMPTY,
-        _other_than(tuple(kids)),
-        *(seq(_encode_chars(((ord(k), ord(k)),)), _leave(node[k])) for k in kids),
+        _other_than(kids),
+        *(seq(_encode_chars(((ord(k), ord(k)),)), sub) for k, sub in zip(kids, subs, strict=True)),
     )
-    return Cofinite(out.items, ANY_STRING_BODY) if out.__class__ is Alt else out
+    left = _LEFT[key] = Cofinite(out.items, ANY_STRING_BODY) if out.__class__ is Alt else out
+    return left
 
 
 @lru_cache(maxsize=4096)
