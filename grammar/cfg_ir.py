@@ -69,6 +69,10 @@ class CfgGrammar:
     start: str
     ignore: tuple[str, ...] = ()
     where: dict[str, Pos] = field(default_factory=dict)
+    # an ExprPool where some terminals are interned and their emptiness decided already (by the
+    # JSON Schema front end): the grammar's first compile starts from it (``CompiledCfg``) instead of
+    # interning and deciding them again
+    pool: object = field(default=None, repr=False)
 
     def symbols_of(self, name: str) -> set[str]:
         return {s for a in self.rules[name].alternatives for s in a} if name in self.rules else set()
@@ -145,14 +149,34 @@ class CfgGrammar:
         return seen
 
     def _productive(self) -> set[str]:
+        """The symbols that derive some string: non-empty terminals, and rules with an alternative of
+        such symbols. A worklist, linear in the grammar's size: each alternative counts the symbols it
+        still waits for, and a symbol found productive counts down the alternatives waiting on it
+        (sweeping every rule until nothing changed took one sweep per level of nesting)."""
         good = set(n for n, t in self.terminals.items() if t.node != EMPTY)
-        changed = True
-        while changed:
-            changed = False
-            for rule in self.rules.values():
-                if rule.name not in good and any(all(s in good for s in a) for a in rule.alternatives):
-                    good.add(rule.name)
-                    changed = True
+        heads: list[str] = []  # per alternative: its rule
+        need: list[int] = []  # per alternative: how many distinct symbols it waits for
+        waiting: dict[str, list[int]] = {}  # symbol -> the alternatives waiting for it
+        ready: list[str] = []
+        for rule in self.rules.values():
+            for a in rule.alternatives:
+                missing = {x for x in a if x not in good}
+                if not missing:
+                    ready.append(rule.name)
+                    continue
+                for x in missing:
+                    waiting.setdefault(x, []).append(len(need))
+                heads.append(rule.name)
+                need.append(len(missing))
+        while ready:
+            name = ready.pop()
+            if name in good:
+                continue
+            good.add(name)
+            for i in waiting.pop(name, ()):
+                need[i] -= 1
+                if not need[i]:
+                    ready.append(heads[i])
         return good
 
     def __repr__(self) -> str:

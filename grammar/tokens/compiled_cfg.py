@@ -55,7 +55,10 @@ class CompiledCfg(AutomatonQueries):
                         "_tail_rows", "_tail_lock")  # fmt: skip
 
     def _build(self) -> None:
-        pool = ExprPool.with_common()
+        pool = self.grammar.pool
+        if pool is None or pool.spent:
+            pool = ExprPool.with_common()
+        self.grammar.pool = None  # the first compile's: two compiles never share a pool
         # the terminals' emptiness checks run here, eagerly: bounded like the lazy work they replace
         with pool.bound.limit(self.mask_timeout_s, "compiling the grammar's terminals"):
             self.dfa = CfgAutomaton(self.grammar, pool=pool, max_states=self.max_states)

@@ -336,7 +336,7 @@ class SchemaCfg:
     def _build(self) -> CfgGrammar:
         """Drop what derives no finite string (a recursion without a base case), then validate."""
         b = self.builder
-        pool = ExprPool()
+        pool = ExprPool.with_common()  # the grammar's compile starts from it (CfgGrammar.pool)
         left = max(self.deadline - time.monotonic(), 0.05)
         meets: dict[int, bool] = {}  # _has_meet memo shared by the terminals (they share subtrees)
         with pool.bound.limit(left, "checking the terminals of a JSON Schema grammar"):
@@ -349,12 +349,16 @@ class SchemaCfg:
         good = draft._productive()
         if START not in good:
             raise SchemaError("the schema accepts no (finite) instance")
+        bad = (b.rules.keys() | b.terminals.keys()) - good  # usually none: then every rule stays whole
         rules = {}
         for name, rule in b.rules.items():
             if name in good:
-                alts = tuple(a for a in rule.alternatives if all(s in good for s in a))
-                rules[name] = Rule(name, alts, rule.priority)
-        return CfgGrammar(rules, live, START).validate()
+                if bad and not all(bad.isdisjoint(a) for a in rule.alternatives):
+                    rule = Rule(name, tuple(a for a in rule.alternatives if bad.isdisjoint(a)), rule.priority)
+                rules[name] = rule
+        grammar = CfgGrammar(rules, live, START).validate()
+        grammar.pool = pool
+        return grammar
 
 
 class _HoleRules(GrammarBuilder):

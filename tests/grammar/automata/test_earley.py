@@ -13,7 +13,7 @@ from guided.errors import GrammarError
 from guided.grammar.automata.cfg_recognizer import CfgState
 from guided.grammar.automata.earley import CfgAutomaton
 from guided.grammar.cfg_ir import CfgGrammar, Rule, Terminal
-from guided.grammar.regex_ast import chars, literal, repeat, seq
+from guided.grammar.regex_ast import EMPTY, chars, literal, repeat, seq
 
 TERMINALS = {
     "A": literal("a"),
@@ -70,3 +70,32 @@ def test_random_grammars_match_the_chart_parser(seed):
     for s in accepted:  # every prefix of a sentence is alive
         for k in range(len(s)):
             assert CfgState(a).feed_text(s[:k]), (s[:k], s)
+
+
+def _productive_by_sweeps(g: CfgGrammar) -> set[str]:
+    """The definition: sweep the rules until no rule becomes productive."""
+    good = {n for n, t in g.terminals.items() if t.node != EMPTY}
+    while True:
+        more = {r.name for r in g.rules.values() if any(all(s in good for s in a) for a in r.alternatives)} - good
+        if not more:
+            return good
+        good |= more
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_productive_symbols_match_the_definition(seed):
+    """``CfgGrammar._productive`` (a worklist) against rule sweeps, on random grammars (an empty
+    terminal among them) and on a chain defined from its far end, beside a cycle with no base case."""
+    rng = random.Random(seed)
+    for k in range(50):
+        g = random_grammar(1000 * seed + k)
+        if rng.random() < 0.3:
+            name = rng.choice(sorted(g.terminals))
+            g.terminals[name] = Terminal(name, EMPTY)
+        assert g._productive() == _productive_by_sweeps(g), g.rules
+    rules = {f"r{i}": Rule(f"r{i}", ((f"r{i + 1}",), ("p", f"r{i}"))) for i in range(200)}
+    rules["r200"] = Rule("r200", (("A",),))
+    rules["p"] = Rule("p", (("p", "q"),))
+    rules["q"] = Rule("q", (("p",), ("A", "q")))
+    chain = CfgGrammar(rules, {"A": Terminal("A", TERMINALS["A"])}, "r0")
+    assert chain._productive() == _productive_by_sweeps(chain) == {"A", *(f"r{i}" for i in range(201))}

@@ -571,3 +571,33 @@ def test_recursion_under_one_of_apart_on_patterns_negation_and_nested_branches(c
             '{"type": "TAG", "kind": "k2"}', '{"type": "TAG", "kind": "k3"}',
             '{"type": "AND", "and": ["bool"]}', '{"type": "NOT", "not": "int"}', '{"type": "AND", "not": "int"}',
             '{"type": "NOT", "and": [], "not": {"type": "NOT", "not": "bool"}}', '{"type": "NOT"}'])  # fmt: skip
+
+
+def test_the_compile_starts_from_the_pool_that_checked_the_terminals(vocab_builtin, tokenizer_builtin):
+    """A terminal with a complement inside is interned, and its emptiness decided, while the grammar
+    is built (empty ones are dropped): the grammar carries that pool, and its compile starts from it
+    instead of interning and deciding them again. Masks are those of a compile from a fresh pool."""
+    from guided.grammar.tokens.compiled_cfg import compile_cfg
+
+    schema = {"$defs": {"n": {"type": "object", "properties": {
+        "tag": {"type": "string", "pattern": "^[a-c]+$", "not": {"enum": ["ab", "b"]}},
+        "kids": {"type": "array", "items": {"$ref": "#/$defs/n"}}}, "required": ["tag"],
+        "additionalProperties": False}}, "$ref": "#/$defs/n"}  # fmt: skip
+    hinted, fresh = json_schema_to_grammar(schema), json_schema_to_grammar(schema)
+    assert isinstance(hinted, CfgGrammar) and hinted.pool is not None
+    pool = hinted.pool
+    assert any(pool.has_bool[e] for e in pool._interned.values())  # the tag's terminal, checked
+    fresh.pool = None
+    a, b = compile_cfg(vocab_builtin, hinted), compile_cfg(vocab_builtin, fresh)
+    assert isinstance(a, CompiledCfg) and a.pool is pool and hinted.pool is None
+    assert b.pool is not pool
+    for text in ('{"tag": "ca", "kids": [{"tag": "abc"}, {"tag": "cc", "kids": []}]}',
+                 '{"tag": "ca", "kids": [{"tag": "abc"}, {"tag": "b", "kids": []}]}'):  # fmt: skip
+        ma, mb, ok = a.matcher(), b.matcher(), True
+        for token in tokenizer_builtin.encode(text, add_special_tokens=False):
+            assert np.array_equal(a.mask(ma.state), b.mask(mb.state))
+            ok = ma.accept_token(token)
+            assert ok == mb.accept_token(token)
+            if not ok:
+                break
+        assert (ok and ma.is_accepting()) == jsonschema.Draft202012Validator(schema).is_valid(json.loads(text))
