@@ -77,11 +77,12 @@ class CfgGrammar:
     def symbols_of(self, name: str) -> set[str]:
         return {s for a in self.rules[name].alternatives for s in a} if name in self.rules else set()
 
-    def validate(self) -> CfgGrammar:
+    def validate(self, productive: set[str] | None = None) -> CfgGrammar:
         """Check the grammar and return it without unreachable rules and terminals.
 
         Raises GrammarError for an undefined start or symbol, a name that is both a rule and a
         terminal, and a reachable rule that derives no string (recursion without a base case).
+        ``productive``: the grammar's productive symbols (``_productive``), when the caller has them.
         """
         if self.start not in self.rules:
             raise GrammarError(f"the start rule {self.start!r} is not defined")
@@ -90,21 +91,23 @@ class CfgGrammar:
         for name in self.ignore:
             if name not in self.terminals:
                 raise GrammarError(f"ignored terminal {name!r} is not defined")
+        defined = self.rules.keys() | self.terminals.keys()
         for rule in self.rules.values():
-            for sym in self.symbols_of(rule.name):
-                if sym not in self.rules and sym not in self.terminals:
+            for a in rule.alternatives:
+                if not defined.issuperset(a):
+                    sym = min(set(a) - defined)
                     pos = self.where.get(f"ref:{sym}") or self.where.get(rule.name)
                     raise GrammarError(
                         f"undefined symbol {sym!r} used in rule {rule.name!r}{where_text(pos)}"
                     )
         reach = self._reachable()
-        productive = self._productive()
-        for name in sorted(reach & self.rules.keys()):
-            if name not in productive:
-                raise GrammarError(
-                    f"rule {name!r} derives no finite string (recursion without a base case)"
-                    f"{where_text(self.where.get(name))}"
-                )
+        barren = (reach & self.rules.keys()) - (self._productive() if productive is None else productive)
+        if barren:
+            name = min(barren)
+            raise GrammarError(
+                f"rule {name!r} derives no finite string (recursion without a base case)"
+                f"{where_text(self.where.get(name))}"
+            )
         rules = {n: r for n, r in self.rules.items() if n in reach}
         terms = {n: t for n, t in self.terminals.items() if n in reach or n in self.ignore}
         return CfgGrammar(rules, terms, self.start, self.ignore, self.where)
@@ -160,10 +163,10 @@ class CfgGrammar:
         ready: list[str] = []
         for rule in self.rules.values():
             for a in rule.alternatives:
-                missing = {x for x in a if x not in good}
-                if not missing:
+                if good.issuperset(a):
                     ready.append(rule.name)
                     continue
+                missing = set(a) - good
                 for x in missing:
                     waiting.setdefault(x, []).append(len(need))
                 heads.append(rule.name)

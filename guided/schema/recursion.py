@@ -356,7 +356,7 @@ class SchemaCfg:
                 if bad and not all(bad.isdisjoint(a) for a in rule.alternatives):
                     rule = Rule(name, tuple(a for a in rule.alternatives if bad.isdisjoint(a)), rule.priority)
                 rules[name] = rule
-        grammar = CfgGrammar(rules, live, START).validate()
+        grammar = CfgGrammar(rules, live, START).validate(productive=good)  # the rules kept are productive
         grammar.pool = pool
         return grammar
 
