@@ -37,6 +37,10 @@ class SchemaResolver:
         self.places: dict[tuple, object] = {}  # KeyOrder.at: (id(schema), base) pairs -> their place
         self.exclusive: dict[tuple, bool] = {}  # key_order.exclusive_branches, per (id(schema), base)
         self.dynamic_refs = 0  # schema objects indexed with $dynamicRef or $recursiveRef (dynamic_refs)
+        # resolve's answers by (ref, base, retry_root): a schema's $refs are resolved again at every
+        # place that meets them (URI joins and splits each time); failures are not kept (their
+        # messages name the place), and an answer stays true as remote documents are added
+        self._resolved: dict[tuple, tuple] = {}
         self.root = root
         self.id_keys = _id_keywords(root.get("$schema") if isinstance(root, dict) else None)
         root_id = _schema_id(root, self.id_keys) if isinstance(root, dict) else None
@@ -95,6 +99,13 @@ class SchemaResolver:
 
     def resolve(self, ref: str, base: str, path: str, retry_root: bool = True):
         """The target of ``ref`` seen from ``base``: (schema, base URI of the target, its path)."""
+        key = (ref, base, retry_root)
+        hit = self._resolved.get(key)
+        if hit is None:
+            hit = self._resolved[key] = self._resolve(ref, base, path, retry_root)
+        return hit
+
+    def _resolve(self, ref: str, base: str, path: str, retry_root: bool):
         uri = join_uri(base, ref)
         doc_uri, frag = urldefrag(uri)
         if doc_uri not in self.resources:
