@@ -1086,7 +1086,8 @@ class UniqueMatcher:
         memo = self.checked.alike_memo
         got = memo.get(id(place))
         if got is None:
-            got = memo[id(place)] = place.names_alike(self.checked.strict) and place.policy(self.checked.key_order, self.checked.strict) == "bag"
+            strict = self.checked.strict
+            got = memo[id(place)] = place.names_alike(strict) and place.policy(self.checked.key_order, strict) == "bag"
         return got
 
     def _unwritten_fits(self, state: int, lead: bytes, prefix: str, written: frozenset) -> bool:
