@@ -310,7 +310,7 @@ class GrammarBuilder:
         out: list[str] = []
         run: list[Node] = []
         for x in items:
-            node = self.to_regex(x)
+            node = x.node if x.__class__ is Lex else self.to_regex(x)  # a Lex answers without a call
             if node is not None:
                 run.append(node)
                 continue

@@ -112,14 +112,6 @@ def _describes_objects(values: list) -> bool:
 class SchemaLowering:
     """One lowering run over one root schema (its resolver, budget, deadline and warnings)."""
 
-    def abandon(self) -> None:
-        """After a failed lowering: drop everything it holds. The frames of the error's traceback keep
-        their functions' closures, this object with them, until the caller drops the error; what it
-        built (memos, rules, the schema-free languages, which refer back to it) would then be left in
-        reference cycles that only a full pass of the collector frees: a million objects, 2 s in
-        whichever later mask that pass lands in, after one large schema failed at its node bound."""
-        self.__dict__.clear()
-
     FREE, PLAIN, NEG = FREE, PLAIN, NEG
 
     def __init__(self, root, options: SchemaOptions, registry: dict | None = None):
@@ -177,6 +169,14 @@ class SchemaLowering:
         self.draft4 = isinstance(schema_uri, str) and any(d in schema_uri for d in ("draft-03", "draft-04"))
 
     # ------------------------------------------------------------------ entry
+    def abandon(self) -> None:
+        """After a failed lowering: drop everything it holds. The frames of the error's traceback keep
+        their functions' closures, this object with them, until the caller drops the error; what it
+        built (memos, rules, the schema-free languages, which refer back to it) would then be left in
+        reference cycles that only a full pass of the collector frees: a million objects, 2 s in
+        whichever later mask that pass lands in, after one large schema failed at its node bound."""
+        self.__dict__.clear()
+
     def lower_root(self) -> Node:
         node = self.lower(self.root, "#", self.resolver.root_base, None)
         if self.plain_used and ANY_PLAIN not in self.rules:

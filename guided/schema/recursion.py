@@ -378,31 +378,6 @@ class _HoleRules(GrammarBuilder):
     def to_regex(self, e: Expr) -> Node | None:
         return e.node if e.__class__ is Lex else None
 
-    # ``alternatives`` and ``sequence`` as the generic builder's, with the answers above inlined: an
-    # ``EAlt`` is never regular here, and an item is regular exactly when it is a ``Lex`` (a method
-    # call per item, hundreds of thousands on a big schema)
-    def alternatives(self, e: Expr, owner: str) -> tuple[tuple[str, ...], ...]:
-        if e.__class__ is EAlt:
-            out: dict[tuple[str, ...], None] = {}  # repeated alternatives once, in order
-            for x in e.items:
-                out.update(dict.fromkeys(self.alternatives(x, owner)))
-            return tuple(out)
-        return (self.sequence(e, owner),)
-
-    def sequence(self, e: Expr, owner: str) -> tuple[str, ...]:
-        out: list[str] = []
-        run: list[Node] = []
-        for x in e.items if e.__class__ is ESeq else (e,):
-            if x.__class__ is Lex:
-                run.append(x.node)
-                continue
-            if run:
-                self._flush(run, out)
-            out.extend(self.symbols(x, owner))
-        if run:
-            self._flush(run, out)
-        return tuple(out)
-
     def _flush(self, run: list[Node], out: list[str]) -> None:
         if not run:
             return
