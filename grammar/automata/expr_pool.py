@@ -39,7 +39,7 @@ ALL_BYTES = (1 << 256) - 1
 _common: ExprPool | None = None  # what ExprPool.with_common copies; replaced, never modified
 # per-expression memos kept in a pool's __dict__ (here and by ``slice_forms``): a fork copies them (a
 # copied answer about a character class stays true: the fork's new classes could only widen it)
-_MEMOS = ("_slice_memo", "_class_in_memo", "_finite_memo")
+_MEMOS = ("_slice_memo", "_form_memo", "_class_in_memo", "_finite_memo")
 _common_lock = threading.Lock()
 
 

@@ -6,8 +6,8 @@ A lexer state is the tuple of (terminal, expression) pairs of the lexemes one or
 ids (-1 where empty, at most half full). Python makes states through ``add``; ``step`` (numba) makes
 them in a mask walk: the lexer transition of ``CfgAutomaton._lex_step``, from the expression arena's
 derivatives, with the same pairs in the same order, so that a state is the same state whichever
-side made it. What ``step`` cannot decide alone it leaves to Python (it answers UNKNOWN): an
-intersection or complement in the state (liveness needs a search), a full arena, full tables.
+side made it. What ``step`` cannot decide alone it leaves to Python (it answers UNKNOWN): the
+liveness of an intersection or complement that needs a search, a full arena, full tables.
 
 Before this, every lexer step of a first visit went back to Python between two walk rounds (~7 us
 each, a fifth of the mask time of MaskBench's first visits); a key or a string value now takes one
@@ -154,10 +154,11 @@ def _rehash(items, off, n, ht):
 @numba.njit(cache=True, nogil=True)
 def step(a, lex, c, reps, items, off, ht, hdr, lex_trans, lex_flags, class_words):
     """lex_trans[lex, c] made here, as ``CfgAutomaton._lex_step`` makes it: each pair's derivative by
-    the class's byte, EMPTY ones dropped; a new state gets its LEX_* flags and its DEAD classes (no
+    the class's byte, empty ones dropped; a new state gets its LEX_* flags and its DEAD classes (no
     byte any of its expressions can take) as ``CfgAutomaton._lex_id`` gives them. Returns the state,
-    DEAD, or UNKNOWN where Python must decide: an intersection or complement in the state, a full
-    arena (its derivatives' memo and nodes grow in Python), no room left in the tables."""
+    DEAD, or UNKNOWN where Python must decide: the liveness of an intersection or complement that
+    only a search decides (``expr_core.live`` settles the rest, structurally or from its memo), a
+    full arena (its derivatives' memo and nodes grow in Python), no room left in the tables."""
     lo, hi = off[lex], off[lex + 1]
     buf = np.empty(hi - lo, np.int64)
     b = reps[c]
@@ -165,14 +166,19 @@ def step(a, lex, c, reps, items, off, ht, hdr, lex_trans, lex_flags, class_words
     for k in range(lo, hi):
         x = items[k]
         e = x & _EXPR
-        if core._hasb(a, e):
-            return UNKNOWN
         d = core.deriv(a, e, b)
         if d < 0:
             return UNKNOWN
-        if d != 0:  # not EMPTY (an intersection-free expression other than EMPTY is live)
-            buf[n] = x - e + d
-            n += 1
+        if d == 0:  # EMPTY
+            continue
+        if core._hasb(a, d):
+            v = core.live(a, d)
+            if v < 0:
+                return UNKNOWN
+            if v == 0:
+                continue
+        buf[n] = x - e + d
+        n += 1
     if n == 0:
         r = DEAD
     else:
@@ -181,20 +187,24 @@ def step(a, lex, c, reps, items, off, ht, hdr, lex_trans, lex_flags, class_words
             s = hdr[0]
             if s >= lex_trans.shape[0] or s + 2 > len(off) or off[s] + n > len(items) or 2 * (s + 1) > len(ht):
                 return UNKNOWN
-            r = _add(items, off, ht, hdr, buf, n, -1 - r)
             flags = 0
             f0 = f1 = f2 = f3 = 0
             for k in range(n):
                 e = buf[k] & _EXPR
                 if core._null(a, e):
                     flags |= LEX_ACCEPTS
-                if e != 1:  # not EPS: an intersection-free live expression matches more
-                    flags |= LEX_GOES_ON
+                if flags & LEX_GOES_ON == 0:
+                    g = _goes_on(a, e, reps)
+                    if g < 0:
+                        return UNKNOWN
+                    if g == 1:
+                        flags |= LEX_GOES_ON
                 f = a[core.O_FIRST] + core.NW * e
                 f0 |= a[f]
                 f1 |= a[f + 1]
                 f2 |= a[f + 2]
                 f3 |= a[f + 3]
+            r = _add(items, off, ht, hdr, buf, n, -1 - r)
             lex_flags[r] = flags
             for c2 in range(lex_trans.shape[1]):
                 w = class_words[c2]
@@ -202,3 +212,23 @@ def step(a, lex, c, reps, items, off, ht, hdr, lex_trans, lex_flags, class_words
                     lex_trans[r, c2] = DEAD
     lex_trans[lex, c] = r
     return r
+
+
+@numba.njit(cache=True, nogil=True)
+def _goes_on(a, e, reps):
+    """Whether e (live, as every expression of a lexer state) matches a non-empty string: 1 or 0, as
+    ``CfgAutomaton._can_continue`` decides it, or -1 where a search or a full arena leaves it to
+    Python. Only a nullable expression with an intersection or complement needs its derivatives."""
+    if e == 1:  # EPS
+        return 0
+    if not core._hasb(a, e) or not core._null(a, e):
+        return 1  # intersection-free and not EPS, or live without the empty string: more than ""
+    for c in range(len(reps)):
+        d = core.deriv(a, e, reps[c])
+        if d < 0:
+            return -1
+        if d != 0:
+            v = core.live(a, d)
+            if v != 0:
+                return 1 if v == 1 else -1
+    return 0

@@ -37,6 +37,16 @@ def slice_candidate(pool: ExprPool, e: int) -> tuple[tuple, int] | None:
 
 
 def _slice_form(pool: ExprPool, e: int):
+    """The form of e alone (no union of forms): memoised per expression, since the branches of a
+    union recur in the unions of its derivatives (most calls come from ``slice_candidate``'s loop)."""
+    memo = pool.__dict__.setdefault("_form_memo", {})
+    r = memo.get(e, False)
+    if r is False:
+        r = memo[e] = _form_of(pool, e)
+    return r
+
+
+def _form_of(pool: ExprPool, e: int):
     k = pool.kind[e]
     if k == K_CAT:
         e, tail = pool.args[e]

@@ -20,6 +20,7 @@ from guided.grammar import GrammarCompiler
 from guided.grammar.automata.cfg_recognizer import CfgState
 from guided.grammar.automata.earley import CfgAutomaton
 from guided.grammar.automata.slice_forms import slice_candidate
+from guided.grammar.compiler import warm_up
 from guided.grammar.frontends.gbnf_grammar import parse_gbnf
 from guided.grammar.frontends.lark_grammar import parse_lark
 from guided.grammar.tokens.compiled_cfg import compile_cfg
@@ -43,6 +44,12 @@ TOKENS = sorted(
     | {b'["', b"[{", b"a=", b'{"', b"ab=", b'"}', b"x\n", b" \xe4"}
 )
 VOCAB = tiny_vocab(TOKENS)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _compiled_code_loaded():
+    """numba's compilation (or cache load) before the first mask, not inside its time bound."""
+    warm_up(VOCAB)
 
 
 def _grammar(name):
@@ -264,7 +271,7 @@ NATIVE_SCHEMA = {
 
 
 def _check_lexer_table(dfa) -> int:
-    """Every known lexer step, recomputed from the expressions (the derivative of each pair, EMPTY
+    """Every known lexer step, recomputed from the expressions (the derivative of each pair, empty ones
     dropped, the same order) and the flags and first-byte DEAD classes of each state; the flat table
     holds each state as the Python side does. Returns the steps checked."""
     pool, checked = dfa.pool, 0
@@ -272,10 +279,8 @@ def _check_lexer_table(dfa) -> int:
     for lex, state in enumerate(dfa.lexstates):
         assert dfa.lex_table.state(lex) == state
         acc = any(pool.nullable[e] for _, e in state)
-        cont = any(e != 1 or pool.has_bool[e] for _, e in state)
+        cont = any(dfa._can_continue(e) for _, e in state)
         assert dfa.lex_flags[lex] == (1 if acc else 0) | (2 if cont else 0), state
-        if any(pool.has_bool[e] for _, e in state):
-            continue
         first = 0
         for _, e in state:
             first |= pool.first[e]
@@ -283,46 +288,153 @@ def _check_lexer_table(dfa) -> int:
             r = int(dfa.lex_trans[lex, c])
             if r == -2:
                 continue
-            out = tuple((t, d) for t, e in state if (d := pool.deriv(e, dfa.reps[c])) != 0)
+            derived = ((t, pool.deriv(e, dfa.reps[c])) for t, e in state)
+            out = tuple((t, d) for t, d in derived if d != 0 and (not pool.has_bool[d] or pool.is_live(d)))
             assert (dfa.lexstates[r] if r >= 0 else ()) == out, (state, c)
             if not first & dfa.class_bits[c]:
                 assert r == -1
             checked += 1
     return checked
 
+
+def _random_masks(compiled, vocab, seed: int, paths: int, steps: int) -> list[bytes]:
+    """The masks along random token paths of a compiled grammar (each path a fresh matcher)."""
+    rng, masks = random.Random(seed), []
+    for _ in range(paths):
+        m = compiled.matcher()
+        for _ in range(steps):
+            allowed = allowed_tokens(m, vocab)
+            masks.append(np.packbits(allowed).tobytes())
+            options = np.flatnonzero(allowed)
+            if not len(options):
+                break
+            assert m.accept_token(int(rng.choice(options)))
+    return masks
+
+
 def test_lexer_steps_made_in_compiled_code_are_pythons(vocab_builtin, monkeypatch):
     """Mask walks make the lexer's steps in compiled code (``lex_table.step``) instead of going back to
     Python for each: on the same random token paths of a real vocabulary, the masks equal those of
     walks that leave every step to Python, and every step either made, recomputed from the
     expressions, is the lexer's (``_check_lexer_table``)."""
+    runs = _both_step_sides(monkeypatch, vocab_builtin, NATIVE_SCHEMA, (11, 6, 40))
+    assert runs[True][0] == runs[False][0]
+    for native in (False, True):
+        assert _check_lexer_table(runs[native][1]) > 500
+    in_python, still_in_python = len(runs[False][2]), len(runs[True][2])  # states made by the Python side
+    assert in_python > 80 and still_in_python < in_python / 4, (in_python, still_in_python)
+
+
+def _both_step_sides(monkeypatch, vocab, schema, paths) -> dict:
+    """native -> (masks on the random token paths ``paths`` = (seed, count, length), the automaton,
+    the lexer states the Python side made in it), with every lexer step in Python (native False)
+    and with the mask walks' steps in compiled code (True)."""
     from guided.grammar.automata import lex_table
 
-    g = json_schema_to_grammar(NATIVE_SCHEMA, key_order="any")
-    made_in_python = []
+    g = json_schema_to_grammar(schema, key_order="any")
+    made = []
     add = lex_table.LexTable.add
 
     def counted(self, state):
-        made_in_python.append(self)
+        made.append((self, state))
         return add(self, state)
 
     monkeypatch.setattr(lex_table.LexTable, "add", counted)
     runs = {}
     for native in (False, True):
         monkeypatch.setattr(lex_table, "NATIVE_STEPS", native)
-        compiled = compile_cfg(vocab_builtin, g, regular_fast_path=False)
-        rng, masks = random.Random(11), []
-        for _ in range(6):
-            m = compiled.matcher()
-            for _ in range(40):
-                allowed = allowed_tokens(m, vocab_builtin)
-                masks.append(np.packbits(allowed).tobytes())
-                options = np.flatnonzero(allowed)
-                if not len(options):
-                    break
-                assert m.accept_token(int(rng.choice(options)))
+        compiled = compile_cfg(vocab, g, regular_fast_path=False)
+        masks = _random_masks(compiled, vocab, *paths)
         dfa = compiled.dfa
-        runs[native] = (masks, made_in_python.count(dfa.lex_table))
-        assert _check_lexer_table(dfa) > 500
+        runs[native] = (masks, dfa, [state for table, state in made if table is dfa.lex_table])
+    return runs
+
+# names that must match a pattern and not be declared, and a string value that must not be one of two:
+# lexer states with complements and intersections, whose liveness the compiled step decides
+BOOLEAN_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "not": {"enum": ["x", "yy"]}},
+        "n": {"type": "integer"},
+        "kids": {"type": "array", "items": {"$ref": "#"}},
+    },
+    "patternProperties": {"^x-[a-z]+$": {"type": "string", "pattern": "^[a-z]+$"}, "^[0-9]{2,}$": {"type": "integer"}},
+    "required": ["name"],
+}
+
+
+def test_lexer_steps_with_complements_are_made_in_compiled_code(vocab_builtin, monkeypatch):
+    """A lexer state holding an intersection or complement is stepped in compiled code too, where the
+    structural rules or the memo decide its liveness (``expr_core.live``); only a search goes back to
+    Python. Masks equal those of Python's steps on the same random paths, every step made is the
+    lexer's, and Python makes fewer such states (the others wait on a search the first time)."""
+    runs = _both_step_sides(monkeypatch, vocab_builtin, BOOLEAN_SCHEMA, (1, 20, 60))
     assert runs[True][0] == runs[False][0]
-    in_python, still_in_python = runs[False][1], runs[True][1]  # states made by the Python side
-    assert in_python > 80 and still_in_python < in_python / 4, (in_python, still_in_python)
+    counts = {}
+    for native, (_, dfa, made) in runs.items():
+        assert _check_lexer_table(dfa) > 300
+        with_bool = [state for state in dfa.lexstates if any(dfa.pool.has_bool[e] for _, e in state)]
+        counts[native] = (sum(1 for state in made if state in with_bool), len(with_bool))
+    assert counts[False][0] == counts[False][1] > 15, counts
+    assert counts[True][1] == counts[False][1] and counts[True][0] <= 0.75 * counts[False][0], counts
+
+
+def test_compiled_lexer_step_leaves_searches_to_python_and_drops_empty_derivatives():
+    """``lex_table.step`` on a state whose first pair becomes an intersection no structural rule
+    decides (even-length and odd-length x-strings): UNKNOWN until Python's search has settled it,
+    then the step drops that empty derivative and keeps the live pair, as ``_lex_step`` does."""
+    from guided.grammar.automata.expr_pool import ExprPool
+    from guided.grammar.automata.lex_table import UNKNOWN, LexTable, step
+
+    pool = ExprPool()
+    a, x = pool.bytes_(1 << ord("a")), pool.bytes_(1 << ord("x"))
+    even = pool.rep(pool.cat(x, x), 0, -1)
+    never = pool.cat(a, pool.and_([even, pool.cat(x, even)]))
+    alive = pool.cat(a, pool.rep(x, 0, -1))
+    table = LexTable()
+    table.add(((0, never), (1, alive)))
+    words = np.zeros((2, 4), dtype=np.uint64)  # class 0: the byte a; class 1: every other byte
+    words[0, ord("a") >> 6] = np.uint64(1 << (ord("a") & 63))
+    words[1] = ~words[0]
+    reps = np.array([ord("a"), ord("x")], dtype=np.int64)
+
+    def stepped():
+        lex_trans = np.full((4, 2), UNKNOWN, dtype=np.int32)
+        flags = np.zeros(4, dtype=np.uint8)
+        r = pool.call(step, 0, 0, reps, table.items, table.off, table.ht, table.hdr, lex_trans, flags,
+                      words.view(np.int64))  # fmt: skip
+        return r, flags
+
+    d = pool.deriv(never, ord("a"))
+    assert pool.has_bool[d]
+    assert stepped()[0] == UNKNOWN and len(table) == 1  # nothing made while a search is owed
+    assert not pool.is_live(d)  # Python's search, memoised in the arena
+    r, flags = stepped()
+    assert r == 1 and table.state(r) == ((1, pool.deriv(alive, ord("a"))),)
+    assert flags[r] == 3  # x* accepts here and goes on
+
+
+def test_slice_forms_are_read_once_per_expression(monkeypatch):
+    """``slice_candidate`` reads each branch of a union once per pool: an unanchored counted pattern's
+    derivatives are unions of the same shifted branches (``[a-z]{k} .*`` for every k), and a memo-free
+    reading read them again for every derivative. The memo answers as that reading does."""
+    from collections import Counter
+
+    from guided.grammar.automata import slice_forms
+    from guided.grammar.automata.expr_pool import ExprPool
+    from guided.grammar.frontends.ecma_regex import parse_regex
+
+    pool = ExprPool()
+    exprs = [pool.intern(parse_regex(".*[a-z]{40}.*"))]
+    for _ in range(30):
+        exprs.append(pool.deriv(exprs[-1], ord("q")))
+    calls, read = Counter(), slice_forms._form_of
+    monkeypatch.setattr(slice_forms, "_form_of", lambda p, e: calls.update([e]) or read(p, e))
+    first = [slice_candidate(pool, e) for e in exprs]
+    assert first[-1] is not None and max(calls.values()) == 1, calls
+    with_memo = sum(calls.values())
+    monkeypatch.setattr(slice_forms, "_slice_form", lambda p, e: slice_forms._form_of(p, e))  # no memo
+    pool.__dict__.pop("_slice_memo")
+    calls.clear()
+    assert [slice_candidate(pool, e) for e in exprs] == first
+    assert sum(calls.values()) > 5 * with_memo, (sum(calls.values()), with_memo)
