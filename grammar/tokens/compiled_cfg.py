@@ -33,7 +33,9 @@ from guided.grammar.vocab import Vocabulary
 __all__ = ["CompiledCfg", "CfgMatcher", "compile_cfg", "compile_lark", "compile_gbnf"]
 
 _STEP_BUDGET = 4096  # lexer steps one walk round makes at most (the time bound is checked between rounds)
-_FRESH_SUBTREE = 256  # trie nodes below which a walk goes on in a lexer state it made (see _walk)
+ROW_SUBTREE = 2048  # trie nodes past which a walk asks for a state's slice row (below: walked node by node)
+ROW_UNREAD = -2  # a state's slice row not read yet (``_walk``): -1 is "none", >= 0 a row of the epoch
+NEED_ROW = -1  # the byte class of a walk's stop that asks for its state's slice row
 
 Encode = Callable[[bytes], list[int]]
 
@@ -139,11 +141,12 @@ class CompiledCfg(AutomatonQueries):
         pure = int(dfa.pure[state])
         jobs[0] = (0, -1 if pure >= 0 else state, pure, 0, lex >= 0)  # the whole trie from state
         k, whole = 1, True
+        want_cfg, want_lex = ([], [pure & (LEX - 1)]) if pure >= 0 else ([state], [])  # the whole trie's rows
         while k:
             self.pool.bound.check()  # one clock read per round: a slow first visit fails its request
             if known is not None:
                 dfa.prepare_exits()
-            cfg_tail, lex_tail, tails = self._sync_tails()
+            cfg_tail, lex_tail, tails = self._sync_tails(want_cfg, want_lex)
             # lexer steps in the walk (lex_table.step) write the automaton's lexer tables and the
             # expression arena: only while this thread holds both, else the walk leaves them to Python
             native = lexing.NATIVE_STEPS and dfa.lock.acquire(blocking=False)
@@ -155,15 +158,15 @@ class CompiledCfg(AutomatonQueries):
                     trans, internal, pure_of = dfa.trans, dfa.internal, dfa.pure
                     lex_trans, lex_flags, lex_exit = dfa.lex_trans, dfa.lex_flags, dfa.lex_exit
                     pure_keys, pure_vals = dfa.pure_keys, dfa.pure_vals
-                    lt, synced = dfa.lex_table, len(dfa.lexstates)
+                    lt = dfa.lex_table
                 if native:
                     lt.reserve(64, 1024)
                 k = _walk(
                     trie.node_byte, trie.node_depth, trie.node_end, trie.tok_start, trie.tok_end, trie.token_ids,
                     dfa.class_map, trans, internal, pure_of, lex_trans, lex_flags, lex_exit, pure_keys, pure_vals,
                     self._desc, known is not None, skipcap, hi, jobs[:k], whole, stack, keys, ins, mask, inmask, out,
-                    cfg_tail, lex_tail, tails, self._next_tok,
-                    native, _STEP_BUDGET if native else 0, synced, self.pool.arena, dfa.rep_bytes, lt.items, lt.off,
+                    cfg_tail, lex_tail, tails, ROW_SUBTREE, self._next_tok,
+                    native, _STEP_BUDGET if native else 0, self.pool.arena, dfa.rep_bytes, lt.items, lt.off,
                     lt.ht, lt.hdr, dfa.class_words,
                 )  # fmt: skip
             finally:
@@ -174,8 +177,11 @@ class CompiledCfg(AutomatonQueries):
                     finally:
                         dfa.lock.release()
             todo = set(zip(out[:k, 1].tolist(), out[:k, 2].tolist(), out[:k, 3].tolist(), strict=True))
+            want_cfg, want_lex = [], []
             for c, lexeme, cls in todo:
-                if c >= 0:
+                if cls == NEED_ROW:
+                    (want_cfg.append(c) if c >= 0 else want_lex.append(lexeme & (LEX - 1)))
+                elif c >= 0:
                     dfa.entry(c, cls)
                 else:
                     dfa.pure_entry(lexeme, cls)
@@ -211,56 +217,58 @@ class CompiledCfg(AutomatonQueries):
             self._lex_slices[lex] = r
         return r
 
-    # (epoch of the TailRows numbers, configuration -> row or -1, the same per lexer state (lexeme
-    # mode), configurations and lexer states below these have their entry): one tuple, replaced whole
+    # (epoch of the TailRows numbers, configuration -> row, -1 or ROW_UNREAD, the same per lexer state
+    # (lexeme mode)): one tuple, replaced whole
     @property
     def _cfg_tail(self) -> np.ndarray:
         return self._tail_state[1]
 
     @property
-    def _tail_done(self) -> int:
-        return self._tail_state[3]
+    def _lex_tail(self) -> np.ndarray:
+        return self._tail_state[2]
 
     def _restart_tails(self, epoch: int) -> None:
         """Records made afresh for ``epoch`` of the shared rows (the numbers of another are stale)."""
-        self._tail_state = (epoch, np.full(64, -1, dtype=np.int32), np.full(64, -1, dtype=np.int32), 0, 0)
+        self._tail_state = (epoch, np.full(64, ROW_UNREAD, dtype=np.int32), np.full(64, ROW_UNREAD, dtype=np.int32))
         self._tail_rows: dict[tuple, int] = {}  # slice candidate -> its row or -1, in that epoch
 
-    def _sync_tails(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(configuration -> row of ``TailRows`` or -1, the same per lexer state, the rows) with an
-        entry for every configuration and lexer state made so far: the walk skips, below a node whose
-        configuration (lexer state, in lexeme mode) has an unbounded slice, the subtrees that spell
-        only that slice's characters (``Slice.tails``), OR-ing in their tokens. Row numbers and rows
-        are of one epoch of ``TailRows.table`` (each read once: other threads may start a new one)."""
-        n, n_lex = self.dfa.n_states, len(self.dfa.lexstates)
+    def _sync_tails(self, want_cfg=(), want_lex=()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(configuration -> row of ``TailRows``, -1 or ``ROW_UNREAD``, the same per lexer state, the
+        rows), with the rows of the configurations ``want_cfg`` and lexer states ``want_lex`` read: the
+        walk skips, below a node whose configuration (lexer state, in lexeme mode) has an unbounded
+        slice, the subtrees that spell only that slice's characters (``Slice.tails``), OR-ing in their
+        tokens. A state's slice is read only when a walk meets it above a big subtree (``_walk`` asks):
+        most states (inside keys and numbers, deep in the trie) never are, and reading one is Python
+        time. Row numbers and rows are of one epoch of ``TailRows.table`` (each read once: other
+        threads may start a new one); entries are written in place, where a walk reading the array
+        sees ROW_UNREAD or the row, either of which it takes."""
         epoch, rows = self._tails.table
-        mine, cfg, lex, done, lex_done = self._tail_state
-        if mine == epoch and done >= n and lex_done >= n_lex:
+        mine, cfg, lex = self._tail_state
+        if mine == epoch and not want_cfg and not want_lex:
             return cfg, lex, rows
         with self._tail_lock:
-            for _ in range(2):  # the second time in the epoch a first filling started
+            for _ in range(2):  # the second time in the epoch a first reading started
                 epoch, rows = self._tails.table
                 if self._tail_state[0] != epoch:
                     self._restart_tails(epoch)
-                mine, cfg, lex, done, lex_done = self._tail_state
-                cfg = self._synced(cfg, done, n, self.slice_of, epoch)
-                lex = self._synced(lex, lex_done, n_lex, self._lex_slice, epoch) if cfg is not None else None
-                if lex is not None:
-                    self._tail_state = (epoch, cfg, lex, n, n_lex)
+                _, cfg, lex = self._tail_state
+                cfg, lex = _room(cfg, self.dfa.n_states), _room(lex, len(self.dfa.lexstates))
+                if self._read_rows(cfg, want_cfg, self.slice_of, epoch) and self._read_rows(
+                    lex, want_lex, self._lex_slice, epoch
+                ):
+                    self._tail_state = (epoch, cfg, lex)
                     return cfg, lex, rows
             # this grammar's slices alone take more rows than an epoch holds: this round walks without
+            n, n_lex = self.dfa.n_states, len(self.dfa.lexstates)
             return np.full(n, -1, dtype=np.int32), np.full(n_lex, -1, dtype=np.int32), rows
 
-    def _synced(self, table: np.ndarray, done: int, n: int, slice_of, epoch: int) -> np.ndarray | None:
-        """table with entries done..n-1 filled (state -> its slice's row of tails in ``epoch``, or -1),
-        regrown into a new array when too short (a walk may still be reading the old one); None when
-        the shared rows moved to a new epoch meanwhile (the entries written are of ``epoch``)."""
-        if len(table) < n:
-            grown = np.full(max(n, 2 * len(table)), -1, dtype=np.int32)
-            grown[:done] = table[:done]
-            table = grown
+    def _read_rows(self, table: np.ndarray, want, slice_of, epoch: int) -> bool:
+        """Fill table's entries of the states in want (their slice's row of tails in ``epoch``, or -1);
+        False when the shared rows moved to a new epoch meanwhile (the entries written are of ``epoch``)."""
         rows = self._tail_rows
-        for s in range(done, n):
+        for s in want:
+            if table[s] != ROW_UNREAD:
+                continue
             candidate = slice_of(s)
             if candidate is None:
                 table[s] = -1
@@ -269,10 +277,10 @@ class CompiledCfg(AutomatonQueries):
             if row is None:
                 row = self._tails.row(*candidate, epoch)
                 if row is None:
-                    return None
+                    return False
                 rows[candidate] = row
             table[s] = row
-        return table
+        return True
 
     def _slice(self, state: int):
         """(Slice, bound) of the character class some lexeme in flight loops on, or (None, -1)."""
@@ -282,6 +290,16 @@ class CompiledCfg(AutomatonQueries):
 
     def __repr__(self) -> str:
         return f"CompiledCfg({self.key!r}, configurations={self.dfa.n_states}, vocabulary={self.vocabulary.name!r})"
+
+
+def _room(table: np.ndarray, n: int) -> np.ndarray:
+    """table when it has n entries, else a new one with its entries and ROW_UNREAD past them (a walk
+    may still be reading the old one)."""
+    if len(table) >= n:
+        return table
+    grown = np.full(max(n, 2 * len(table)), ROW_UNREAD, dtype=np.int32)
+    grown[: len(table)] = table
+    return grown
 
 
 def _wider_slice(best: tuple | None, c: tuple | None) -> tuple | None:
@@ -294,7 +312,7 @@ def _wider_slice(best: tuple | None, c: tuple | None) -> tuple | None:
 @numba.njit(cache=True, nogil=True)
 def _walk(node_byte, node_depth, node_end, tok_start, tok_end, token_ids, class_map, trans, internal, pure,
           lex_trans, lex_flags, lex_exit, pure_keys, pure_vals, desc, prune, skipcap, hi, jobs, whole, stack, keys,
-          ins, mask, inmask, out, cfg_tail, lex_tail, tails, next_tok, native, budget, synced, arena, reps,
+          ins, mask, inmask, out, cfg_tail, lex_tail, tails, row_subtree, next_tok, native, budget, arena, reps,
           lex_items, lex_off, lex_ht, lex_hdr, class_words):  # fmt: skip
     """Depth-first over the trie subtrees of the nodes jobs[r, 0] (the whole trie when ``whole``), the
     state before each being jobs[r, 1] (a configuration) or, when that is -1, jobs[r, 2] (lexeme mode:
@@ -305,7 +323,9 @@ def _walk(node_byte, node_depth, node_end, tok_start, tok_end, token_ids, class_
     goes through the pure configuration's own transition (found in the ``pure_keys``/``pure_vals``
     table). Nodes whose step is still UNKNOWN, or whose pure configuration is not made yet, are
     written to out as (node, configuration or -1, lexeme or -1, byte class, inside) and their subtree
-    skipped; a DEAD transition skips the subtree for good. Tokens reached inside the starting lexeme
+    skipped; a DEAD transition skips the subtree for good. A state whose slice row is not read yet
+    (``ROW_UNREAD``, or past the tables) is written there too, with the class ``NEED_ROW``, before a
+    subtree of more than ``row_subtree`` nodes (a smaller one is walked without the row). Tokens reached inside the starting lexeme
     also go to inmask; with ``prune``, a subtree inside it whose bytes (desc) cannot end the lexeme
     (lex_exit) is skipped: its tokens are in the caller's record. Subtrees with skipcap <= hi (tokens of
     a slice the caller put in mask) are skipped too. Below a state s whose slice row (``cfg_tail``,
@@ -316,9 +336,8 @@ def _walk(node_byte, node_depth, node_end, tok_start, tok_end, token_ids, class_
     so they are allowed in every parser context that the record serves.
     With ``native`` (the caller holds the automaton's lock and the expression arena), an UNKNOWN
     lexer step is made here (``lex_table.step``, at most ``budget`` of them): the walk goes on through
-    a lexeme without a round per byte. A lexer state made here (id >= ``synced``) has no slice rows
-    yet, so the walk stops before a subtree of more than ``_FRESH_SUBTREE`` nodes in it, as at an
-    UNKNOWN step: the next round, its rows known, skips what they cover.
+    a lexeme without a round per byte. A lexer state made here has no slice row yet: the walk asks
+    for it before a big subtree, as above.
     Returns how many were written."""
     n_out = 0
     for r in range(len(jobs)):
@@ -336,9 +355,15 @@ def _walk(node_byte, node_depth, node_end, tok_start, tok_end, token_ids, class_
             key = keys[d - 1]
             lex = key & (LEX - 1)
             if s >= 0:
-                row = cfg_tail[s] if s < len(cfg_tail) else -1
+                row = cfg_tail[s] if s < len(cfg_tail) else ROW_UNREAD
             else:
-                row = lex_tail[lex] if lex < len(lex_tail) else -1
+                row = lex_tail[lex] if lex < len(lex_tail) else ROW_UNREAD
+            if row == ROW_UNREAD:
+                if node_end[i] - i > row_subtree:  # worth a row: Python reads the state's slice, the next
+                    n_out = _stop(out, n_out, i, s, key, NEED_ROW, ins[d - 1])  # round resumes here
+                    i = node_end[i]
+                    continue
+                row = -1
             if row >= 0 and tails[row, i] == 1:  # X-characters from here on: all allowed
                 record = ins[d - 1] == 1
                 for k in range(next_tok[i], next_tok[node_end[i]]):
@@ -364,13 +389,10 @@ def _walk(node_byte, node_depth, node_end, tok_start, tok_end, token_ids, class_
                     i = node_end[i]
                     continue
                 elif lex_flags[lex2] & LEX_ACCEPTS == 0:  # the lexeme goes on, nothing else can happen
-                    if native and lex2 >= synced and node_end[i] - i > _FRESH_SUBTREE:
-                        t = UNKNOWN  # a big subtree in a state without its slice rows: the next round
-                    else:
-                        stack[d] = -1
-                        keys[d] = key - lex + lex2
-                        inside = ins[d - 1] == 1
-                        t = 0
+                    stack[d] = -1
+                    keys[d] = key - lex + lex2
+                    inside = ins[d - 1] == 1
+                    t = 0
                 else:  # it may end here: the parser's step, from the pure configuration
                     slot = pure_slot(pure_keys, key)
                     if pure_keys[slot] == key:
@@ -379,12 +401,7 @@ def _walk(node_byte, node_depth, node_end, tok_start, tok_end, token_ids, class_
             else:
                 t = trans[s, c]
             if t == UNKNOWN:
-                out[n_out, 0] = i
-                out[n_out, 1] = stack[d - 1]
-                out[n_out, 2] = key
-                out[n_out, 3] = c
-                out[n_out, 4] = ins[d - 1]
-                n_out += 1
+                n_out = _stop(out, n_out, i, stack[d - 1], key, c, ins[d - 1])
                 i = node_end[i]
                 continue
             if t < 0:
@@ -415,6 +432,18 @@ def _walk(node_byte, node_depth, node_end, tok_start, tok_end, token_ids, class_
                     continue
             i += 1
     return n_out
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _stop(out, n_out, i, s, key, c, inside):
+    """Write a walk's stop (node, configuration or -1, lexeme or -1, byte class or NEED_ROW, inside) as
+    out's row n_out; the number of rows after it."""
+    out[n_out, 0] = i
+    out[n_out, 1] = s
+    out[n_out, 2] = key
+    out[n_out, 3] = c
+    out[n_out, 4] = inside
+    return n_out + 1
 
 
 _LOCAL = threading.local()

@@ -13,6 +13,7 @@ from grammar_oracle import allowed_tokens, byte_splits, check_masks_on_random_pa
 from guided.grammar.automata.cfg_recognizer import CfgState
 from guided.grammar.automata.earley import CfgAutomaton
 from guided.grammar.frontends.lark_grammar import parse_lark
+from guided.grammar.tokens import compiled_cfg
 from guided.grammar.tokens.compiled_cfg import compile_cfg
 from guided.grammar.tokens.vocab_index import TailRows
 
@@ -38,14 +39,21 @@ TOKENS = sorted(
 VOCAB = tiny_vocab(TOKENS)
 
 
+@pytest.fixture(autouse=True)
+def _rows_everywhere(monkeypatch):
+    """Every state a walk meets reads its slice row, whatever the subtree below (this vocabulary's
+    subtrees are all far smaller than ``ROW_SUBTREE``)."""
+    monkeypatch.setattr(compiled_cfg, "ROW_SUBTREE", 0)
+
+
 @pytest.mark.parametrize("name", sorted(GRAMMARS))
 def test_mid_token_slices_give_exact_masks(name):
     g = parse_lark(GRAMMARS[name])
     compiled = compile_cfg(VOCAB, g)
     oracle = CfgAutomaton(g)
     check_masks_on_random_paths(compiled, lambda: CfgState(oracle), TOKENS, VOCAB, random.Random(name), 25, 10)
-    served = compiled._cfg_tail[: compiled._tail_done]
-    assert (served >= 0).any()  # some configuration had its subtrees skipped through a mid-token slice
+    # some configuration or lexeme had its subtrees skipped through a mid-token slice
+    assert (compiled._cfg_tail >= 0).any() or (compiled._lex_tail >= 0).any()
 
 
 def test_tails_rows_all_taken_start_a_new_epoch_and_masks_stay_exact():
@@ -67,7 +75,7 @@ def test_tails_rows_all_taken_start_a_new_epoch_and_masks_stay_exact():
         for name, compiled, oracle in grammars:
             rng = random.Random(f"{name}{turn}")
             check_masks_on_random_paths(compiled, lambda o=oracle: CfgState(o), TOKENS, VOCAB, rng, 6, 10)
-            served += int((compiled._cfg_tail[: compiled._tail_done] >= 0).sum())
+            served += int((compiled._cfg_tail >= 0).sum() + (compiled._lex_tail >= 0).sum())
     assert shared.epoch >= 3 and served > 0, (shared.epoch, served)
     # configurations made (by accepting tokens) and recorded by a first mask, before another grammar
     # starts an epoch: their masks, computed after it, make their row numbers again too
@@ -81,7 +89,7 @@ def test_tails_rows_all_taken_start_a_new_epoch_and_masks_stay_exact():
     path = [b"{", b'"x', b"ab", b"ab", b"abc"]
     m = keys.matcher()
     assert all(m.accept_token(TOKENS.index(t)) for t in path)
-    keys.matcher().allowed_tokens()  # its first mask: every configuration made so far gets its row
+    keys.matcher().allowed_tokens()  # its first mask: the configurations its walk meets get their rows
     epoch = shared.epoch
     comments.matcher().allowed_tokens()
     assert shared.epoch > epoch  # the comments' class took the one row
@@ -89,3 +97,28 @@ def test_tails_rows_all_taken_start_a_new_epoch_and_masks_stay_exact():
     assert state.feed_bytes(b"".join(path))
     allowed = allowed_tokens(m, VOCAB)
     assert [bool(allowed[i]) for i in range(len(TOKENS))] == [state.copy().feed_bytes(t) for t in TOKENS]
+
+
+def test_slice_rows_are_read_only_above_big_subtrees(monkeypatch, vocab_builtin):
+    """A walk asks for a state's slice row only above a subtree of more than ``ROW_SUBTREE`` nodes
+    (reading a slice is Python time; a small subtree is cheaper walked): on the same random paths,
+    fewer states have their row read than when every state asks, and the masks are the same."""
+    from grammar_oracle import allowed_tokens
+
+    g = parse_lark(GRAMMARS["keys"])
+    runs = {}
+    for limit in (0, 8):
+        monkeypatch.setattr(compiled_cfg, "ROW_SUBTREE", limit)
+        compiled, rng, masks = compile_cfg(vocab_builtin, g), random.Random(3), []
+        for _ in range(8):
+            m = compiled.matcher()
+            for _ in range(12):
+                allowed = allowed_tokens(m, vocab_builtin)
+                masks.append(allowed.tobytes())
+                options = [i for i in range(len(allowed)) if allowed[i]]
+                if not options or not m.accept_token(rng.choice(options)):
+                    break
+        read = int((compiled._cfg_tail >= -1).sum() + (compiled._lex_tail >= -1).sum())
+        runs[limit] = (masks, read)
+    assert runs[8][0] == runs[0][0]
+    assert 0 < runs[8][1] < runs[0][1], (runs[8][1], runs[0][1])
