@@ -33,7 +33,7 @@ from guided.errors import GrammarError, LimitError
 from guided.grammar.automata import lex_table as lexing
 from guided.grammar.automata.end_bytes import ALL_BYTES, last_bytes
 from guided.grammar.automata.expr_pool import EMPTY_ID, EPS_ID, ExprPool, byte_classes
-from guided.grammar.automata.lex_table import DEAD, LEX_ACCEPTS, LEX_GOES_ON, UNKNOWN, LexTable
+from guided.grammar.automata.lex_table import DEAD, LEX_ACCEPTS, LEX_GOES_ON, TERM_SHIFT, UNKNOWN, LexTable
 from guided.grammar.automata.state_table import StateTable, grown
 from guided.grammar.cfg_ir import CfgGrammar
 
@@ -48,6 +48,7 @@ _FILL = {"trans": UNKNOWN, "computed": 0, "accepting": 0, "internal": 0, "pure":
 ITEM = 1 << 32
 ORIGIN = ITEM - 1
 LEX = 1 << 24
+_EXPR = (1 << TERM_SHIFT) - 1  # the expression of a lexer table word (terminal << TERM_SHIFT | expression)
 _INF = 1 << 40
 
 
@@ -98,7 +99,7 @@ class CfgAutomaton(StateTable):
         self.pure_vals = np.zeros(64, dtype=np.int32)
         self._pure_count = 0
         # the lexer's transitions as a table (lexer state, byte class) -> lexer state, DEAD or UNKNOWN,
-        # and per lexer state its LEX_* flags and exit mask (_exit_mask: 256 bits as uint64 [4], all
+        # and per lexer state its LEX_* flags and exit mask (prepare_exits: 256 bits as uint64 [4], all
         # ones, no pruning, until prepare_exits): a lexeme in flight alone steps the same way from
         # every origin, so walks in lexeme mode share these rows across parser contexts
         lcap = 64
@@ -107,6 +108,8 @@ class CfgAutomaton(StateTable):
         self.lex_exit = np.full((lcap, 4), ~np.uint64(0), dtype=np.uint64)
         self._exits_done = 0  # lexer states below this have their lex_exit row
         self._term_exit_cache: dict[int, int] = {}
+        n_terms = len(self.term_names)  # the same as rows (prepare_exits), and which are filled
+        self._term_exit_words = (np.zeros((n_terms, 4), dtype=np.uint64), np.zeros(n_terms, dtype=bool))
         self._live_cache: dict[int, int] = {}
         self._dead_cache: dict[int, np.ndarray] = {}
         start = self._closure({self.start_item * ITEM})
@@ -128,7 +131,7 @@ class CfgAutomaton(StateTable):
         self.reps = reps
         pool.reps = reps
         self.n_classes = len(reps)
-        # class -> its bytes as a 256-bit int, for _exit_mask
+        # class -> its bytes as a 256-bit int, for _dead_classes
         self.class_bits = [0] * self.n_classes
         for b, c in enumerate(cls):
             self.class_bits[c] |= 1 << b
@@ -285,14 +288,22 @@ class CfgAutomaton(StateTable):
 
     def sync_lex(self) -> None:
         """Add the lexer states a mask walk made in compiled code (``lex_table.step``) to the Python-side
-        tables; the walk gave them their flags and DEAD classes. Call under the lock, right after."""
+        tables; the walk gave them their flags and DEAD classes. Call under the lock, right after.
+        The new states' words are read in one slice, and only accepting ones look for their accepting
+        terminals."""
         table, nullable = self.lex_table, self.pool.nullable
-        for i in range(len(self.lexstates), len(table)):
-            state = table.state(i)
+        first, n = len(self.lexstates), len(table)
+        if first == n:
+            return
+        off = table.off[first : n + 1].tolist()
+        base = off[0]
+        words = table.items[base : off[-1]].tolist()
+        for k, flags in enumerate(self.lex_flags[first:n].tolist()):
+            state = tuple((x >> TERM_SHIFT, x & _EXPR) for x in words[off[k] - base : off[k + 1] - base])
             self.lexstates.append(state)
-            self._lex_acc.append(tuple(t for t, e in state if nullable[e]))
-            self._lex_cont.append(bool(self.lex_flags[i] & LEX_GOES_ON))
-            self._lex_ids[state] = i
+            self._lex_acc.append(tuple(t for t, e in state if nullable[e]) if flags & LEX_ACCEPTS else ())
+            self._lex_cont.append(bool(flags & LEX_GOES_ON))
+            self._lex_ids[state] = first + k
 
     def _can_continue(self, e: int) -> bool:
         """Whether e (a live expression: every lexer state holds live ones) matches a non-empty string."""
@@ -430,21 +441,28 @@ class CfgAutomaton(StateTable):
 
     def prepare_exits(self) -> None:
         """Fill the lex_exit rows of the lexer states made since the last call (only mask walks that
-        prune read them, so grammars whose walks never prune never pay for them)."""
+        prune read them, so grammars whose walks never prune never pay for them): each row is the OR
+        of its terminals' exit bytes (``_term_exit``), over the new states' words at once."""
         with self.lock:
-            n = len(self.lexstates)
-            for lex in range(self._exits_done, n):
-                self.lex_exit[lex] = self._exit_mask(lex)
+            n, done = len(self.lexstates), self._exits_done
+            if n == done:
+                return
+            off = self.lex_table.off
+            lo = int(off[done])
+            terms = self.lex_table.items[lo : int(off[n])] >> TERM_SHIFT
+            rows = self._term_exit_rows(terms)[terms]
+            self.lex_exit[done:n] = np.bitwise_or.reduceat(rows, off[done:n] - lo, axis=0)  # every state has a pair
             self._exits_done = n
 
-    def _exit_mask(self, lex: int) -> np.ndarray:
-        """256-bit mask (uint64 [4]) of bytes that may end a lexeme begun in lexer state lex: a token
-        without them cannot end it. A superset, from the terminals alone (see ``_term_exit``); each
-        lexer state's is computed once, into ``lex_exit`` (``prepare_exits``)."""
-        bits = 0
-        for t, _ in self.lexstates[lex]:
-            bits |= self._term_exit(t)
-        return np.array([(bits >> (64 * w)) & ((1 << 64) - 1) for w in range(4)], dtype=np.uint64)
+    def _term_exit_rows(self, terms: np.ndarray) -> np.ndarray:
+        """uint64 [terminals, 4]: each terminal's exit bytes (``_term_exit``) as words, filled for those in
+        ``terms`` (once each)."""
+        rows, known = self._term_exit_words
+        for t in np.unique(terms[~known[terms]]).tolist():
+            bits = self._term_exit(t)
+            rows[t] = [(bits >> (64 * w)) & ((1 << 64) - 1) for w in range(4)]
+            known[t] = True
+        return rows
 
     def __getstate__(self):
         """As ``StateTable``, without the terminals' AST nodes (``release_nodes``)."""

@@ -88,11 +88,21 @@ def test_dead_prefill_never_marks_a_live_byte():
 
 
 def test_exit_masks_cover_every_lexeme_end():
-    """Pruning reads exit masks: each must contain every byte that ends a lexeme of its terminals."""
+    """Pruning reads exit masks: each must contain every byte that ends a lexeme of its terminals, and
+    is the union of its terminals' exit bytes (filled in two calls: states made after the first)."""
     a = CfgAutomaton(_grammar("lark_strings"))
     CfgState(a).feed_bytes(b'["ab", "c')
     a.prepare_exits()
-    assert any(lex >= 0 for lex in a.pure_lex)
+    first = len(a.lexstates)
+    CfgState(a).feed_bytes(b'[{abc}, "x\\"", {{"ab"}}]')
+    a.prepare_exits()
+    assert any(lex >= 0 for lex in a.pure_lex) and len(a.lexstates) > first
+    assert any(len({t for t, _ in state}) > 1 for state in a.lexstates)
+    for lex, state in enumerate(a.lexstates):
+        union = 0
+        for t, _ in state:
+            union |= a._term_exit(t)
+        assert sum(int(w) << (64 * k) for k, w in enumerate(a.lex_exit[lex])) == union, state
     for lex in range(len(a.lexstates)):
         bits = a.lex_exit[lex]
         for c in range(a.n_classes):
