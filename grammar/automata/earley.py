@@ -111,7 +111,7 @@ class CfgAutomaton(StateTable):
         n_terms = len(self.term_names)  # the same as rows (prepare_exits), and which are filled
         self._term_exit_words = (np.zeros((n_terms, 4), dtype=np.uint64), np.zeros(n_terms, dtype=bool))
         self._live_cache: dict[int, int] = {}
-        self._dead_cache: dict[int, np.ndarray] = {}
+        self._dead_cache: dict[int, np.ndarray] = {}  # bits -> _dead_row
         start = self._closure({self.start_item * ITEM})
         if self._config([start] if start >= 0 else [], []) != 0:
             raise GrammarError("the grammar matches no string at all (its language is empty)")
@@ -131,7 +131,7 @@ class CfgAutomaton(StateTable):
         self.reps = reps
         pool.reps = reps
         self.n_classes = len(reps)
-        # class -> its bytes as a 256-bit int, for _dead_classes
+        # class -> its bytes as a 256-bit int, for _dead_row
         self.class_bits = [0] * self.n_classes
         for b, c in enumerate(cls):
             self.class_bits[c] |= 1 << b
@@ -283,7 +283,7 @@ class CfgAutomaton(StateTable):
             self.lex_flags[i] = (LEX_ACCEPTS if acc else 0) | (LEX_GOES_ON if cont else 0)
             self._lex_ids[state] = i
             # a byte none of its terminals can take is DEAD: known now, without a lexer step
-            self.lex_trans[i, self._dead_classes(self._first_bytes(i))] = DEAD
+            self.lex_trans[i] = self._dead_row(self._first_bytes(i))
         return i
 
     def sync_lex(self) -> None:
@@ -371,11 +371,14 @@ class CfgAutomaton(StateTable):
             self.pure_lex.append(lexemes[0] & (LEX - 1) if pure else -1)
             if pure:
                 self._add_pure(lexemes[0], i)
-            bits = 0
-            for x in lexemes:
-                bits |= self._first_bytes(x & (LEX - 1))
+            if len(lexemes) == 1:
+                bits = self._first_bytes(lexemes[0] & (LEX - 1))
+            else:
+                bits = 0
+                for x in lexemes:
+                    bits |= self._first_bytes(x & (LEX - 1))
             # a byte no lexeme in flight can take is DEAD: known now, without a parser step
-            self.trans[i, self._dead_classes(bits)] = DEAD
+            self.trans[i] = self._dead_row(bits)
         return i
 
     def clamped(self, cfg: int, limit: int) -> int:
@@ -407,12 +410,13 @@ class CfgAutomaton(StateTable):
             self._live_cache[lex] = r
         return r
 
-    def _dead_classes(self, bits: int) -> np.ndarray:
-        """The byte classes with no byte in bits (int array, cached per bits)."""
+    def _dead_row(self, bits: int) -> np.ndarray:
+        """A new state's transition row: DEAD for the byte classes with no byte in bits, UNKNOWN for the
+        rest (int32 [classes], cached per bits; copied into the table, one row write)."""
         r = self._dead_cache.get(bits)
         if r is None:
-            dead = [c for c, cb in enumerate(self.class_bits) if not bits & cb]
-            r = self._dead_cache[bits] = np.array(dead, dtype=np.intp)
+            r = np.array([UNKNOWN if bits & cb else DEAD for cb in self.class_bits], dtype=np.int32)
+            self._dead_cache[bits] = r
         return r
 
     def _add_pure(self, lexeme: int, cfg: int) -> None:
@@ -493,9 +497,13 @@ class CfgAutomaton(StateTable):
         boundaries: set[int] = set()
         kernels = []
         cont: list = []
+        lex_trans = self.lex_trans
         for x in self.configs[cfg][1]:
             origin = x >> 24
-            lex2 = self._lex_step(x & (LEX - 1), c)
+            lex2 = int(lex_trans[x & (LEX - 1), c])  # known: no call (most are, after a walk's steps)
+            if lex2 == UNKNOWN:
+                lex2 = self._lex_step(x & (LEX - 1), c)
+                lex_trans = self.lex_trans  # (the step may have regrown the table)
             if lex2 < 0:
                 continue
             if self._lex_acc[lex2]:
