@@ -18,6 +18,7 @@ from collections.abc import Callable
 import numpy as np
 
 from guided.errors import GrammarError
+from guided.grammar.automata.earley import warm_up_walk
 from guided.grammar.automata.lazy_dfa import warm_up_core
 from guided.grammar.automata.lex_table import warm_up as warm_up_lex_table
 from guided.grammar.bounded_cache import BoundedCache
@@ -208,6 +209,7 @@ def warm_up(vocabulary: Vocabulary) -> None:
         vocab_index(vocabulary).cfg_tables()
         warm_up_core()
         warm_up_lex_table()
+        warm_up_walk()
         row = np.zeros(vocabulary.bitmask_words, dtype=np.int32)
         nested = parse_lark('start: "(" start? ")"', "start")
         for compiled in (CompiledGrammar(vocabulary, parse_regex("[a-z]{1,3}"), mask_timeout_s=None),

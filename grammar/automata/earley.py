@@ -37,7 +37,7 @@ from guided.grammar.automata.lex_table import DEAD, LEX_ACCEPTS, LEX_GOES_ON, TE
 from guided.grammar.automata.state_table import StateTable, grown
 from guided.grammar.cfg_ir import CfgGrammar
 
-__all__ = ["CfgAutomaton", "DEAD", "UNKNOWN", "LEX", "LEX_ACCEPTS", "LEX_GOES_ON", "pure_slot"]
+__all__ = ["CfgAutomaton", "DEAD", "UNKNOWN", "LEX", "LEX_ACCEPTS", "LEX_GOES_ON", "pure_slot", "warm_up_walk"]
 
 COMPLETE = 1 << 30  # next_sym of an item whose dot is at the end
 _FILL = {"trans": UNKNOWN, "computed": 0, "accepting": 0, "internal": 0, "pure": -1,
@@ -593,8 +593,10 @@ class CfgAutomaton(StateTable):
         each a parser step in Python, for positions no mask asks about."""
         class_map, trans, pure = self.class_map, self.trans, self.pure
         lexeme = -1  # >= 0: in lexeme mode (origin set * LEX + lexer state); s is then stale
-        for b in data:
-            c = int(class_map[b])
+        i, n, buf = 0, len(data), None
+        while i < n:
+            c = int(class_map[data[i]])
+            i += 1
             if lexeme < 0:
                 t = trans[s, c]
                 if t == UNKNOWN and pure[s] >= 0:
@@ -608,6 +610,9 @@ class CfgAutomaton(StateTable):
                 with self.lock:
                     lex2 = self._lex_step(lex, c)
                     if lex2 >= 0 and not self._lex_acc[lex2]:  # the lexeme goes on, nothing else can happen
+                        if n - i > 2:  # the known steps after it, in compiled code (a name, a string)
+                            buf = _byte_array(data) if buf is None else buf
+                            i, lex2 = _lex_run(self.lex_trans, self.lex_flags, class_map, lex2, buf, i)
                         lexeme += lex2 - lex
                         continue
                     s = self._intern_config(False, [lexeme])  # it may end here: the parser's step
@@ -737,6 +742,33 @@ def _nullable(n: int, prods) -> list[bool]:
             if not out[head] and all(s >= 0 and out[s] for s in body):
                 out[head] = changed = True
     return out
+
+
+def _byte_array(data) -> np.ndarray:
+    """data's bytes as a read-only uint8 array (the one array type ``_lex_run`` is compiled for)."""
+    return np.frombuffer(data if isinstance(data, bytes) else bytes(data), dtype=np.uint8)
+
+
+def warm_up_walk() -> None:
+    """Call ``_lex_run`` once with the argument types ``CfgAutomaton.walk`` passes: numba compiles or
+    loads it here, not inside a token's time bound."""
+    _lex_run(np.zeros((1, 1), dtype=np.int32), np.zeros(1, dtype=np.uint8), np.zeros(256, dtype=np.int32), 0,
+             _byte_array(b"ab"), 0)  # fmt: skip
+
+
+@numba.njit(cache=True, nogil=True)
+def _lex_run(lex_trans, lex_flags, class_map, lex, data, i):
+    """From lexer state lex before data[i]: the lexer's known steps while the lexeme goes on and cannot
+    end (no LEX_ACCEPTS), as ``CfgAutomaton.walk`` takes them one by one. Returns (the index of the
+    first byte not taken, the lexer state before it): it stops at the data's end, a step not made yet,
+    a dead one, and one where the lexeme may end (the parser's step, which the caller makes)."""
+    while i < len(data):
+        lex2 = lex_trans[lex, class_map[data[i]]]
+        if lex2 < 0 or lex_flags[lex2] & LEX_ACCEPTS:  # UNKNOWN, DEAD, or it may end: the caller's
+            break
+        lex = lex2
+        i += 1
+    return i, lex
 
 
 @numba.njit(cache=True, nogil=True)
