@@ -34,6 +34,7 @@ from guided.grammar.automata import lex_table as lexing
 from guided.grammar.automata.end_bytes import ALL_BYTES, last_bytes
 from guided.grammar.automata.expr_pool import EMPTY_ID, EPS_ID, ExprPool, byte_classes
 from guided.grammar.automata.lex_table import DEAD, LEX_ACCEPTS, LEX_GOES_ON, TERM_SHIFT, UNKNOWN, LexTable
+from guided.grammar.automata.lex_table import step as lex_step
 from guided.grammar.automata.state_table import StateTable, grown
 from guided.grammar.cfg_ir import CfgGrammar
 
@@ -591,6 +592,22 @@ class CfgAutomaton(StateTable):
         steps the lexer alone (as mask walks do) and makes the configuration only where the
         lexeme may end or the data does: a token spelling a name made one configuration per byte,
         each a parser step in Python, for positions no mask asks about."""
+        s, lexeme = self._walk_to(s, data)
+        if lexeme >= 0:
+            with self.lock:
+                return self._intern_config(False, [lexeme])
+        return s
+
+    def reaches(self, s: int, data: bytes) -> bool:
+        """Whether data leads from s to a live configuration (``walk`` is not DEAD), without making the
+        configuration where the data ends inside a lexeme: every lexer state is live, and so is a
+        configuration of one (the run-time checks ask this of every declared name where one is due)."""
+        s, lexeme = self._walk_to(s, data)
+        return s >= 0 or lexeme >= 0
+
+    def _walk_to(self, s: int, data: bytes) -> tuple[int, int]:
+        """``walk``'s steps: (the configuration after data, or DEAD, and -1), or (-1, the lexeme in
+        flight alone, origin set * LEX + lexer state) where data ends inside one."""
         class_map, trans, pure = self.class_map, self.trans, self.pure
         lexeme = -1  # >= 0: in lexeme mode (origin set * LEX + lexer state); s is then stale
         i, n, buf = 0, len(data), None
@@ -610,9 +627,9 @@ class CfgAutomaton(StateTable):
                 with self.lock:
                     lex2 = self._lex_step(lex, c)
                     if lex2 >= 0 and not self._lex_acc[lex2]:  # the lexeme goes on, nothing else can happen
-                        if n - i > 2:  # the known steps after it, in compiled code (a name, a string)
+                        if n - i > 2:  # the steps after it, in compiled code (a name, a string)
                             buf = _byte_array(data) if buf is None else buf
-                            i, lex2 = _lex_run(self.lex_trans, self.lex_flags, class_map, lex2, buf, i)
+                            i, lex2 = self._run_lexeme(lex2, buf, i)
                         lexeme += lex2 - lex
                         continue
                     s = self._intern_config(False, [lexeme])  # it may end here: the parser's step
@@ -621,11 +638,25 @@ class CfgAutomaton(StateTable):
                 lexeme = -1
             s = t
             if s < 0:
-                return DEAD
-        if lexeme >= 0:
-            with self.lock:
-                return self._intern_config(False, [lexeme])
-        return int(s)
+                return DEAD, -1
+        return (-1, lexeme) if lexeme >= 0 else (int(s), -1)
+
+    def _run_lexeme(self, lex: int, data: np.ndarray, i: int) -> tuple[int, int]:
+        """``_lex_run`` from lexer state lex before data[i], making the lexer steps not made yet there
+        too (``lex_table.step``) when the expression arena is free; the states it made are then added
+        to the Python side (``sync_lex``). Call under the lock."""
+        table, pool = self.lex_table, self.pool
+        native = lexing.NATIVE_STEPS and pool.try_hold()
+        try:
+            if native:
+                left = len(data) - i
+                table.reserve(left, left * len(self.lexstates[lex]))  # a step never adds pairs
+            return _lex_run(self.lex_trans, self.lex_flags, self.class_map, lex, data, i, native, pool.arena,
+                            self.rep_bytes, table.items, table.off, table.ht, table.hdr, self.class_words)  # fmt: skip
+        finally:
+            if native:
+                pool.let_go()
+                self.sync_lex()
 
     # ------------------------------------------------------------------ bytes still needed
     def bytes_needed(self, cfg: int) -> int:
@@ -752,18 +783,25 @@ def _byte_array(data) -> np.ndarray:
 def warm_up_walk() -> None:
     """Call ``_lex_run`` once with the argument types ``CfgAutomaton.walk`` passes: numba compiles or
     loads it here, not inside a token's time bound."""
+    table = LexTable()
     _lex_run(np.zeros((1, 1), dtype=np.int32), np.zeros(1, dtype=np.uint8), np.zeros(256, dtype=np.int32), 0,
-             _byte_array(b"ab"), 0)  # fmt: skip
+             _byte_array(b"ab"), 0, False, ExprPool().arena, np.zeros(1, dtype=np.int64), table.items, table.off,
+             table.ht, table.hdr, np.zeros((1, 4), dtype=np.int64))  # fmt: skip
 
 
 @numba.njit(cache=True, nogil=True)
-def _lex_run(lex_trans, lex_flags, class_map, lex, data, i):
-    """From lexer state lex before data[i]: the lexer's known steps while the lexeme goes on and cannot
-    end (no LEX_ACCEPTS), as ``CfgAutomaton.walk`` takes them one by one. Returns (the index of the
-    first byte not taken, the lexer state before it): it stops at the data's end, a step not made yet,
-    a dead one, and one where the lexeme may end (the parser's step, which the caller makes)."""
+def _lex_run(lex_trans, lex_flags, class_map, lex, data, i, native, arena, reps, items, off, ht, hdr, class_words):
+    """From lexer state lex before data[i]: the lexer's steps while the lexeme goes on and cannot end
+    (no LEX_ACCEPTS), as ``CfgAutomaton.walk`` takes them one by one; with ``native`` (the caller
+    holds the expression arena) a step not made yet is made here (``lex_table.step``). Returns (the
+    index of the first byte not taken, the lexer state before it): it stops at the data's end, a
+    step not made (or one ``step`` leaves to Python), a dead one, and one where the lexeme may end
+    (the parser's step, which the caller makes)."""
     while i < len(data):
-        lex2 = lex_trans[lex, class_map[data[i]]]
+        c = class_map[data[i]]
+        lex2 = lex_trans[lex, c]
+        if lex2 == UNKNOWN and native:
+            lex2 = lex_step(arena, lex, c, reps, items, off, ht, hdr, lex_trans, lex_flags, class_words)
         if lex2 < 0 or lex_flags[lex2] & LEX_ACCEPTS:  # UNKNOWN, DEAD, or it may end: the caller's
             break
         lex = lex2

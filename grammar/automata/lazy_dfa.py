@@ -241,6 +241,10 @@ class LazyDFA(StateTable):
         t = int(self.trans[s, c])
         return self._single(s, c) if t == UNKNOWN else t
 
+    def reaches(self, s: int, data: bytes) -> bool:
+        """Whether data leads from s to a live state (``walk`` is not DEAD)."""
+        return self.walk(s, data) >= 0
+
     def walk(self, s: int, data: bytes) -> int:
         """The state after data from s, or DEAD."""
         class_map, trans = self.class_map, self.trans

@@ -1105,7 +1105,7 @@ class UniqueMatcher:
     def _fits(self, state: int, lead: bytes, rest: str) -> bool:
         """Whether the grammar accepts, from ``state``, ``lead`` and then ``rest`` spelled as the end
         of a JSON string (its closing quote included)."""
-        return self.checked.compiled.dfa.walk(state, lead + json.dumps(rest, ensure_ascii=False)[1:].encode()) >= 0
+        return self.checked.compiled.dfa.reaches(state, lead + json.dumps(rest, ensure_ascii=False)[1:].encode())
 
     def _accepted_names(self, state: int, place) -> frozenset:
         """The names (declared ones, and "" for any fresh one) the grammar accepts from ``state``,

@@ -159,15 +159,16 @@ def test_mask_walks_make_no_configuration_inside_a_lexeme():
 def test_token_walks_make_no_configuration_inside_a_lexeme(monkeypatch):
     """Accepting a token (and the run-time checks' simulations) walks it through the lexer alone
     while the lexeme in flight cannot end: one configuration where the bytes stop, not one per
-    byte; and that configuration is the one a step per byte reaches. Lexer steps already made are
-    taken in compiled code (``_lex_run``), several bytes at a time."""
+    byte; and that configuration is the one a step per byte reaches. The lexer's steps are taken in
+    compiled code (``_lex_run``), several bytes at a time, and the ones not made yet are made there
+    (``lex_table.step``): each recomputed from the expressions is the lexer's."""
     from guided.grammar.automata import earley
 
     runs, run = [], earley._lex_run
 
     def counted(*args):
         got = run(*args)
-        runs.append(got[0] - args[-1])
+        runs.append(got[0] - args[5])  # bytes taken (args[5]: the index it starts at)
         return got
 
     monkeypatch.setattr(earley, "_lex_run", counted)
@@ -180,6 +181,8 @@ def test_token_walks_make_no_configuration_inside_a_lexeme(monkeypatch):
             before = dfa.n_states
             walked[data] = dfa.walk(s, data)
             made = dfa.n_states - before
+            if opener == b"[" and data == b"xabcdab":  # the first walk, cold: the run made its steps
+                assert runs and max(runs) >= 4, runs
             if data.startswith(b"x") and not data.endswith((b";", b"y")):  # inside WORD, which only y ends
                 assert made <= 1, (opener, data, made)
         for data, got in walked.items():  # (after every walk: the parser's steps below make their entries)
@@ -187,7 +190,26 @@ def test_token_walks_make_no_configuration_inside_a_lexeme(monkeypatch):
             for b in data:  # the reference: the parser's step at every byte
                 ref = dfa.entry(ref, int(dfa.class_map[b]))
             assert got == ref >= 0, (opener, data)
-    assert max(runs) >= 4, runs  # the second opener's walks: the lexer's steps known
+    assert _check_lexer_table(dfa) > 20
+
+
+def test_reaches_answers_as_walk_without_making_the_configuration():
+    """``reaches`` (asked of every declared name where one is due) answers ``walk(...) >= 0`` and,
+    where the data ends inside a lexeme, makes no configuration for it (``walk`` then makes one)."""
+    g = parse_lark(LEXEME_GRAMMAR)
+    dfa = compile_cfg(LEXEME_VOCAB, g, regular_fast_path=False).dfa
+    rng = random.Random(2)
+    pieces = [b"x", b"ab", b"cd", b"y", b";", b"=", b"a", b"[", b"{", b",", b"]", b"}", b"q"]
+    for _ in range(300):
+        data = b"".join(rng.choice(pieces) for _ in range(rng.randint(1, 6)))
+        assert dfa.reaches(0, data) == (dfa.walk(0, data) >= 0), data
+    for data in (b"[xabcd", b"{xab", b"[xcdcdab"):  # inside WORD, which only y ends
+        fresh = compile_cfg(LEXEME_VOCAB, g, regular_fast_path=False).dfa
+        s = fresh.walk(0, data[:1])
+        before = fresh.n_states
+        assert fresh.reaches(s, data[1:]) and fresh.n_states == before, data
+        assert fresh.walk(s, data[1:]) >= 0 and fresh.n_states == before + 1, data
+
 
 def test_threads_walking_one_cold_grammar_get_the_serial_masks():
     """Eight threads fill masks of one context-free grammar from cold at once (lexer states,
