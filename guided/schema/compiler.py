@@ -184,7 +184,9 @@ def _lower(lowering: SchemaLowering) -> Node | CfgGrammar:
     if ANY not in lowering.rules:
         lowering.rules[ANY] = lowering.anys.body()
     seconds = lowering.deadline - time.monotonic()
-    return SchemaCfg(lowering.rules, lambda m: meet_one(lowering, m, None, None), seconds).grammar(node)
+    return SchemaCfg(
+        lowering.rules, lambda m: meet_one(lowering, m, None, None), seconds, separator=lowering.sep
+    ).grammar(node)
 
 
 def json_schema_to_node(schema: Any, *, registry: dict | None = None, **options) -> Node:

@@ -240,13 +240,15 @@ class SchemaCfg:
     a hole-free replacement (or raises ``SchemaError``).
     """
 
-    def __init__(self, rules: dict[str, Node], on_meet: Callable[[Node], Node], seconds: float = 1.0):
+    def __init__(
+        self, rules: dict[str, Node], on_meet: Callable[[Node], Node], seconds: float = 1.0, separator: Node | None = None
+    ):
         self.bodies = rules
         self.on_meet = on_meet
         self.seconds = seconds  # what is left of the compile time bound (SchemaOptions.timeout_s)
         self.deadline = time.monotonic() + seconds
         self._steps = 0
-        self.builder = _HoleRules(START)
+        self.builder = _HoleRules(START, separator)
         self._holes: dict[int, bool] = {}
         self._parents: dict[int, int] = {}
         self._shared: dict[int, str] = {}
@@ -368,12 +370,23 @@ class _HoleRules(GrammarBuilder):
     ``ERepeat`` holds a ``Ref`` (and no rule is inlined as regular). The generic builder asked
     ``to_regex`` about every item of every sequence and alternative again and again (millions of
     calls on a big schema, each answered "not regular"). A run of hole-free items shared by several
-    places (each place builds it from the same AST nodes) becomes its terminal once, found by its
-    nodes' identities instead of building and structurally comparing a new ``Seq`` each time."""
+    places (each place builds it from the same AST nodes) becomes its terminals once, found by its
+    nodes' identities instead of building and structurally comparing a new ``Seq`` each time.
 
-    def __init__(self, start: str):
+    With a ``separator`` (the lowering's ``ws , ws`` between members and items), a run is cut around
+    each separator in it, which becomes a terminal of its own: the same comma was otherwise the
+    start of one terminal (``, "other name": ``, an object's further members) and a terminal alone
+    in another place (before declared names), so two lexemes were in flight after it and the mask
+    walk took a parser step at every byte of every name, where one lexeme goes on in the lexer alone.
+    The language is the same (only where terminals meet moves)."""
+
+    def __init__(self, start: str, separator: Node | None = None):
         super().__init__(start)
-        self._runs: dict[tuple[int, ...], tuple[tuple[Node, ...], str]] = {}  # nodes kept: ids stay theirs
+        self._runs: dict[tuple[int, ...], tuple[tuple[Node, ...], tuple[str, ...]]] = {}  # nodes kept
+        self._sep = separator
+        self._sep_items = () if separator is None or separator == EPSILON else (
+            separator.items if separator.__class__ is Seq else (separator,)
+        )  # fmt: skip
 
     def to_regex(self, e: Expr) -> Node | None:
         return e.node if e.__class__ is Lex else None
@@ -384,11 +397,32 @@ class _HoleRules(GrammarBuilder):
         key = tuple(map(id, run))
         hit = self._runs.get(key)
         if hit is None:
-            node = seq(*run)
-            hit = self._runs[key] = (tuple(run), "" if node == EPSILON else self.terminal_for(node))
+            names = tuple(self.terminal_for(p) for p in self._pieces(seq(*run)))
+            hit = self._runs[key] = (tuple(run), names)
         run.clear()
-        if hit[1]:
-            out.append(hit[1])
+        out.extend(hit[1])
+
+    def _pieces(self, node: Node) -> list[Node]:
+        """node cut around each separator in its items (the separators kept, in order); EPSILON none."""
+        if node == EPSILON:
+            return []
+        sep = self._sep_items
+        if not sep or node.__class__ is not Seq or len(node.items) <= len(sep):
+            return [node]
+        items, k = node.items, len(sep)
+        pieces: list[Node] = []
+        start = i = 0
+        while i <= len(items) - k:
+            if items[i : i + k] == sep:
+                if i > start:
+                    pieces.append(seq(*items[start:i]))
+                pieces.append(self._sep)
+                i = start = i + k
+            else:
+                i += 1
+        if start < len(items):
+            pieces.append(seq(*items[start:]))
+        return pieces
 
 
 def _surely_empty(pool: ExprPool, node: Node, meets: dict[int, bool]) -> bool:

@@ -107,16 +107,89 @@ BUILDER_SCHEMAS = [
 @pytest.mark.parametrize("schema", BUILDER_SCHEMAS, ids=range(len(BUILDER_SCHEMAS)))
 def test_schema_rules_equal_the_generic_builders(schema, monkeypatch):
     # SchemaCfg's builder takes every non-Lex expression as non-regular and finds a run's terminal
-    # by its nodes' identities: the grammar is the one the generic GrammarBuilder makes, name for name
+    # by its nodes' identities: without the separator cut (its own test below), the grammar is the
+    # one the generic GrammarBuilder makes, name for name
     from guided.grammar.cfg_ir import GrammarBuilder
     from guided.schema import recursion
 
+    rules = recursion._HoleRules
+    monkeypatch.setattr(recursion, "_HoleRules", lambda start, separator=None: rules(start))
     fast = json_schema_to_grammar(schema, key_order="any")
-    monkeypatch.setattr(recursion, "_HoleRules", GrammarBuilder)
+    monkeypatch.setattr(recursion, "_HoleRules", lambda start, separator=None: GrammarBuilder(start))
     generic = json_schema_to_grammar(schema, key_order="any")
     assert isinstance(fast, CfgGrammar) and isinstance(generic, CfgGrammar)
     assert list(fast.rules.items()) == list(generic.rules.items())
     assert list(fast.terminals.items()) == list(generic.terminals.items())
+
+
+# an open object with declared names (the other names' member carries its comma) inside a recursion
+SEPARATED = {
+    "type": "object",
+    "properties": {"target": {"type": "string"}, "type": {"type": "string"}, "kids": {"type": "array",
+                   "items": {"$ref": "#"}}},
+    "required": ["target"],
+}  # fmt: skip
+
+
+def test_separators_are_terminals_of_their_own(monkeypatch, vocab_builtin):
+    """Runs are cut around the lowering's ``ws , ws``: no terminal holds it beside anything else, so
+    after a comma and a quote one lexeme is in flight (the mask walk goes on in the lexer alone,
+    where two lexemes, the comma alone and the comma begun with a name, made a parser step per
+    byte). The masks along random paths are those of the grammar without the cut."""
+    import random
+
+    from guided.grammar.tokens.compiled_cfg import compile_cfg
+    from guided.schema import recursion
+
+    cut = json_schema_to_grammar(SEPARATED, key_order="any")
+    rules = recursion._HoleRules
+    monkeypatch.setattr(recursion, "_HoleRules", lambda start, separator=None: rules(start))
+    whole = json_schema_to_grammar(SEPARATED, key_order="any")
+    comma = [n for n, t in cut.terminals.items() if t.node == _separator()]
+    assert len(comma) == 1
+    for t in cut.terminals.values():
+        assert t.node == _separator() or "," not in _plain(t.node), t.node
+    assert any("," in _plain(t.node) and t.node != _separator() for t in whole.terminals.values())
+    masks = {}
+    for name, g in (("cut", cut), ("whole", whole)):
+        compiled, rng, out = compile_cfg(vocab_builtin, g, regular_fast_path=False), random.Random(4), []
+        dfa = compiled.dfa
+        for _ in range(12):
+            m = compiled.matcher()
+            for _ in range(30):
+                allowed = m.allowed_tokens()
+                out.append(np.packbits(allowed).tobytes())
+                options = np.flatnonzero(allowed)
+                if not len(options) or not m.accept_token(int(rng.choice(options))):
+                    break
+        masks[name] = out
+        after = dfa.walk(dfa.walk(0, b'{"target": "x"'), b', "')
+        masks[name + " lexemes"] = len(dfa.configs[after][1])
+    assert masks["cut"] == masks["whole"]
+    assert masks["cut lexemes"] == 1 < masks["whole lexemes"], masks
+
+
+def _separator():
+    """The lowering's member separator under the default whitespace (up to 8 characters)."""
+    from guided.grammar.regex_ast import chars, literal, repeat, seq
+
+    ws = repeat(chars([(9, 10), (13, 13), (32, 32)]), 0, 8)
+    return seq(ws, literal(","), ws)
+
+
+def _plain(node) -> str:
+    """The characters of a node's single-character leaves (enough to find a comma among them)."""
+    from guided.grammar.regex_ast import Chars
+
+    out, stack = [], [node]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Chars):
+            if len(x.ranges) == 1 and x.ranges[0][0] == x.ranges[0][1]:
+                out.append(chr(x.ranges[0][0]))
+        else:
+            stack.extend(getattr(x, "items", ()) or ([x.item] if hasattr(x, "item") else []))
+    return "".join(out)
 
 
 def test_regex_api_keeps_its_bounds():
