@@ -410,16 +410,19 @@ class _HoleRules(GrammarBuilder):
         if not sep or node.__class__ is not Seq or len(node.items) <= len(sep):
             return [node]
         items, k = node.items, len(sep)
+        mark, before = sep[k // 2], k // 2  # the comma, and the items of the separator before it
+        if not any(x is mark for x in items):  # the lowering's own nodes: found by identity
+            return [node]
         pieces: list[Node] = []
-        start = i = 0
-        while i <= len(items) - k:
-            if items[i : i + k] == sep:
-                if i > start:
-                    pieces.append(seq(*items[start:i]))
-                pieces.append(self._sep)
-                i = start = i + k
-            else:
-                i += 1
+        start = 0
+        for i, x in enumerate(items):
+            if x is mark:
+                at = i - before
+                if at >= start and all(items[at + j] is sep[j] for j in range(k)):
+                    if at > start:
+                        pieces.append(seq(*items[start:at]))
+                    pieces.append(self._sep)
+                    start = at + k
         if start < len(items):
             pieces.append(seq(*items[start:]))
         return pieces
