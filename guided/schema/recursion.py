@@ -418,7 +418,7 @@ class _HoleRules(GrammarBuilder):
         for i, x in enumerate(items):
             if x is mark:
                 at = i - before
-                if at >= start and all(items[at + j] is sep[j] for j in range(k)):
+                if at >= start and at + k <= len(items) and all(items[at + j] is sep[j] for j in range(k)):
                     if at > start:
                         pieces.append(seq(*items[start:at]))
                     pieces.append(self._sep)

@@ -169,6 +169,23 @@ def test_separators_are_terminals_of_their_own(monkeypatch, vocab_builtin):
     assert masks["cut lexemes"] == 1 < masks["whole lexemes"], masks
 
 
+def test_separator_cut_keeps_everything_else_whole():
+    """The cut at its edges: a run that ends in the separator's first items, or spells a comma in a
+    literal, is left whole; a separator at either end is cut off; pieces keep their order."""
+    from guided.grammar.regex_ast import literal, seq
+    from guided.schema.recursion import _HoleRules
+
+    sep = _separator()
+    ws = sep.items[0]
+    cut = _HoleRules("start", sep)._pieces
+    a, b = literal("a"), literal("b")
+    assert cut(seq(a, b, ws, literal(","))) == [seq(a, b, ws, literal(","))]
+    assert cut(literal('"a,b"')) == [literal('"a,b"')]
+    assert cut(seq(a, sep, b)) == [a, sep, b]
+    assert cut(seq(sep, a, sep)) == [sep, a, sep]
+    assert cut(seq(a, sep, sep, b)) == [a, sep, sep, b]
+
+
 def _separator():
     """The lowering's member separator under the default whitespace (up to 8 characters)."""
     from guided.grammar.regex_ast import chars, literal, repeat, seq
