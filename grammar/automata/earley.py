@@ -49,7 +49,6 @@ _FILL = {"trans": UNKNOWN, "computed": 0, "accepting": 0, "internal": 0, "pure":
 ITEM = 1 << 32
 ORIGIN = ITEM - 1
 LEX = 1 << 24
-_EXPR = (1 << TERM_SHIFT) - 1  # the expression of a lexer table word (terminal << TERM_SHIFT | expression)
 _INF = 1 << 40
 
 
@@ -290,17 +289,13 @@ class CfgAutomaton(StateTable):
     def sync_lex(self) -> None:
         """Add the lexer states a mask walk made in compiled code (``lex_table.step``) to the Python-side
         tables; the walk gave them their flags and DEAD classes. Call under the lock, right after.
-        The new states' words are read in one slice, and only accepting ones look for their accepting
-        terminals."""
+        Only accepting states look for their accepting terminals."""
         table, nullable = self.lex_table, self.pool.nullable
         first, n = len(self.lexstates), len(table)
         if first == n:
             return
-        off = table.off[first : n + 1].tolist()
-        base = off[0]
-        words = table.items[base : off[-1]].tolist()
-        for k, flags in enumerate(self.lex_flags[first:n].tolist()):
-            state = tuple((x >> TERM_SHIFT, x & _EXPR) for x in words[off[k] - base : off[k + 1] - base])
+        states = table.states(first, n)  # one slice of the table's words
+        for k, (state, flags) in enumerate(zip(states, self.lex_flags[first:n].tolist(), strict=True)):
             self.lexstates.append(state)
             self._lex_acc.append(tuple(t for t, e in state if nullable[e]) if flags & LEX_ACCEPTS else ())
             self._lex_cont.append(bool(flags & LEX_GOES_ON))

@@ -58,7 +58,17 @@ class LexTable:
 
     def state(self, i: int) -> tuple:
         """State i as ``CfgAutomaton.lexstates`` holds it: a tuple of (terminal, expression)."""
-        return tuple((x >> TERM_SHIFT, x & _EXPR) for x in self.items[self.off[i] : self.off[i + 1]].tolist())
+        return self.states(i, i + 1)[0]
+
+    def states(self, first: int, end: int) -> list[tuple]:
+        """States first..end-1 as ``state`` gives them, their words read in one slice."""
+        off = self.off[first : end + 1].tolist()
+        base = off[0]
+        words = self.items[base : off[-1]].tolist()
+        return [
+            tuple((x >> TERM_SHIFT, x & _EXPR) for x in words[lo - base : hi - base])
+            for lo, hi in zip(off[:-1], off[1:], strict=True)
+        ]
 
     def reserve(self, states: int, items: int) -> None:
         """Room for ``states`` more states of ``items`` more words in all (what a walk may add)."""

@@ -21,9 +21,10 @@ compare like with like. Two policies (``SchemaOptions.key_order``):
   schemas compile in about 60% of the time, with unchanged masks at the median. Otherwise
   ("around"): the declared order, or the required names first (in ``required`` order) and then
   the others in any order when at most ``MAX_PERMUTED`` remain (else in declared order); other
-  properties before or after the declared ones. Where members are counted: the "declared" policy. The bound trades orders for compile time (each name more doubles the
-  automaton, and a schema-free or recursive value below puts it into the context-free grammar as
-  one rule per set of names seen). Every order in linear size (one small permutation automaton per
+  properties before or after the declared ones. Where members are counted: the "declared" policy.
+  The bound trades orders for compile time (each name more doubles the automaton, and a schema-free
+  or recursive value below puts it into the context-free grammar as one rule per set of names
+  seen). Every order in linear size (one small permutation automaton per
   group of names, intersected) needs an intersection: none in a context-free grammar, and for
   regular objects its emptiness checks cost more than the automaton saves.
 
