@@ -376,33 +376,41 @@ class ExprPool:
         for node in nodes:
             if id(node) in done:
                 continue
-            stack: list[tuple[Node, bool]] = [(node, False)]
+            stack: list = [node]  # a node to look up, or (node,) once its children are in done
             while stack:
-                n, expanded = stack.pop()
-                if id(n) in done:
-                    continue
-                if not expanded:
+                n = stack.pop()
+                if n.__class__ is not tuple:
+                    if id(n) in done:
+                        continue
                     r = memo.get(n)
-                    if r is None:
+                    if r is None and pending:
                         r = pending.get(n)
                     if r is not None:
                         done[id(n)] = r
                         continue
-                    stack.append((n, True))
-                    if isinstance(n, (Seq, Alt, And)):
-                        stack.extend((x, False) for x in reversed(n.items) if id(x) not in done)
-                    elif isinstance(n, (Repeat, Not)):
-                        stack.append((n.item, False))
+                    stack.append((n,))
+                    cls = n.__class__
+                    if cls is Seq or cls is Alt or cls is Cofinite or cls is And:
+                        for x in reversed(n.items):
+                            if id(x) not in done:
+                                stack.append(x)
+                    elif cls is Repeat or cls is Not:
+                        stack.append(n.item)
+                    continue
+                n = n[0]
+                if id(n) in done:  # (a node met twice before its first visit ended)
                     continue
                 cls = n.__class__
                 if cls is Chars:
-                    narrow, wide = _split_ascii(n.ranges)
-                    prog += (core.OP_CHARS, 5, *core.words(narrow).tolist(), self._wide_id(wide) if wide else -1)
+                    words = _chars_words(n.ranges)
+                    prog += words[0]
+                    prog.append(self._wide_id(words[1]) if words[1] else -1)
                 elif cls is ByteSet:
-                    prog += (core.OP_BYTES, 4, *core.words(_mask(n.ranges)).tolist())
+                    prog += (core.OP_BYTES, 4, *_int64_words(_mask(n.ranges)))
                 elif cls is Seq or cls is Alt or cls is And or cls is Cofinite:
                     op = core.OP_SEQ if cls is Seq else core.OP_AND if cls is And else core.OP_ALT
-                    prog += (op, len(n.items), *[done[id(x)] for x in n.items])
+                    prog += (op, len(n.items))
+                    prog += [done[id(x)] for x in n.items]
                     if cls is Cofinite:
                         bodies[id(n)] = self.intern(n.body)
                 elif cls is Repeat:
@@ -510,6 +518,24 @@ def _split_ascii(ranges) -> tuple[int, tuple]:
 def _wide_sequences(wide: tuple) -> tuple[tuple[int, ...], ...]:
     """The UTF-8 byte-set sequences (each byte range as a 256-bit mask) of codepoint ranges >= 0x80."""
     return tuple(tuple(_mask(((a, b),)) for a, b in q) for lo, hi in wide for q in utf8_sequences(lo, hi))
+
+
+@lru_cache(maxsize=8192)
+def _chars_words(ranges) -> tuple[tuple[int, ...], tuple]:
+    """A ``Chars`` node's intern instruction but its last word (OP_CHARS, 5, the four int64 words of its
+    ASCII byte set), and its ranges at or above 0x80 (memoized: the same character classes recur)."""
+    narrow, wide = _split_ascii(ranges)
+    return (core.OP_CHARS, 5, *_int64_words(narrow)), wide
+
+
+def _int64_words(mask: int) -> tuple[int, int, int, int]:
+    """A 256-bit set as four int64 words, low word first (``expr_core.words`` without an array)."""
+    out = []
+    for _ in range(4):
+        w = mask & 0xFFFFFFFFFFFFFFFF
+        out.append(w - (1 << 64) if w >> 63 else w)
+        mask >>= 64
+    return tuple(out)
 
 
 def _mask(ranges) -> int:

@@ -201,3 +201,13 @@ def test_a_fork_gives_the_same_language_and_leaves_its_source_alone(common, node
     f = fresh.intern(node)
     for w in WORDS:
         assert _accepts(fork, e, w) == _accepts(fresh, f, w)
+
+
+@given(st.integers(min_value=0, max_value=(1 << 256) - 1))
+def test_intern_words_are_the_arenas_words(mask):
+    """The int64 words an intern program holds for a byte set (built without an array) are the
+    arena's own (``expr_core.words``), the top bit of each word included."""
+    from guided.grammar.automata import expr_core as core
+    from guided.grammar.automata.expr_pool import _int64_words
+
+    assert _int64_words(mask) == tuple(core.words(mask).tolist())
