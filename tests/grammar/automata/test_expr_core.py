@@ -7,6 +7,8 @@ from __future__ import annotations
 import pickle
 import random
 
+import numpy as np
+
 from guided.grammar.automata import expr_core as core
 from guided.grammar.automata.expr_pool import ExprPool
 from guided.grammar.regex_ast import (
@@ -294,3 +296,18 @@ def test_clamping_grows_the_arena_and_its_memo_survives_forks():
     for copy in (pool, pool.fork(), safe_loads(pickle.dumps(pool))):
         assert copy.clamp(e, 8) == c and len(copy) == n  # answered from the arena's memo
     assert pool.clamp(e, core.CLAMP_LIMITS) == e  # past the limits clamp takes: as it is
+
+
+def test_a_fork_arena_is_the_arena_copied():
+    """A fork writes only the arena's regions in use (``_arena_copy``); what it leaves zero is zero in
+    the source too: the fork's arena equals a plain copy, with an empty memo and with a full one."""
+    from guided.grammar.automata.expr_pool import _arena_copy
+
+    pool = ExprPool()
+    e = pool.intern(alt(literal("abc"), seq(repeat(chars([(0x61, 0x7A)]), 2, 5), literal("!"))))
+    assert pool.arena[core.H_MCOUNT] == 0
+    assert np.array_equal(_arena_copy(pool.arena), pool.arena)
+    for b in b"abcxyz!":
+        pool.deriv(e, b)
+    assert pool.arena[core.H_MCOUNT] > 0
+    assert np.array_equal(pool.fork().arena, pool.arena)
