@@ -140,6 +140,7 @@ class ExprPool:
         any AST node. The emptiness memo is lazy work: a loaded pool decides it again."""
         state = {k: v for k, v in self.__dict__.items() if k not in self._TRANSIENT}
         state["_interned"] = {}
+        state["arena"] = _arena_copy(self.arena)  # its unused regions are unwritten memory: zeros instead
         return state
 
     def __setstate__(self, state) -> None:
@@ -521,24 +522,26 @@ def _wide_sequences(wide: tuple) -> tuple[tuple[int, ...], ...]:
 
 
 def _arena_copy(a: np.ndarray) -> np.ndarray:
-    """``a.copy()``, writing only the regions in use: the node records made so far, the hash table,
-    the memo (its keys alone, all empty, when it holds nothing) and the children. The rest of a
-    zeroed array is what ``a`` holds there (records not made yet, an empty memo's values); pages
-    never written are never touched, where a copy wrote the whole arena (0.76 MB for the common
-    expressions, a quarter of forks faulting every page of it in)."""
+    """A copy of the arena holding what it holds in use (the node records made so far, the hash
+    table, the memo's entries, the children) and zeros elsewhere: an arena leaves its unused regions
+    unwritten (``expr_core._layout``), and neither a fork nor a pickle keeps those bytes. Pages of a
+    zeroed array never written are never touched, where a plain copy wrote the whole arena (0.76 MB
+    for the common expressions, a quarter of forks faulting every page of it in)."""
     new = np.zeros(len(a), dtype=a.dtype)
     new[: core.HEADER] = a[: core.HEADER]
     lo = int(a[core.O_KIND])
     hi = lo + core.NW * int(a[core.H_N])
     new[lo:hi] = a[lo:hi]
-    ht, mk, kids = int(a[core.O_HT]), int(a[core.O_MK]), int(a[core.O_KIDS])
+    ht, mk, mv, kids = int(a[core.O_HT]), int(a[core.O_MK]), int(a[core.O_MV]), int(a[core.O_KIDS])
     new[ht:mk] = a[ht:mk]  # the node hash table
     mcap = int(a[core.H_MCAP])
     if a[core.H_MCOUNT]:
-        new[mk : mk + 2 * mcap] = a[mk : mk + 2 * mcap]  # the memo's keys, then its values
+        keys = a[mk : mk + mcap]
+        new[mk : mk + mcap] = keys
+        new[mv : mv + mcap] = np.where(keys >= 0, a[mv : mv + mcap], 0)  # the values of the entries
     else:
         new[mk : mk + mcap] = -1
-    new[kids:] = a[kids:]
+    new[kids : kids + int(a[core.H_KLEN])] = a[kids : kids + int(a[core.H_KLEN])]
     return new
 
 

@@ -298,16 +298,68 @@ def test_clamping_grows_the_arena_and_its_memo_survives_forks():
     assert pool.clamp(e, core.CLAMP_LIMITS) == e  # past the limits clamp takes: as it is
 
 
-def test_a_fork_arena_is_the_arena_copied():
-    """A fork writes only the arena's regions in use (``_arena_copy``); what it leaves zero is zero in
-    the source too: the fork's arena equals a plain copy, with an empty memo and with a full one."""
-    from guided.grammar.automata.expr_pool import _arena_copy
+def _used_regions_equal(x: np.ndarray, y: np.ndarray) -> bool:
+    """Whether two arenas hold the same header, node records, hash table, memo entries and children."""
+    n, klen = int(x[core.H_N]), int(x[core.H_KLEN])
+    lo, ht, mk, mv, kids = (int(x[s]) for s in (core.O_KIND, core.O_HT, core.O_MK, core.O_MV, core.O_KIDS))
+    keys = x[mk:mv]
+    return (
+        np.array_equal(x[: core.HEADER], y[: core.HEADER])
+        and np.array_equal(x[lo : lo + core.NW * n], y[lo : lo + core.NW * n])
+        and np.array_equal(x[ht:mv], y[ht:mv])
+        and np.array_equal(x[mv : mv + len(keys)][keys >= 0], y[mv : mv + len(keys)][keys >= 0])
+        and np.array_equal(x[kids : kids + klen], y[kids : kids + klen])
+    )
 
+
+_GARBAGE = -0x5EED_BAD_BEEF  # no id, count, offset or set word the arena holds
+
+
+def _dirty(pool: ExprPool) -> None:
+    """Write garbage where an arena holds nothing: records not made, memo values of empty slots,
+    children past the last (what unwritten memory may hold: ``_layout`` does not zero them)."""
+    a = pool.arena
+    lo, mk, mv, kids = (int(a[s]) for s in (core.O_KIND, core.O_MK, core.O_MV, core.O_KIDS))
+    a[lo + core.NW * int(a[core.H_N]) : lo + core.NW * int(a[core.H_NCAP])] = _GARBAGE
+    values = a[mv : mv + int(a[core.H_MCAP])]
+    values[a[mk : mk + int(a[core.H_MCAP])] < 0] = _GARBAGE
+    a[kids + int(a[core.H_KLEN]) :] = _GARBAGE
+
+
+def test_unwritten_arena_memory_is_never_read():
+    """An arena's unused regions are left unwritten (``_layout``): a pool whose unused regions hold
+    garbage, after every growth too, builds the same expressions with the same derivatives and
+    emptiness answers as one whose regions are zero."""
+    clean, dirty = ExprPool(), ExprPool()
+    _dirty(dirty)
+    letters = repeat(chars([(0x61, 0x7A)]), 1, 6)
+    for k, w in enumerate(f"w{i}x{'ab' * (i % 3)}" for i in range(600)):
+        node = alt(literal(w), intersect(letters, Not(literal(w[::-1]))), seq(literal(w[:2]), letters))
+        cap = dirty.arena[core.H_NCAP]
+        e = clean.intern(node)
+        assert dirty.intern(node) == e
+        if dirty.arena[core.H_NCAP] != cap or k % 97 == 0:
+            _dirty(dirty)
+        assert dirty.is_live(e) == clean.is_live(e)
+        for b in w.encode()[:3]:
+            d = clean.deriv(e, b)
+            assert dirty.deriv(e, b) == d
+            assert dirty.is_live(d) == clean.is_live(d)
+    assert dirty.arena[core.H_NCAP] > 4096  # the arena grew
+    assert _used_regions_equal(clean.arena, dirty.arena)
+
+
+def test_a_fork_or_pickle_copies_the_arena_in_use_and_zeros_the_rest():
+    """A fork and a pickle write only the regions in use (``_arena_copy``), with an empty memo and a
+    full one: the same entries, and zeros where the source holds unwritten memory."""
     pool = ExprPool()
     e = pool.intern(alt(literal("abc"), seq(repeat(chars([(0x61, 0x7A)]), 2, 5), literal("!"))))
-    assert pool.arena[core.H_MCOUNT] == 0
-    assert np.array_equal(_arena_copy(pool.arena), pool.arena)
-    for b in b"abcxyz!":
-        pool.deriv(e, b)
-    assert pool.arena[core.H_MCOUNT] > 0
-    assert np.array_equal(pool.fork().arena, pool.arena)
+    for full in (False, True):
+        if full:
+            for b in b"abcxyz!":
+                pool.deriv(e, b)
+        assert (pool.arena[core.H_MCOUNT] > 0) == full
+        _dirty(pool)
+        for copy in (pool.fork().arena, safe_loads(pickle.dumps(pool)).arena):
+            assert _used_regions_equal(pool.arena, copy)
+            assert not (copy == _GARBAGE).any()
