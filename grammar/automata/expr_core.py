@@ -34,6 +34,7 @@ K_EMPTY, K_EPS, K_BYTES, K_CAT, K_OR, K_AND, K_NOT, K_REP = range(8)
 INF = -1
 NEVER = 1 << 40
 FULL, LIMIT, DEEP = -2, -3, -4
+LAZY = 8 << 20  # arenas of this many bytes or more leave their unused regions unwritten (``_layout``)
 MAX_DEPTH = 1 << 22  # pending derivatives on one derivative's stack
 ALL_I = -1  # all 64 bits of a word, as an int64
 _GOLD = 0x9E3779B97F4A7C15 - (1 << 64)  # odd multipliers, as int64 (wrapping arithmetic)
@@ -78,12 +79,17 @@ def _layout(node_cap, kids_cap, max_exprs):
     while hcap < 2 * node_cap:
         hcap *= 2
     mcap = 2 * hcap
-    # np.empty: only the header and the two tables' keys (-1: empty) are written here. Node records
-    # are written whole when a node is added (``_add``), memo values and children before they are
-    # read; pages never written are never faulted in (a grown arena touched every page of regions
-    # mostly unused: 400 MB for 330k nodes, 100k page faults, ~0.27 s inside one mask)
+    # An arena under LAZY bytes is zeroed whole here, where it is made or grown: its pages would
+    # otherwise fault in one by one inside later masks, as they derive. A larger one (a pool of
+    # hundreds of thousands of expressions) has only its header and the two tables' keys (-1: empty)
+    # written: a node's record is written whole when it is added (``_add``), memo values and
+    # children before they are read, and pages never written are never faulted in (growing a 400 MB
+    # arena wrote every page of regions mostly unused: 98k page faults, 0.27 s inside one mask).
     a = np.empty(HEADER + NW * node_cap + hcap + 2 * mcap + kids_cap, dtype=np.int64)
-    a[:HEADER] = 0
+    if a.nbytes < LAZY:
+        a[:] = 0
+    else:
+        a[:HEADER] = 0
     base = HEADER
     for slot, field in _FIELDS:
         a[slot] = base + field
@@ -205,7 +211,7 @@ def _add(a, kind, a0, a1, a2, f0, f1, f2, f3, nullable, has_bool, counter, min_l
     a[f], a[f + 1], a[f + 2], a[f + 3] = f0, f1, f2, f3
     a[a[O_NULL] + NW * e], a[a[O_BOOL] + NW * e] = nullable, has_bool
     a[a[O_COUNTER] + NW * e], a[a[O_MINLEN] + NW * e] = counter, min_len
-    a[a[O_LIVE] + NW * e] = LIVE_UNKNOWN  # (the arena's records are not zeroed beforehand: _layout)
+    a[a[O_LIVE] + NW * e] = LIVE_UNKNOWN  # (a large arena's records are not zeroed beforehand: _layout)
     a[H_N] = e + 1
     _ht_insert(a, e)
     return e

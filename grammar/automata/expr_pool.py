@@ -152,7 +152,7 @@ class ExprPool:
         """A new pool holding this pool's expressions under the same ids, with its interning memos."""
         new = ExprPool.__new__(ExprPool)
         new.max_exprs = self.max_exprs
-        new.arena = _arena_copy(self.arena)
+        new.arena = self.arena.copy()  # every page written now, not in the fork's first masks
         new.char_class = dict(self.char_class)
         new.cofinite = dict(self.cofinite)
         new._interned = dict(self._interned)
@@ -523,10 +523,8 @@ def _wide_sequences(wide: tuple) -> tuple[tuple[int, ...], ...]:
 
 def _arena_copy(a: np.ndarray) -> np.ndarray:
     """A copy of the arena holding what it holds in use (the node records made so far, the hash
-    table, the memo's entries, the children) and zeros elsewhere: an arena leaves its unused regions
-    unwritten (``expr_core._layout``), and neither a fork nor a pickle keeps those bytes. Pages of a
-    zeroed array never written are never touched, where a plain copy wrote the whole arena (0.76 MB
-    for the common expressions, a quarter of forks faulting every page of it in)."""
+    table, the memo's entries, the children) and zeros elsewhere, for a pickle: a large arena leaves
+    its unused regions unwritten (``expr_core._layout``), and no such bytes go to a cache file."""
     new = np.zeros(len(a), dtype=a.dtype)
     new[: core.HEADER] = a[: core.HEADER]
     lo = int(a[core.O_KIND])

@@ -349,9 +349,10 @@ def test_unwritten_arena_memory_is_never_read():
     assert _used_regions_equal(clean.arena, dirty.arena)
 
 
-def test_a_fork_or_pickle_copies_the_arena_in_use_and_zeros_the_rest():
-    """A fork and a pickle write only the regions in use (``_arena_copy``), with an empty memo and a
-    full one: the same entries, and zeros where the source holds unwritten memory."""
+def test_a_pickle_copies_the_arena_in_use_and_zeros_the_rest():
+    """A pickle writes only the regions in use (``_arena_copy``), with an empty memo and a full one:
+    the same entries, and zeros where the source holds unwritten memory (a large arena's unused
+    regions); a fork copies the arena whole."""
     pool = ExprPool()
     e = pool.intern(alt(literal("abc"), seq(repeat(chars([(0x61, 0x7A)]), 2, 5), literal("!"))))
     for full in (False, True):
@@ -360,6 +361,22 @@ def test_a_fork_or_pickle_copies_the_arena_in_use_and_zeros_the_rest():
                 pool.deriv(e, b)
         assert (pool.arena[core.H_MCOUNT] > 0) == full
         _dirty(pool)
-        for copy in (pool.fork().arena, safe_loads(pickle.dumps(pool)).arena):
-            assert _used_regions_equal(pool.arena, copy)
-            assert not (copy == _GARBAGE).any()
+        copy = safe_loads(pickle.dumps(pool)).arena
+        assert _used_regions_equal(pool.arena, copy)
+        assert not (copy == _GARBAGE).any()
+        assert np.array_equal(pool.fork().arena, pool.arena)
+
+
+def test_a_new_arena_has_its_header_and_table_keys_written_and_a_small_one_zeros():
+    """``_layout`` writes, for any size, the header (counts zero) and the two tables' empty keys;
+    an arena under ``LAZY`` bytes is zeroed whole, a larger one's other regions are left unwritten
+    (nothing reads them: above), which no test can tell from zeros."""
+    small = core._layout(1 << 10, 1 << 10, 2_000_000)
+    assert small.nbytes < core.LAZY
+    assert not small[core.HEADER : small[core.O_HT]].any()  # the records: zeros
+    big = core._layout(1 << 17, 1 << 17, 2_000_000)
+    assert big.nbytes >= core.LAZY
+    for a in (small, big):
+        ht, mk, mv = a[core.O_HT], a[core.O_MK], a[core.O_MV]
+        assert (a[ht:mk] == -1).all() and (a[mk:mv] == -1).all()
+        assert a[core.H_N] == a[core.H_KLEN] == a[core.H_MCOUNT] == a[core.H_WORK] == 0
