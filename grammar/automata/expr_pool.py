@@ -532,14 +532,11 @@ def _arena_copy(a: np.ndarray) -> np.ndarray:
     new[lo:hi] = a[lo:hi]
     ht, mk, mv, kids = int(a[core.O_HT]), int(a[core.O_MK]), int(a[core.O_MV]), int(a[core.O_KIDS])
     new[ht:mk] = a[ht:mk]  # the node hash table
-    mcap = int(a[core.H_MCAP])
-    if a[core.H_MCOUNT]:
-        keys = a[mk : mk + mcap]
-        new[mk : mk + mcap] = keys
-        new[mv : mv + mcap] = np.where(keys >= 0, a[mv : mv + mcap], 0)  # the values of the entries
-    else:
-        new[mk : mk + mcap] = -1
-    new[kids : kids + int(a[core.H_KLEN])] = a[kids : kids + int(a[core.H_KLEN])]
+    mcap, klen = int(a[core.H_MCAP]), int(a[core.H_KLEN])
+    keys = a[mk : mk + mcap]
+    new[mk : mk + mcap] = keys
+    new[mv : mv + mcap] = np.where(keys >= 0, a[mv : mv + mcap], 0)  # the values of the entries alone
+    new[kids : kids + klen] = a[kids : kids + klen]
     return new
 
 
