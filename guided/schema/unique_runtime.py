@@ -456,9 +456,10 @@ class _VocabFeatures:
         dot = count(b".") > 0  # a . (an integer item is decided there)
         comma = count(b",") > 0  # a , (a member name may follow in the token or after it)
         quotes2, quotes3 = q >= 2, q >= 3  # a whole member name may be in the token; a string ends, then one
-        backslash = count(b"\\") > 0  # a backslash (an escape may spell a name another way)
+        backslash = count(b"\\") > 0  # a backslash (an escape may spell a text another way)
         complex_quote = np.zeros(n, dtype=bool)  # a quote with a backslash before or more after it
-        name_complex = np.zeros(n, dtype=bool)  # a quote not in name_close
+        name_complex = np.zeros(n, dtype=bool)  # a quote that may end a string, not in name_close
+        inner_quote = np.zeros(n, dtype=bool)  # quotes, each escaped: read inside a string, it stays there
         whole = np.zeros(n, dtype=bool)  # in whole_name
         after_value = np.zeros(n, dtype=bool)  # _name_after_value
         # after , and ws: an item that may be decided in the token (a literal at its first letter, a
@@ -496,26 +497,43 @@ class _VocabFeatures:
             else:
                 self.simple_close.setdefault(pre, []).append(t)
             closing = _closing_quote(data)  # where the token's text ends a string begun before it
-            if closing is None or any(c in data[closing[1] :] for c in b",]}"):
+            if closing is None and _string_end(data) < 0:  # its quotes are escaped: text, as in by_escaped
+                inner_quote[t] = True
+            elif closing is None or any(c in data[closing[1] :] for c in b",]}"):
                 name_complex[t] = True
             else:
                 self.name_close.setdefault(closing[0], []).append(t)
         pack = lambda a: _pack(a, words)  # noqa: E731
-        self.quote, self.complex_quote, self.backslash = pack(quote), pack(complex_quote), pack(backslash)
+        self.quote, self.complex_quote = pack(quote), pack(complex_quote)
         self.closer, self.starts, self.ends, self.sep = pack(self.closers > 0), pack(starts), pack(ends), pack(sep)
         self.zero, self.dot = pack(zero), pack(dot)
         self.comma, self.quotes2, self.quotes3 = pack(comma), pack(quotes2), pack(quotes3)
         self.name_complex, self.whole = pack(name_complex), pack(whole)
-        self.name_after_value = pack(after_value)
+        self.name_after_value, self.inner_quote = pack(after_value), pack(inner_quote)
 
         # a token's bytes, when they hold no quote -> the tokens: built here, with the other tables
         # (built on first use, it cost one mask ~80 ms with a 128k vocabulary)
         self.by_text: dict[bytes, tuple[int, ...]] = {}
         for t in np.flatnonzero(live & ~quote).tolist():
             self.by_text.setdefault(tokens[t], []).append(t)
+        # a token with a backslash and no quote but escaped ones, read where a string's text so far is
+        # whole: the text it adds, decoded -> the tokens (``_prefix_tokens``). A token that ends inside
+        # an escape or a character adds no whole text and decides nothing (the check waits for the next
+        # token); one that spells a UTF-16 surrogate (half of a pair another token may finish) is simulated.
+        self.by_escaped: dict[bytes, tuple[int, ...]] = {}
+        odd_escape = np.zeros(n, dtype=bool)
+        for t in np.flatnonzero(live & (~quote | inner_quote) & backslash).tolist():
+            text = _decoded(tokens[t])
+            if text is None:
+                continue
+            try:
+                self.by_escaped.setdefault(text.encode("utf-8"), []).append(t)
+            except UnicodeEncodeError:  # a surrogate
+                odd_escape[t] = True
+        self.odd_escape = pack(odd_escape)
         # the token lists as tuples: ~130k of them live as long as the process, and the collector
         # stops tracking tuples of ints (lists it would walk in every full collection)
-        for table in (self.name_close, self.whole_name, self.simple_close, self.by_text):
+        for table in (self.name_close, self.whole_name, self.simple_close, self.by_text, self.by_escaped):
             table.update((k, tuple(v)) for k, v in table.items())
 
 
@@ -653,23 +671,32 @@ def _decoded(raw: bytes) -> str | None:
         return None
 
 
-def _closing_quote(data: bytes) -> tuple[str, int] | None:
-    """For a token read inside a string (not inside an escape): the text it adds before the quote
-    that ends the string, decoded, and the index after that quote; None without such a quote or
-    when the text before it is not whole (escapes and characters cut)."""
+def _string_end(data: bytes) -> int:
+    """For a token read inside a string (not inside an escape): the index of the quote that ends the
+    string, or -1."""
     i = 0
     while i < len(data):
         c = data[i]
         if c == 0x5C:
             i += 6 if data[i + 1 : i + 2] == b"u" else 2
         elif c == 0x22:
-            try:
-                return json.loads(b'"' + data[:i] + b'"'), i + 1
-            except ValueError:
-                return None
+            return i
         else:
             i += 1
-    return None
+    return -1
+
+
+def _closing_quote(data: bytes) -> tuple[str, int] | None:
+    """For a token read inside a string (not inside an escape): the text it adds before the quote
+    that ends the string, decoded, and the index after that quote; None without such a quote or
+    when the text before it is not whole (escapes and characters cut)."""
+    i = _string_end(data)
+    if i < 0:
+        return None
+    try:
+        return json.loads(b'"' + data[:i] + b'"'), i + 1
+    except ValueError:
+        return None
 
 
 def _pack(flags: np.ndarray, words: int) -> np.ndarray:
@@ -1205,8 +1232,8 @@ class UniqueMatcher:
 
     def _toward_written(self, written: frozenset, so_far: str, words: np.ndarray, feats: _VocabFeatures) -> np.ndarray:
         """Allowed tokens without a quote after which the name begun (``so_far``) is still the
-        beginning of a written name, or may be (a backslash): the only ones that can leave no
-        unwritten name to finish, since the grammar accepts some ending after any allowed token."""
+        beginning of a written name (``_prefix_tokens``): the only ones that can leave no unwritten
+        name to finish, since the grammar accepts some ending after any allowed token."""
         return self._prefix_tokens(so_far.encode("utf-8"), [n.encode("utf-8") for n in written], feats, words)
 
     def _stuck_in_name(self, left: frozenset, so_far: str, words: np.ndarray, feats: _VocabFeatures) -> list[int]:
@@ -1215,7 +1242,7 @@ class UniqueMatcher:
         rests = [n[len(so_far) :] for n in left if n.startswith(so_far)]
         tokens = self.checked.compiled.vocabulary.tokens
         stuck = []
-        for t in _ids(words & ~feats.quote).tolist():
+        for t in _ids(words & (~feats.quote | feats.inner_quote)).tolist():
             data = tokens[t]
             try:
                 text = None if b"\\" in data else data.decode("utf-8")
@@ -1284,7 +1311,7 @@ class UniqueMatcher:
 
     def _toward_earlier(self, track: JsonTrack, feats: _VocabFeatures, words: np.ndarray) -> np.ndarray:
         """In a string item: the allowed tokens without a quote after which its text is still the
-        beginning of an earlier string item, or may be (a backslash)."""
+        beginning of an earlier string item (``_prefix_tokens``)."""
         so_far = _decoded(bytes(self._bytes[track.lex[1] + 1 :]))
         if so_far is None:
             return _ids(words & ~feats.quote)
@@ -1308,17 +1335,20 @@ class UniqueMatcher:
         return np.asarray(found, dtype=np.int64)
 
     def _prefix_tokens(self, head: bytes, earlier: list[bytes], feats: _VocabFeatures, words: np.ndarray) -> np.ndarray:
-        """Allowed tokens without a quote that continue ``head`` toward one of ``earlier``, and those
-        with a backslash."""
+        """Allowed tokens without a quote that continue ``head`` (a string's whole text so far, UTF-8)
+        toward one of ``earlier``, their escapes decoded, and those spelling a surrogate. The others
+        are allowed: after them the text begins no earlier one (the grammar accepts some ending, which
+        is new), or ends inside an escape or a character (decided at the next token)."""
         pieces: set[bytes] = set()  # each text once, however many earlier items share it
         for spelled in earlier:
             if spelled.startswith(head):
                 rest = spelled[len(head) :]
                 pieces.update(rest[:k] for k in range(1, len(rest) + 1))
-        by_text = feats.by_text
-        found = np.fromiter((t for p in pieces for t in by_text.get(p, ())), dtype=np.int64)
+        by_text, by_escaped = feats.by_text, feats.by_escaped
+        found = np.fromiter((t for p in pieces for table in (by_text, by_escaped) for t in table.get(p, ())),
+                            dtype=np.int64)  # fmt: skip
         found = found[(words[found >> 5] >> (found & 31).astype(np.uint32)) & 1 == 1]  # the allowed ones
-        return np.union1d(found, _ids(words & feats.backslash & ~feats.quote))
+        return np.union1d(found, _ids(words & feats.odd_escape))
 
     def _string_closers(self, track: JsonTrack, feats: _VocabFeatures, words: np.ndarray) -> list[int] | None:
         """Tokens ending the string item in progress (quote, then only , and whitespace) as a

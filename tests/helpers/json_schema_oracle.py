@@ -12,6 +12,7 @@ import json
 from functools import cache
 
 import jsonschema
+import numpy as np
 
 from guided.grammar.automata.expr_pool import EMPTY_ID, ExprPool
 from guided.grammar.regex_ast import Alt, And, ByteSet, Chars, Not, Repeat, Seq
@@ -120,3 +121,35 @@ def _fmt_checker():
 
 def is_valid(schema, instance) -> bool:
     return validator_for(schema).is_valid(instance)
+
+
+# tokens with escapes, quotes among them, for the run-time checks of member names and unique items
+ESCAPE_TOKENS = [b"{", b"}", b"[", b"]", b",", b":", b'"', b"null", b"a", b"b", b"c", b"z",
+                 b"\\", b"\\n", b"\\u", b"\\u00", b"\\u0061", b"\\u0062", b"a\\u0062", b"\\ud83d", b"\\/", b"\\\\",
+                 b'\\"', b'a\\"', b'\\"b', b'\\"c', b"\\u0022", b'\\"\\"', b'\\"b"', b'b"', b'c"', b'":', b'"a\\"',
+                 b'\\"c":', b'"a', b'\\""']  # fmt: skip
+
+
+def refusals_by_simulation(compiled, vocab, prefix: str) -> tuple[set, set, set]:
+    """After ``prefix`` (read a character at a time with a mask before each, as generation does):
+    (the tokens the checked matcher drops, those that simulating every token the plain grammar allows
+    finds completing a repeat or leaving no way on, and the tokens the mask simulated). The first two
+    must be equal."""
+    m, plain = compiled.matcher(), compiled.compiled.matcher()
+    for ch in prefix:
+        m.allowed_tokens()
+        assert m.accept_text(ch) and plain.accept_text(ch), prefix
+    before = set(np.flatnonzero(plain.allowed_tokens()).tolist())
+    simulated, cls = set(), type(m)
+    after = cls._after
+
+    def counted(self, data, token=None):
+        simulated.add(token)
+        return after(self, data, token)
+
+    cls._after = counted
+    try:
+        dropped = before - set(np.flatnonzero(m.allowed_tokens()).tolist())
+    finally:
+        cls._after = after
+    return dropped, {t for t in before if not compiled.is_eos(t) and m._after(vocab.tokens[t], t) is None}, simulated

@@ -18,7 +18,8 @@ import weakref
 import jsonschema
 import numpy as np
 import pytest
-from json_schema_oracle import one_value
+from grammar_oracle import tiny_vocab
+from json_schema_oracle import ESCAPE_TOKENS, one_value, refusals_by_simulation
 
 from guided.grammar.compiler import GrammarCompiler
 from guided.schema.compiler import compile_json_schema
@@ -420,3 +421,41 @@ def test_what_a_complement_generates_is_closed_to_its_places_names(compiler):
     assert m.accept_text('{"x":{"y":{"z":"s"')
     assert not m.copy().accept_text(',"q"') and m.accept_text("}}}") and m.is_accepting()
     jsonschema.validate({"x": {"y": {"z": "s"}}}, schema)
+
+
+# ---------------------------------------------------------------------- escapes in names
+
+
+def test_tokens_with_escapes_are_refused_exactly_where_a_name_can_only_repeat():
+    """Names with quotes, spelled with escapes: a token whose escapes decode toward written names
+    only is refused (``\\"`` after ``a`` once ``a"b`` and ``a"c`` are written), as simulating every
+    token finds, in an object with patterns (searched along the written names) and in a bag of
+    declared names (the names it accepts known). Tokens that end inside an escape, or whose escaped
+    quotes keep the name going off the written ones, decide nothing and are not simulated."""
+    vocab = tiny_vocab(ESCAPE_TOKENS)
+    compiler = GrammarCompiler(vocab)
+    ids = {t: i for i, t in enumerate(vocab.tokens)}
+    null = {"type": "null"}
+    patterned = {"type": "object", "properties": {'a"b': null, 'a"c': null, "ab": null},
+                 "patternProperties": {'^z[ab"]?$': null}, "additionalProperties": False}  # fmt: skip
+    bag = {"type": "object", "properties": {n: null for n in ['a"b', 'a"c', "ab", "b", "c", "z", "zb", "ba", "ca"]},
+           "additionalProperties": False}  # fmt: skip
+    written_both = '{"a\\"b":null,"a\\"c":null,"'
+    cases = [
+        (patterned, '{"a\\"b":null,"', set()),
+        (patterned, written_both, {b'a\\"'}),
+        (patterned, written_both + "a", {b'\\"', b'\\"b', b'\\"c', b'\\"b"', b'\\"c":'}),
+        (patterned, written_both + "z", set()),
+        (patterned, '{"zb":null,"z', {b"b", b'b"'}),
+        (patterned, '{"ab":null,"z\\"":null,"z', {b'\\"', b'\\""'}),
+        (bag, written_both + "a", {b'\\"', b'\\"b', b'\\"c', b'\\"b"', b'\\"c":'}),
+        (bag, '{"a\\"b":null,"ab":null,"a\\"', {b"b", b'b"'}),
+    ]
+    undecided = {ids[t] for t in (b"\\", b"\\u", b"\\u00", b'\\"', b'\\"\\"')}
+    for schema, prefix, refused in cases:
+        dropped, simulated, _ = refusals_by_simulation(_compiled(compiler, schema, whitespace="compact"), vocab, prefix)
+        assert dropped == simulated == {ids[t] for t in refused}, prefix
+    # off the written names, the escaped quote leads to z" (new): a fresh grammar, whose memos are empty
+    fresh = _compiled(GrammarCompiler(vocab), patterned, whitespace="compact")
+    _, _, asked = refusals_by_simulation(fresh, vocab, written_both + "z")
+    assert not asked & undecided, [vocab.tokens[t] for t in asked]

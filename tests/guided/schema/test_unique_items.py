@@ -12,6 +12,8 @@ import warnings
 import jsonschema
 import numpy as np
 import pytest
+from grammar_oracle import tiny_vocab
+from json_schema_oracle import ESCAPE_TOKENS, refusals_by_simulation
 from pydantic import BaseModel
 
 from guided.constraints import to_constraint
@@ -19,7 +21,7 @@ from guided.errors import SchemaError
 from guided.grammar.compiler import GrammarCompiler
 from guided.schema.compiler import compile_json_schema
 from guided.schema.facts import json_equal, json_value_key, number_key
-from guided.schema.unique_runtime import UniqueChecked
+from guided.schema.unique_runtime import UniqueChecked, _features
 
 STRINGS = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
 # a closed object: once "a" is written, only the closing brace can follow, which may be a duplicate
@@ -471,3 +473,33 @@ def test_a_closed_item_decided_at_a_zero_survives_a_second_zero(compiler):
     assert m.accept_text('[{"k":0},{"k":')
     assert not m.copy().accept_text("0")  # the duplicate, refused where its 0 decides it
     assert not m.copy().accept_text("00") and m.accept_text("1}]") and m.is_accepting()
+
+
+def test_string_items_begun_with_escapes_are_cut_where_only_earlier_items_remain():
+    """Items of two characters of a, b, a quote or a newline once ``a"``, ``a\\n`` and ``ab`` are
+    written: after ``a`` an escape that decodes to an earlier item's text is refused (``\\"``,
+    ``\\n``), as simulating every token finds; one that ends inside an escape is not."""
+    vocab = tiny_vocab(ESCAPE_TOKENS)
+    schema = {"type": "array", "items": {"type": "string", "pattern": '^[ab"\\n]{2}$'}, "uniqueItems": True}
+    compiled = compile_json_schema(GrammarCompiler(vocab), schema, whitespace="compact")
+    ids = {t: i for i, t in enumerate(vocab.tokens)}
+    earlier = '["a\\"","a\\n","ab",'
+    expect = {earlier + '"': {b'a\\"'}, earlier + '"a': {b"b", b'\\"', b"\\n", b'b"', b'\\""'}, earlier + '"b': set()}
+    for prefix, refused in expect.items():
+        dropped, simulated, _ = refusals_by_simulation(compiled, vocab, prefix)
+        assert dropped == simulated == {ids[t] for t in refused}, prefix
+
+
+def test_tokens_with_escapes_are_filed_by_the_text_they_spell():
+    """The vocabulary's table for the checks above: a token with escapes (and no quote that ends a
+    string) by the text it decodes to; one ending inside an escape nowhere; one spelling half a
+    surrogate pair apart, always simulated."""
+    vocab = tiny_vocab(ESCAPE_TOKENS)
+    feats = _features(vocab)
+    ids = {t: i for i, t in enumerate(vocab.tokens)}
+    spelled = {text: {vocab.tokens[t] for t in got} for text, got in feats.by_escaped.items()}
+    assert spelled[b"a"] == {b"\\u0061"} and spelled[b"ab"] == {b"a\\u0062"} and spelled[b'"'] == {b'\\"', b"\\u0022"}
+    assert spelled[b"\n"] == {b"\\n"} and spelled[b'""'] == {b'\\"\\"'} and spelled[b'"b'] == {b'\\"b'}
+    assert not any(t in got for t in (b"\\", b"\\u", b"\\u00", b'\\""', b'\\"b"') for got in spelled.values())
+    odd = np.flatnonzero(np.unpackbits(feats.odd_escape.view(np.uint8), bitorder="little")).tolist()
+    assert odd == [ids[b"\\ud83d"]]
