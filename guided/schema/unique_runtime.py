@@ -68,11 +68,19 @@ _ADVANCE_MEMO = 1 << 14
 _STEP_MEMO = 1 << 15
 _SHARED = 2  # UniqueMatcher._advance: accepted, and the track after may be shared (truthy)
 _PART_IDS = 1 << 17  # numbered tracks per checked grammar (never renumbered: memo keys stay true)
-# token shapes in an object whose names are checked (``UniqueMatcher._by_shape``): where a name is due, a
-# quote and the name begun; in a string value or a scalar, its rest, a comma and maybe a name begun
-_DUE_SHAPE = re.compile(rb'(?P<pre>)[ \t\r\n]*"(?P<name>[^"\\]*)', re.S)
-_STRING_VALUE_SHAPE = re.compile(rb'(?P<pre>[^"\\]*)"[ \t\r\n]*,[ \t\r\n]*(?:"(?P<name>[^"\\]*))?', re.S)
-_SCALAR_SHAPE = re.compile(rb'(?P<pre>[0-9a-zA-Z.+-]*)[ \t\r\n]*,[ \t\r\n]*(?:"(?P<name>[^"\\]*))?', re.S)
+# token shapes in an object whose names are checked (``UniqueMatcher._by_shape``): where a name is due (or
+# a value just ended), a quote (after a comma) and the rest; in a string value or a scalar, its rest, a
+# comma and maybe a quote and the rest
+_DUE_SHAPE = re.compile(rb'(?P<pre>)[ \t\r\n]*,?[ \t\r\n]*"(?P<name>.*)', re.S)
+_STRING_VALUE_SHAPE = re.compile(rb'(?P<pre>[^"\\]*)"[ \t\r\n]*,[ \t\r\n]*(?:"(?P<name>.*))?', re.S)
+_SCALAR_SHAPE = re.compile(rb'(?P<pre>[0-9a-zA-Z.+-]*)[ \t\r\n]*,[ \t\r\n]*(?:"(?P<name>.*))?', re.S)
+# where a member's value is due: a whole value (a literal, a number, a string without escapes, an empty
+# object or array), maybe after the colon, then whitespace (``end``: the value ended) or a comma and a
+# name begun
+_VALUE_SHAPE = re.compile(rb'[ \t\r\n]*(?P<pre>:?[ \t\r\n]*(?:\{\}|\[\]|true|false|null|-?[0-9][0-9.eE+-]*|"[^"\\]*"))'
+                          rb'(?P<end>[ \t\r\n]*,[ \t\r\n]*(?:"(?P<name>.*))?|[ \t\r\n]+)?', re.S)  # fmt: skip
+# the rest of a token past a name's opening quote that ends the name and does nothing more (a colon)
+_WHOLE_REST = re.compile(rb'([^"\\]*)"[ \t\r\n]*:?[ \t\r\n]*', re.S)
 # where an item may begin: separators, then a string item begun (its text so far, no quote after it)
 _ITEM_BEGUN = re.compile(rb'[ \t\r\n,]*"([^"]*)', re.S)
 # a token that, where a name is due or a value just ended, writes one whole name and nothing deciding after it
@@ -1072,33 +1080,47 @@ class UniqueMatcher:
         """Of the tokens to simulate in the checked object on top, those whose shape does not decide
         them. A token that ends beginning a name no written name begins with is allowed: the grammar
         accepts some ending after it, and that name was not written. A token that ends past a comma
-        decides what every token with the same text before the comma decides (whitespace changes
-        nothing): one of them is simulated (refusals go to ``out``)."""
+        decides what every token with the same text before the comma (and the same name begun)
+        decides, whitespace changing nothing, and where a value is due, one that writes a whole value
+        and whitespace decides what every token with that value and whitespace decides: one of them is
+        simulated (refusals go to ``out``). A token that ends writing a whole name (and a colon) is
+        refused exactly when that name was written. Names begun are compared with escapes decoded."""
         top, lex = track.stack[-1], track.lex
         if lex is None:
-            if top[7] is not None:
-                return ids
-            shape = _DUE_SHAPE  # where a quote begins a name
+            shape = _DUE_SHAPE if top[7] is None else _VALUE_SHAPE  # where a quote begins a name, or a value
         elif lex[0] == "s" and not lex[3] and not lex[2]:
             shape = _STRING_VALUE_SHAPE
         elif lex[0] in ("n", "l"):
             shape = _SCALAR_SHAPE
         else:
             return ids
-        written = [n.encode("utf-8") for n in top[9]]
-        tokens = self.checked.compiled.vocabulary.tokens
+        written, tokens = top[9], self.checked.compiled.vocabulary.tokens
         keep, decided = [], {}
         for t in ids:
             m = shape.fullmatch(tokens[t])
             if m is None:
                 keep.append(t)
                 continue
-            name = m.group("name")
-            if name is not None:
-                if any(w.startswith(name) for w in written):
+            name, key = m.group("name"), m.group("pre")
+            if name is not None:  # a name begun: its text so far, escapes decoded
+                whole = _WHOLE_REST.fullmatch(name)
+                if whole is not None:  # a whole name: refused where it was written, deciding nothing else
+                    try:
+                        if whole.group(1).decode("utf-8") in written:
+                            out.append(t)
+                        continue
+                    except UnicodeDecodeError:  # part of a character: simulated
+                        pass
+                if _string_end(name) >= 0:
                     keep.append(t)
-                continue
-            key = m.group("pre")
+                    continue
+                text = _decoded(name)
+                if text is None or not any(w.startswith(text) for w in written):
+                    continue  # cut inside an escape or a character (decided at the next token), or new
+                key = (key, text)
+            elif shape is _VALUE_SHAPE:  # the value ended or not, a comma or not
+                end = m.group("end")
+                key = (key, None if end is None else b"," in end)
             if key not in decided:
                 decided[key] = self._after(tokens[t], t) is not None
             if not decided[key]:

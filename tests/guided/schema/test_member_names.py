@@ -459,3 +459,33 @@ def test_tokens_with_escapes_are_refused_exactly_where_a_name_can_only_repeat():
     fresh = _compiled(GrammarCompiler(vocab), patterned, whitespace="compact")
     _, _, asked = refusals_by_simulation(fresh, vocab, written_both + "z")
     assert not asked & undecided, [vocab.tokens[t] for t in asked]
+
+
+SHAPE_TOKENS = [b"{", b"}", b",", b":", b'"', b" ", b"null", b"a", b"b", b"z", b"null,", b" null,", b"null ", b"null}",
+                b": null,", b"null,\n", b" null", b'"a"', b' "a"', b'"a":', b',"a"', b', "a":', b'"z"', b' "', b'"a',
+                b' "a', b' "z', b'"\\', b',"', b', "', b'"b": null,', b'null,"', b'null, "a', b'null,"z', b"{}", b"{} ",
+                b"{},"]  # fmt: skip
+
+
+def test_tokens_of_one_shape_are_decided_by_one_simulation():
+    """Names a, b and (by a pattern) z only, so that a comma after all three is a dead end: where a value
+    is due, tokens writing the same value and a comma (whitespace apart) are decided by simulating one
+    of them; where a name is due, a token writing a whole name is refused exactly when it was written,
+    without simulation, and tokens beginning the same name are decided by one. The masks equal
+    simulating every token."""
+    vocab = tiny_vocab(SHAPE_TOKENS)
+    ids = {t: i for i, t in enumerate(vocab.tokens)}
+    schema = {"type": "object", "properties": {"a": {"type": "null"}, "b": {"type": "null"}},
+              "patternProperties": {"^z$": {"maxProperties": 0}}, "additionalProperties": False}  # fmt: skip
+    ended = [b"null,", b" null,", b"null,\n", b'null,"', b'null, "a', b'null,"z', b"{},"]  # a comma after a, b, z: stuck
+    cases = {  # prefix: (refused, simulated)
+        '{"a": null, "b": null, "z": null': ([b",", b',"a"', b', "a":', b',"', b', "'], [b",", b"}", b',"']),
+        '{"a": null, "b": null, "z":': (ended, [b"null,", b"null}", b'null,"', b'null, "a', b'null,"z', b"{}", b"{} ",
+                                               b"{},"]),
+        '{"a": null, "b": null,': ([b'"a"', b' "a"', b'"a":', b'"a', b' "a', b'"b": null,'], [b'"a', b'"', b'"b": null,']),
+    }
+    for prefix, (refused, simulated_only) in cases.items():
+        compiled = compile_json_schema(GrammarCompiler(vocab), schema, key_order="any")  # fresh memos
+        dropped, simulated, asked = refusals_by_simulation(compiled, vocab, prefix)
+        assert dropped == simulated == {ids[t] for t in refused}, prefix
+        assert asked == {ids[t] for t in simulated_only}, (prefix, [vocab.tokens[t] for t in asked])
