@@ -81,6 +81,8 @@ _VALUE_SHAPE = re.compile(rb'[ \t\r\n]*(?P<pre>:?[ \t\r\n]*(?:\{\}|\[\]|true|fal
                           rb'(?P<end>[ \t\r\n]*,[ \t\r\n]*(?:"(?P<name>.*))?|[ \t\r\n]+)?', re.S)  # fmt: skip
 # the rest of a token past a name's opening quote that ends the name and does nothing more (a colon)
 _WHOLE_REST = re.compile(rb'([^"\\]*)"[ \t\r\n]*:?[ \t\r\n]*', re.S)
+# in a string item: the rest of its text, its closing quote, then separators and closing brackets only
+_ITEM_END_SHAPE = re.compile(rb'(?P<pre>[^"\\]*)"(?P<post>[ \t\r\n,\]}]*)', re.S)
 # where an item may begin: separators, then a string item begun (its text so far, no quote after it)
 _ITEM_BEGUN = re.compile(rb'[ \t\r\n,]*"([^"]*)', re.S)
 # a token that, where a name is due or a value just ended, writes one whole name and nothing deciding after it
@@ -1002,8 +1004,11 @@ class UniqueMatcher:
                 sim = np.union1d(sim, self._begun_as_earlier(track.stack[d], feats, words))
                 sim = np.union1d(sim, _ids(words & feats.comma))
         ids = sim.tolist()
-        if not track.stack[d][0] and d == len(track.stack) - 1 and len(ids) > 1:
-            ids = self._by_shape(track, ids, out)
+        if d == len(track.stack) - 1 and len(ids) > 1:
+            if not track.stack[d][0]:
+                ids = self._by_shape(track, ids, out)
+            elif track.lex is not None and track.lex[0] == "s" and not track.lex[2]:
+                ids = self._item_ends_by_shape(ids, out)
         for t in ids:
             if self._after(tokens[t], t) is None:
                 out.append(t)
@@ -1121,6 +1126,25 @@ class UniqueMatcher:
             elif shape is _VALUE_SHAPE:  # the value ended or not, a comma or not
                 end = m.group("end")
                 key = (key, None if end is None else b"," in end)
+            if key not in decided:
+                decided[key] = self._after(tokens[t], t) is not None
+            if not decided[key]:
+                out.append(t)
+        return keep
+
+    def _item_ends_by_shape(self, ids: list[int], out: list[int]) -> list[int]:
+        """In a string item of the unique array on top: of the tokens to simulate, those that do not
+        end the item and then write only whitespace, commas and closing brackets. Those decide what
+        every token with the same text before the quote and the same separators decides (whitespace
+        changing nothing): one of them is simulated (refusals go to ``out``)."""
+        tokens = self.checked.compiled.vocabulary.tokens
+        keep, decided = [], {}
+        for t in ids:
+            m = _ITEM_END_SHAPE.fullmatch(tokens[t])
+            if m is None:
+                keep.append(t)
+                continue
+            key = (m.group("pre"), m.group("post").translate(None, b" \t\r\n"))
             if key not in decided:
                 decided[key] = self._after(tokens[t], t) is not None
             if not decided[key]:

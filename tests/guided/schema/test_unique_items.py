@@ -503,3 +503,28 @@ def test_tokens_with_escapes_are_filed_by_the_text_they_spell():
     assert not any(t in got for t in (b"\\", b"\\u", b"\\u00", b'\\""', b'\\"b"') for got in spelled.values())
     odd = np.flatnonzero(np.unpackbits(feats.odd_escape.view(np.uint8), bitorder="little")).tolist()
     assert odd == [ids[b"\\ud83d"]]
+
+
+ITEM_END_TOKENS = [b"{", b"}", b"[", b"]", b",", b":", b'"', b" ", b"a", b"b", b"c", b'",', b'", ', b'",\n', b'"]',
+                   b'"]\n', b'"],', b'"]}', b'" ,', b'"],"', b'","', b'"k"', b'":', b'"m"']  # fmt: skip
+
+
+def test_tokens_ending_an_item_alike_are_decided_by_one_simulation():
+    """Items a, b or c: once all three are written, ending the last with a comma (whatever whitespace
+    around it) leaves no item to write and is refused; ending it with the bracket is not. Tokens that
+    end the item with the same separators (whitespace apart) are decided by simulating one; the mask
+    equals simulating every token."""
+    vocab = tiny_vocab(ITEM_END_TOKENS)
+    ids = {t: i for i, t in enumerate(vocab.tokens)}
+    items = {"type": "array", "items": {"type": "string", "pattern": "^[abc]$"}, "uniqueItems": True}
+    schema = {"type": "object", "properties": {"k": items, "m": {"type": "null"}}, "additionalProperties": False}
+    asked_there = [b'",', b'"]', b'"],', b'"]}', b'"],"', b'","']
+    cases = {  # prefix: (refused, simulated)
+        '{"k": ["a", "b", "c': ([b'",', b'", ', b'",\n', b'" ,', b'","'], asked_there),
+        '{"k": ["a", "b': ([], asked_there),
+    }
+    for prefix, (refused, simulated_only) in cases.items():
+        compiled = compile_json_schema(GrammarCompiler(vocab), schema, key_order="any")  # fresh memos
+        dropped, simulated, asked = refusals_by_simulation(compiled, vocab, prefix)
+        assert dropped == simulated == {ids[t] for t in refused}, prefix
+        assert asked == {ids[t] for t in simulated_only}, (prefix, [vocab.tokens[t] for t in asked])
