@@ -643,6 +643,12 @@ def _pattern_cached(pattern: str):
     return parse_regex(pattern, search=True)
 
 
+def pattern_language(pattern: str) -> Node:
+    """The names a ``patternProperties`` pattern matches (search semantics, as the lowering reads it);
+    GrammarError when it cannot be read."""
+    return _pattern_cached(pattern)
+
+
 def _pattern(lowering: SchemaLowering, pattern: str, path: str):
     try:
         return _pattern_cached(pattern)

@@ -51,8 +51,12 @@ import threading
 
 import numpy as np
 
+from guided.errors import GrammarError, LimitError
 from guided.grammar import Completion, Matcher, byte_of_class, spell
+from guided.grammar.languages import is_empty
+from guided.grammar.regex_ast import intersect, literal, repeat, seq
 from guided.schema.facts import json_value_key, number_key
+from guided.schema.objects import pattern_language
 from guided.schema.unique_plan import UniquePlan
 
 __all__ = ["UniqueChecked", "UniqueMatcher", "JsonTrack", "json_value_key", "prepare"]
@@ -643,6 +647,32 @@ def _fresh(prefix: str, place, written: frozenset) -> str:
     return name
 
 
+_FRESH_NAMES = seq(literal("~"), repeat(literal("q"), 1))  # the names _fresh makes where a name is due
+
+
+def _fresh_names_fit(place, strict: bool) -> bool:
+    """Whether, wherever a name is due at ``place``, the names ``_fresh`` makes (``~q``, ``~qq``, ...: all
+    but finitely many neither declared nor written) fit whatever was written: as
+    ``KeyOrder.names_open``, except that ``patternProperties`` may narrow the values of the names they
+    match so long as they match none of these (language-tagged names, ``^x-`` extensions). No
+    ``propertyNames``, object ``enum`` or ``const``, and every schema here leaves its objects open."""
+    if place.names_open(strict):
+        return True
+    schemas = [schema for schema, _ in place.schemas]
+    if not schemas or any(k in schema for schema in schemas for k in ("propertyNames", "enum", "const")):
+        return False
+    for schema in schemas:
+        if place.closes_here(schema, strict) or any(
+            schema.get(kw, True) not in (True, {}) for kw in ("additionalProperties", "unevaluatedProperties")
+        ):
+            return False
+    try:
+        return all(is_empty(intersect(pattern_language(pattern), _FRESH_NAMES)) for schema in schemas
+                   for pattern in (schema.get("patternProperties") or {}))  # fmt: skip
+    except (GrammarError, LimitError, TypeError):  # a pattern the lowering could not read: searched instead
+        return False
+
+
 def _name_after_value(data: bytes) -> bool:
     """Whether a token read where a member's value is due can hold the value, a comma and a whole
     name (two quotes after a comma, past a string value's own two): a superset, to simulate."""
@@ -774,6 +804,7 @@ class UniqueChecked:
         self.name_memo: dict[tuple, bool] = {}  # (state, place, names written, prefix) -> a name may come
         self.select_memo: dict[tuple, np.ndarray] = {}  # (state, context) -> tokens to simulate
         self.alike_memo: dict[int, bool] = {}  # id(KeyOrder place) -> UniqueMatcher._alike (places live as long as keys)
+        self.fresh_memo: dict[int, bool] = {}  # id(KeyOrder place) -> UniqueMatcher._fresh_due
         self.part_ids: dict[tuple, int] = {}  # UniqueMatcher._part: what the checks read of a track -> its number
         # sets of names (written, accepted) -> a number, for the memo keys above: keys of ints, strings
         # and places' ids are not tracked by the garbage collector (keys holding the sets would be,
@@ -927,8 +958,8 @@ class UniqueMatcher:
             return True
         if top[8].names_open(self.checked.strict):
             return True  # a fresh name fits after any prefix
-        if raw is None and top[11] is not None and top[11] - top[9]:
-            return True  # the names accepted here are known, and some are not written
+        if raw is None and (top[11] is not None and top[11] - top[9] or self._fresh_due(top[8])):
+            return True  # the names accepted here are known, and some are not written; or fresh ones fit
         state = self._state_after(data, token) if state is None else state
         if state < 0:
             return True  # the grammar refuses the bytes anyway
@@ -1163,6 +1194,14 @@ class UniqueMatcher:
             got = memo[id(place)] = place.names_alike(strict) and place.policy(self.checked.key_order, strict) == "bag"
         return got
 
+    def _fresh_due(self, place) -> bool:
+        """``_fresh_names_fit`` for ``place``, once per place."""
+        memo = self.checked.fresh_memo
+        got = memo.get(id(place))
+        if got is None:
+            got = memo[id(place)] = _fresh_names_fit(place, self.checked.strict)
+        return got
+
     def _unwritten_fits(self, state: int, lead: bytes, prefix: str, written: frozenset) -> bool:
         """Whether the grammar accepts, from ``state``, ``lead`` and then the rest of some name that
         begins with ``prefix`` and is not in ``written``: a search along the written names' spellings
@@ -1266,7 +1305,8 @@ class UniqueMatcher:
         """Whether a name not yet written surely fits wherever one is due in this object: every
         undeclared name fits (``KeyOrder.names_open``), or the names the grammar accepts here are known and
         some are not written."""
-        return frame[8].names_open(self.checked.strict) or (frame[11] is not None and bool(frame[11] - frame[9]))
+        return (frame[8].names_open(self.checked.strict) or (frame[11] is not None and bool(frame[11] - frame[9]))
+                or self._fresh_due(frame[8]))  # fmt: skip
 
     @staticmethod
     def _written_in(table: dict, written: frozenset, so_far: str, words: np.ndarray, out: list[int]) -> None:
