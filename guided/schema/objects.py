@@ -665,9 +665,15 @@ def _interned(node: Node) -> tuple[ExprPool, int]:
     return pool, pool.intern(node)
 
 
+def interned_language(node: Node) -> tuple[ExprPool, int]:
+    """A pool holding ``node`` and its id there, shared by the callers asking about the same node (a
+    name language, for byte derivatives)."""
+    return _POOLS.get_or_create(node, lambda: _interned(node))
+
+
 def _member(node: Node, text: str) -> bool:
     """Whether text is in node's language (exactly, through byte derivatives)."""
-    pool, e = _POOLS.get_or_create(node, lambda: _interned(node))
+    pool, e = interned_language(node)
     for b in text.encode("utf-8"):
         e = pool.deriv(e, b)
         if e == EMPTY_ID:

@@ -52,11 +52,11 @@ import threading
 import numpy as np
 
 from guided.errors import GrammarError, LimitError
-from guided.grammar import Completion, Matcher, byte_of_class, spell
+from guided.grammar import EMPTY_ID, Completion, Matcher, byte_of_class, spell
 from guided.grammar.languages import is_empty
-from guided.grammar.regex_ast import intersect, literal, repeat, seq
+from guided.grammar.regex_ast import alt, intersect, literal, repeat, seq
 from guided.schema.facts import json_value_key, number_key
-from guided.schema.objects import pattern_language
+from guided.schema.objects import interned_language, pattern_language
 from guided.schema.unique_plan import UniquePlan
 
 __all__ = ["UniqueChecked", "UniqueMatcher", "JsonTrack", "json_value_key", "prepare"]
@@ -654,23 +654,51 @@ def _fresh_names_fit(place, strict: bool) -> bool:
     """Whether, wherever a name is due at ``place``, the names ``_fresh`` makes (``~q``, ``~qq``, ...: all
     but finitely many neither declared nor written) fit whatever was written: as
     ``KeyOrder.names_open``, except that ``patternProperties`` may narrow the values of the names they
-    match so long as they match none of these (language-tagged names, ``^x-`` extensions). No
-    ``propertyNames``, object ``enum`` or ``const``, and every schema here leaves its objects open."""
+    match so long as they match none of these (language-tagged names, ``^x-`` extensions)."""
     if place.names_open(strict):
         return True
+    try:
+        return _open_beside_patterns(place, strict) and all(
+            is_empty(intersect(pattern_language(p), _FRESH_NAMES)) for p in _patterns(place))
+    except (GrammarError, LimitError, TypeError):  # a pattern the lowering could not read: searched instead
+        return False
+
+
+def _open_beside_patterns(place, strict: bool) -> bool:
+    """Whether names no pattern matches are open at ``place``: no ``propertyNames``, object ``enum`` or
+    ``const``, and every schema here leaves its objects open (``additionalProperties`` and
+    ``unevaluatedProperties`` unset, true or ``{}``, not closed by ``strict``)."""
     schemas = [schema for schema, _ in place.schemas]
     if not schemas or any(k in schema for schema in schemas for k in ("propertyNames", "enum", "const")):
         return False
-    for schema in schemas:
-        if place.closes_here(schema, strict) or any(
-            schema.get(kw, True) not in (True, {}) for kw in ("additionalProperties", "unevaluatedProperties")
-        ):
-            return False
+    return not any(place.closes_here(schema, strict) or any(
+        schema.get(kw, True) not in (True, {}) for kw in ("additionalProperties", "unevaluatedProperties")
+    ) for schema in schemas)  # fmt: skip
+
+
+def _patterns(place) -> list[str]:
+    return [p for schema, _ in place.schemas for p in (schema.get("patternProperties") or {})]
+
+
+def _fresh_fit_after(pool, e: int, head: bytes) -> bool:
+    """Whether no string ``head`` + ``~`` + ``q``s is in the language ``e`` of ``pool`` (at most 64 of
+    them looked at: a longer cycle of derivatives answers False)."""
     try:
-        return all(is_empty(intersect(pattern_language(pattern), _FRESH_NAMES)) for schema in schemas
-                   for pattern in (schema.get("patternProperties") or {}))  # fmt: skip
-    except (GrammarError, LimitError, TypeError):  # a pattern the lowering could not read: searched instead
-        return False
+        for b in head + b"~":
+            e = pool.deriv(e, b)
+            if e == EMPTY_ID:
+                return True
+        seen = set()
+        for _ in range(64):
+            e = pool.deriv(e, 0x71)
+            if pool.nullable[e]:
+                return False
+            if e == EMPTY_ID or e in seen:
+                return True
+            seen.add(e)
+    except LimitError:
+        pass
+    return False
 
 
 def _name_after_value(data: bytes) -> bool:
@@ -804,7 +832,7 @@ class UniqueChecked:
         self.name_memo: dict[tuple, bool] = {}  # (state, place, names written, prefix) -> a name may come
         self.select_memo: dict[tuple, np.ndarray] = {}  # (state, context) -> tokens to simulate
         self.alike_memo: dict[int, bool] = {}  # id(KeyOrder place) -> UniqueMatcher._alike (places live as long as keys)
-        self.fresh_memo: dict[int, bool] = {}  # id(KeyOrder place) -> UniqueMatcher._fresh_due
+        self.fresh_memo: dict = {}  # UniqueMatcher._fresh_due, _fresh_after and _pattern_union, by place
         self.part_ids: dict[tuple, int] = {}  # UniqueMatcher._part: what the checks read of a track -> its number
         # sets of names (written, accepted) -> a number, for the memo keys above: keys of ints, strings
         # and places' ids are not tracked by the garbage collector (keys holding the sets would be,
@@ -960,6 +988,8 @@ class UniqueMatcher:
             return True  # a fresh name fits after any prefix
         if raw is None and (top[11] is not None and top[11] - top[9] or self._fresh_due(top[8])):
             return True  # the names accepted here are known, and some are not written; or fresh ones fit
+        if raw is not None and self._fresh_after(top[8], raw):
+            return True  # the name begun may go on to a fresh one
         state = self._state_after(data, token) if state is None else state
         if state < 0:
             return True  # the grammar refuses the bytes anyway
@@ -1202,6 +1232,39 @@ class UniqueMatcher:
             got = memo[id(place)] = _fresh_names_fit(place, self.checked.strict)
         return got
 
+    def _fresh_after(self, place, raw: bytes) -> bool:
+        """Where a name begun with the bytes ``raw`` is in flight at ``place``: whether the names it may
+        go on to as ``_fresh`` makes them (its text, ``~`` and ``q``s) fit whatever was written, as
+        ``_fresh_names_fit`` asks where a name is due: names no pattern matches are open here, and the
+        patterns match none of these (byte derivatives of their union along the text, then ``~q+``)."""
+        checked = self.checked
+        base = checked.fresh_memo.get(("open", id(place)))
+        if base is None:
+            base = checked.fresh_memo[("open", id(place))] = place.names_open(checked.strict) or (
+                _open_beside_patterns(place, checked.strict) and self._pattern_union(place) is not None)
+        if not base or place.names_open(checked.strict):
+            return base
+        key = (id(place), raw)
+        got = checked.fresh_memo.get(key)
+        if got is None:
+            text = _decoded(raw)
+            got = text is not None and _fresh_fit_after(*self._pattern_union(place), text.encode("utf-8"))
+            if len(checked.fresh_memo) > 50_000:
+                checked.fresh_memo.clear()
+            checked.fresh_memo[key] = got
+        return got
+
+    def _pattern_union(self, place) -> tuple | None:
+        """(pool, id) of the union of the patterns' languages at ``place``, or None when one cannot be read."""
+        memo = self.checked.fresh_memo
+        key = ("union", id(place))
+        if key not in memo:
+            try:
+                memo[key] = interned_language(alt(*(pattern_language(p) for p in _patterns(place))))
+            except (GrammarError, LimitError, TypeError):
+                memo[key] = None
+        return memo[key]
+
     def _unwritten_fits(self, state: int, lead: bytes, prefix: str, written: frozenset) -> bool:
         """Whether the grammar accepts, from ``state``, ``lead`` and then the rest of some name that
         begins with ``prefix`` and is not in ``written``: a search along the written names' spellings
@@ -1264,6 +1327,10 @@ class UniqueMatcher:
         self._written_in(feats.name_close, written, so_far, words, out)
         if written and not self._alike(top[8]):  # only tokens toward a written name can be stuck
             more = self._toward_written(written, so_far, words, feats)
+            if len(more):  # ... and only those after which no fresh name may come
+                tokens = self.checked.compiled.vocabulary.tokens
+                more = np.asarray([t for t in more.tolist() if not self._fresh_after(top[8], raw + tokens[t])],
+                                  dtype=np.int64)  # fmt: skip
             return np.union1d(self._select(words, feats, ("name", outer, known)), more)
         if written and not top[8].names_open(self.checked.strict):  # the name begun may lead only to written ones
             if top[11] is not None:  # its names known: no simulation

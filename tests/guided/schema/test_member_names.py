@@ -494,8 +494,9 @@ def test_tokens_of_one_shape_are_decided_by_one_simulation():
 def test_fresh_names_fit_beside_patterns_that_match_none_of_them():
     """Undeclared names are open (any value) and a pattern narrows z's value only: a name other than
     a, b, z and the written ones always fits, so no comma is a dead end and only repeats are refused,
-    with nothing to simulate where a value is due. A pattern matching the names the check would
-    write instead (``q``) leaves the grammar to be searched, with the same masks."""
+    with nothing to simulate where a value is due or a name is begun toward written ones (``a``, which
+    may go on to ``a~q``). A pattern matching the names the check would write instead (``q``) leaves
+    the grammar to be searched, with the same masks."""
     vocab = tiny_vocab(SHAPE_TOKENS)
     ids = {t: i for i, t in enumerate(vocab.tokens)}
     null = {"type": "null"}
@@ -503,6 +504,7 @@ def test_fresh_names_fit_beside_patterns_that_match_none_of_them():
         '{"a": null, "b": null, "z": null': [b',"a"', b', "a":'],
         '{"a": null, "b": null, "z":': [],
         '{"a": null, "b": null,': [b'"a"', b' "a"', b'"a":', b'"b": null,'],
+        '{"a": null, "b": null, "': [],
     }
     for patterns, searched in (({"^z$": null}, False), ({"^z$": null, "q": null}, True)):
         schema = {"type": "object", "properties": {"a": null, "b": null}, "patternProperties": patterns}
@@ -510,5 +512,5 @@ def test_fresh_names_fit_beside_patterns_that_match_none_of_them():
             compiled = compile_json_schema(GrammarCompiler(vocab), schema, key_order="any")  # fresh memos
             dropped, simulated, asked = refusals_by_simulation(compiled, vocab, prefix)
             assert dropped == simulated == {ids[t] for t in refused}, (patterns, prefix)
-            if prefix.endswith(":"):  # a value due: its tokens may end with a comma, a name due after it
-                assert bool(asked) == searched, (patterns, [vocab.tokens[t] for t in asked])
+            if prefix.endswith((":", '"')):  # a value due (then a comma, a name due), or a name begun
+                assert bool(asked) == searched, (patterns, prefix, [vocab.tokens[t] for t in asked])
