@@ -56,6 +56,7 @@ from guided.grammar import EMPTY_ID, Completion, Matcher, byte_of_class, spell
 from guided.grammar.languages import is_empty
 from guided.grammar.regex_ast import alt, intersect, literal, repeat, seq
 from guided.schema.facts import json_value_key, number_key
+from guided.schema.keywords import takes_all
 from guided.schema.objects import interned_language, pattern_language
 from guided.schema.unique_plan import UniquePlan
 
@@ -667,12 +668,12 @@ def _fresh_names_fit(place, strict: bool) -> bool:
 def _open_beside_patterns(place, strict: bool) -> bool:
     """Whether names no pattern matches are open at ``place``: no ``propertyNames``, object ``enum`` or
     ``const``, and every schema here leaves its objects open (``additionalProperties`` and
-    ``unevaluatedProperties`` unset, true or ``{}``, not closed by ``strict``)."""
+    ``unevaluatedProperties`` unset, true, ``{}`` or annotations only, not closed by ``strict``)."""
     schemas = [schema for schema, _ in place.schemas]
     if not schemas or any(k in schema for schema in schemas for k in ("propertyNames", "enum", "const")):
         return False
-    return not any(place.closes_here(schema, strict) or any(
-        schema.get(kw, True) not in (True, {}) for kw in ("additionalProperties", "unevaluatedProperties")
+    return not any(place.closes_here(schema, strict) or not all(
+        takes_all(schema.get(kw, True)) for kw in ("additionalProperties", "unevaluatedProperties")
     ) for schema in schemas)  # fmt: skip
 
 

@@ -495,7 +495,7 @@ def test_fresh_names_fit_beside_patterns_that_match_none_of_them():
     """Undeclared names are open (any value) and a pattern narrows z's value only: a name other than
     a, b, z and the written ones always fits, so no comma is a dead end and only repeats are refused,
     with nothing to simulate where a value is due or a name is begun toward written ones (``a``, which
-    may go on to ``a~q``). A pattern matching the names the check would write instead (``q``) leaves
+    may go on to ``a~q``); so too where other names' schema holds annotations only. A pattern matching the names the check would write instead (``q``) leaves
     the grammar to be searched, with the same masks."""
     vocab = tiny_vocab(SHAPE_TOKENS)
     ids = {t: i for i, t in enumerate(vocab.tokens)}
@@ -506,8 +506,11 @@ def test_fresh_names_fit_beside_patterns_that_match_none_of_them():
         '{"a": null, "b": null,': [b'"a"', b' "a"', b'"a":', b'"b": null,'],
         '{"a": null, "b": null, "': [],
     }
-    for patterns, searched in (({"^z$": null}, False), ({"^z$": null, "q": null}, True)):
-        schema = {"type": "object", "properties": {"a": null, "b": null}, "patternProperties": patterns}
+    annotated = {"title": "any other name"}  # additionalProperties that take every value
+    for patterns, others, searched in (({"^z$": null}, True, False), ({"^z$": null}, annotated, False),
+                                       ({"^z$": null, "q": null}, True, True)):  # fmt: skip
+        schema = {"type": "object", "properties": {"a": null, "b": null}, "patternProperties": patterns,
+                  "additionalProperties": others}  # fmt: skip
         for prefix, refused in cases.items():
             compiled = compile_json_schema(GrammarCompiler(vocab), schema, key_order="any")  # fresh memos
             dropped, simulated, asked = refusals_by_simulation(compiled, vocab, prefix)
