@@ -1283,6 +1283,18 @@ class UniqueMatcher:
         of a JSON string (its closing quote included)."""
         return self.checked.compiled.dfa.reaches(state, lead + json.dumps(rest, ensure_ascii=False)[1:].encode())
 
+    def _declared_left(self, place, written: frozenset, so_far: str) -> frozenset:
+        """The declared names not in ``written`` that begin with ``so_far`` (the name in flight) and
+        that the grammar takes the rest of from its state now."""
+        state = self.inner.state
+        key = (state, id(place), self._set_id(written), so_far, "left")
+        hit = self.checked.name_memo.get(key)
+        if hit is None:
+            hit = frozenset(n for n in place.names if n not in written and n.startswith(so_far)
+                            and self._fits(state, b"", n[len(so_far) :]))  # fmt: skip
+            self.checked.name_memo[key] = hit
+        return hit
+
     def _accepted_names(self, state: int, place) -> frozenset:
         """The names (declared ones, and "" for any fresh one) the grammar accepts from ``state``,
         where a name is due."""
@@ -1338,7 +1350,9 @@ class UniqueMatcher:
                 if "" not in top[11]:  # (else a fresh name fits after any prefix)
                     out += self._stuck_in_name(top[11] - written, so_far, words, feats)
             elif not self._names_left(self.inner.state, top[8], written, raw, fresh_only=True):
-                return _ids(words)
+                # no fresh name fits after it (nor after any longer text: undeclared names are alike
+                # here): the declared names not written that the grammar takes on from here decide
+                out += self._stuck_in_name(self._declared_left(top[8], written, so_far), so_far, words, feats)
         return self._select(words, feats, ("name", outer, known))
 
     def _select(self, words: np.ndarray, feats: _VocabFeatures, label: tuple) -> np.ndarray:
