@@ -53,8 +53,7 @@ import numpy as np
 
 from guided.errors import GrammarError, LimitError
 from guided.grammar import EMPTY_ID, Completion, Matcher, byte_of_class, spell
-from guided.grammar.languages import is_empty
-from guided.grammar.regex_ast import alt, intersect, literal, repeat, seq
+from guided.grammar.regex_ast import alt
 from guided.schema.facts import json_value_key, number_key
 from guided.schema.keywords import takes_all
 from guided.schema.objects import interned_language, pattern_language
@@ -648,23 +647,6 @@ def _fresh(prefix: str, place, written: frozenset) -> str:
     return name
 
 
-_FRESH_NAMES = seq(literal("~"), repeat(literal("q"), 1))  # the names _fresh makes where a name is due
-
-
-def _fresh_names_fit(place, strict: bool) -> bool:
-    """Whether, wherever a name is due at ``place``, the names ``_fresh`` makes (``~q``, ``~qq``, ...: all
-    but finitely many neither declared nor written) fit whatever was written: as
-    ``KeyOrder.names_open``, except that ``patternProperties`` may narrow the values of the names they
-    match so long as they match none of these (language-tagged names, ``^x-`` extensions)."""
-    if place.names_open(strict):
-        return True
-    try:
-        return _open_beside_patterns(place, strict) and all(
-            is_empty(intersect(pattern_language(p), _FRESH_NAMES)) for p in _patterns(place))
-    except (GrammarError, LimitError, TypeError):  # a pattern the lowering could not read: searched instead
-        return False
-
-
 def _open_beside_patterns(place, strict: bool) -> bool:
     """Whether names no pattern matches are open at ``place``: no ``propertyNames``, object ``enum`` or
     ``const``, and every schema here leaves its objects open (``additionalProperties`` and
@@ -1226,18 +1208,17 @@ class UniqueMatcher:
         return got
 
     def _fresh_due(self, place) -> bool:
-        """``_fresh_names_fit`` for ``place``, once per place."""
-        memo = self.checked.fresh_memo
-        got = memo.get(id(place))
-        if got is None:
-            got = memo[id(place)] = _fresh_names_fit(place, self.checked.strict)
-        return got
+        """Whether, wherever a name is due at ``place``, the names ``_fresh`` makes (``~q``, ``~qq``, ...:
+        all but finitely many neither declared nor written) fit whatever was written: as
+        ``KeyOrder.names_open``, except that ``patternProperties`` may narrow the values of the names
+        they match so long as they match none of these (language-tagged names, ``^x-`` extensions)."""
+        return self._fresh_after(place, b"")
 
     def _fresh_after(self, place, raw: bytes) -> bool:
-        """Where a name begun with the bytes ``raw`` is in flight at ``place``: whether the names it may
-        go on to as ``_fresh`` makes them (its text, ``~`` and ``q``s) fit whatever was written, as
-        ``_fresh_names_fit`` asks where a name is due: names no pattern matches are open here, and the
-        patterns match none of these (byte derivatives of their union along the text, then ``~q+``)."""
+        """``_fresh_due`` where a name begun with the bytes ``raw`` is in flight: whether the names it
+        may go on to as ``_fresh`` makes them (its text, ``~`` and ``q``s) fit: names no pattern
+        matches are open here (``_open_beside_patterns``), and the patterns match none of these (byte
+        derivatives of their union along the text, then ``~q+``)."""
         checked = self.checked
         base = checked.fresh_memo.get(("open", id(place)))
         if base is None:
