@@ -169,6 +169,21 @@ class KeyOrder:
             ) and all(takes_all(p) for p in self._pattern_schemas())  # fmt: skip
         return self._open and not any(self.closes_here(s, strict) for s, _ in self.schemas)
 
+    def others_open(self, strict: bool) -> bool:
+        """Whether names that no pattern matches and no schema declares are accepted here whatever was
+        written before, whatever the patterns do: no ``propertyNames``, object ``enum`` or ``const``,
+        and every schema here leaves its objects open (``additionalProperties`` and
+        ``unevaluatedProperties`` unset, true, ``{}`` or annotations only, not closed by ``strict``)."""
+        return bool(self.schemas) and not any(
+            k in s for s, _ in self.schemas for k in ("propertyNames", "enum", "const")
+        ) and not any(self.closes_here(s, strict) or not all(
+            takes_all(s.get(kw, True)) for kw in ("additionalProperties", "unevaluatedProperties")
+        ) for s, _ in self.schemas)  # fmt: skip
+
+    def patterns(self) -> list[str]:
+        """The ``patternProperties`` patterns of the schemas here."""
+        return [p for s, _ in self.schemas if isinstance(s.get("patternProperties"), dict) for p in s["patternProperties"]]
+
     def admits_undeclared(self, strict: bool) -> bool:
         """Whether an object here may take names no schema here declares (then one may be written
         twice unless the matcher refuses it): no schemas (a schema-free value), or some schema with

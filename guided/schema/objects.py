@@ -639,19 +639,15 @@ def _counted(lowering: SchemaLowering, slots, other: Node, lo: int, hi: int | No
 
 
 @lru_cache(maxsize=4096)
-def _pattern_cached(pattern: str):
-    return parse_regex(pattern, search=True)
-
-
 def pattern_language(pattern: str) -> Node:
     """The names a ``patternProperties`` pattern matches (search semantics, as the lowering reads it);
     GrammarError when it cannot be read."""
-    return _pattern_cached(pattern)
+    return parse_regex(pattern, search=True)
 
 
 def _pattern(lowering: SchemaLowering, pattern: str, path: str):
     try:
-        return _pattern_cached(pattern)
+        return pattern_language(pattern)
     except GrammarError as e:
         lowering.relax(f"patternProperties pattern cannot be enforced exactly: {e}", f"{path}/{_esc(pattern)}")
         return None

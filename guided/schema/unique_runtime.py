@@ -55,7 +55,6 @@ from guided.errors import GrammarError, LimitError
 from guided.grammar import EMPTY_ID, Completion, Matcher, byte_of_class, spell
 from guided.grammar.regex_ast import alt
 from guided.schema.facts import json_value_key, number_key
-from guided.schema.keywords import takes_all
 from guided.schema.objects import interned_language, pattern_language
 from guided.schema.unique_plan import UniquePlan
 
@@ -647,22 +646,6 @@ def _fresh(prefix: str, place, written: frozenset) -> str:
     return name
 
 
-def _open_beside_patterns(place, strict: bool) -> bool:
-    """Whether names no pattern matches are open at ``place``: no ``propertyNames``, object ``enum`` or
-    ``const``, and every schema here leaves its objects open (``additionalProperties`` and
-    ``unevaluatedProperties`` unset, true, ``{}`` or annotations only, not closed by ``strict``)."""
-    schemas = [schema for schema, _ in place.schemas]
-    if not schemas or any(k in schema for schema in schemas for k in ("propertyNames", "enum", "const")):
-        return False
-    return not any(place.closes_here(schema, strict) or not all(
-        takes_all(schema.get(kw, True)) for kw in ("additionalProperties", "unevaluatedProperties")
-    ) for schema in schemas)  # fmt: skip
-
-
-def _patterns(place) -> list[str]:
-    return [p for schema, _ in place.schemas for p in (schema.get("patternProperties") or {})]
-
-
 def _fresh_fit_after(pool, e: int, head: bytes) -> bool:
     """Whether no string ``head`` + ``~`` + ``q``s is in the language ``e`` of ``pool`` (at most 64 of
     them looked at: a longer cycle of derivatives answers False)."""
@@ -815,7 +798,7 @@ class UniqueChecked:
         self.name_memo: dict[tuple, bool] = {}  # (state, place, names written, prefix) -> a name may come
         self.select_memo: dict[tuple, np.ndarray] = {}  # (state, context) -> tokens to simulate
         self.alike_memo: dict[int, bool] = {}  # id(KeyOrder place) -> UniqueMatcher._alike (places live as long as keys)
-        self.fresh_memo: dict = {}  # UniqueMatcher._fresh_due, _fresh_after and _pattern_union, by place
+        self.fresh_memo: dict = {}  # UniqueMatcher._fresh_after and _pattern_union, by place
         self.part_ids: dict[tuple, int] = {}  # UniqueMatcher._part: what the checks read of a track -> its number
         # sets of names (written, accepted) -> a number, for the memo keys above: keys of ints, strings
         # and places' ids are not tracked by the garbage collector (keys holding the sets would be,
@@ -1216,35 +1199,37 @@ class UniqueMatcher:
 
     def _fresh_after(self, place, raw: bytes) -> bool:
         """``_fresh_due`` where a name begun with the bytes ``raw`` is in flight: whether the names it
-        may go on to as ``_fresh`` makes them (its text, ``~`` and ``q``s) fit: names no pattern
-        matches are open here (``_open_beside_patterns``), and the patterns match none of these (byte
-        derivatives of their union along the text, then ``~q+``)."""
+        may go on to as ``_fresh`` makes them (its text, ``~`` and ``q``s) fit: other names are open
+        here (``KeyOrder.others_open``), and the patterns match none of these (byte derivatives of
+        their union along the text, then ``~q+``)."""
         checked = self.checked
-        base = checked.fresh_memo.get(("open", id(place)))
-        if base is None:
-            base = checked.fresh_memo[("open", id(place))] = place.names_open(checked.strict) or (
-                _open_beside_patterns(place, checked.strict) and self._pattern_union(place) is not None)
-        if not base or place.names_open(checked.strict):
-            return base
+        if place.names_open(checked.strict):
+            return True
+        union = self._pattern_union(place)
+        if union is None:
+            return False
         key = (id(place), raw)
         got = checked.fresh_memo.get(key)
         if got is None:
             text = _decoded(raw)
-            got = text is not None and _fresh_fit_after(*self._pattern_union(place), text.encode("utf-8"))
+            got = text is not None and _fresh_fit_after(*union, text.encode("utf-8"))
             if len(checked.fresh_memo) > 50_000:
                 checked.fresh_memo.clear()
             checked.fresh_memo[key] = got
         return got
 
     def _pattern_union(self, place) -> tuple | None:
-        """(pool, id) of the union of the patterns' languages at ``place``, or None when one cannot be read."""
+        """(pool, id) of the union of the patterns' languages at ``place``; None where other names are
+        not open there or a pattern cannot be read."""
         memo = self.checked.fresh_memo
         key = ("union", id(place))
         if key not in memo:
-            try:
-                memo[key] = interned_language(alt(*(pattern_language(p) for p in _patterns(place))))
-            except (GrammarError, LimitError, TypeError):
-                memo[key] = None
+            memo[key] = None
+            if place.others_open(self.checked.strict):
+                try:
+                    memo[key] = interned_language(alt(*map(pattern_language, place.patterns())))
+                except (GrammarError, LimitError, TypeError):  # a pattern the lowering could not read
+                    pass
         return memo[key]
 
     def _unwritten_fits(self, state: int, lead: bytes, prefix: str, written: frozenset) -> bool:
