@@ -59,7 +59,12 @@ def merge(schemas: list, outer: bool = False) -> dict | None:
             if k in _ANNOTATIONS or k in _SPECIAL or (items_meet and k == "items"):
                 continue
             if k in out and out[k] != v:
-                return None
+                if k != "enum" or not isinstance(v, list) or not isinstance(out[k], list):
+                    return None
+                kept = _common_values(out[k], v)  # two enums: the values in both
+                if not kept:
+                    return None
+                v = kept
             out[k] = v
     types = _types(parts)
     if types is not None:
@@ -194,44 +199,51 @@ def merge_cases(schemas: list) -> dict | None:
 
 
 def _impossible(case: list) -> bool:
-    """Whether the conjunction of ``case`` surely has no instance: a name some part requires must equal
-    two different constants, or a constant another part excludes (``properties: {p: {not: {const}}}``).
-    Only constants are compared (numbers by value: 1 and 1.0 are one constant)."""
+    """Whether the conjunction of ``case`` surely has no instance: a name some part requires must take
+    a value from constant sets (``const``, ``enum``) that have none in common, or only values another
+    part excludes (``properties: {p: {not: {const or enum}}}``). Only constants are compared (numbers
+    by value: 1 and 1.0 are one constant)."""
     parts = _flat(case)
     if parts is None:
         return True
-    required, equal, unequal = set(), {}, {}
+    required: set[str] = set()
+    allowed: dict[str, set[str]] = {}
+    excluded: dict[str, set[str]] = {}
     for part in parts:
         if not isinstance(part, dict):
             continue
         required.update(r for r in part.get("required", []) if isinstance(r, str))
         for name, sub in (part.get("properties") or {}).items():
-            value = _constant(sub)
-            if value is not None:
-                equal.setdefault(name, set()).add(value)
+            values = _constants(sub)
+            if values is not None:
+                allowed[name] = allowed[name] & values if name in allowed else values
             elif isinstance(sub, dict) and set(sub) - _ANNOTATIONS == {"not"}:
-                value = _constant(sub["not"])
-                if value is not None:
-                    unequal.setdefault(name, set()).add(value)
-    for name in required:
-        values = equal.get(name, set())
-        if len(values) > 1 or values & unequal.get(name, set()):
-            return True
-    return False
+                values = _constants(sub["not"])
+                if values is not None:
+                    excluded.setdefault(name, set()).update(values)
+    return any(name in allowed and allowed[name] <= excluded.get(name, set()) for name in required)
 
 
-def _constant(schema) -> str | None:
-    """The one value ``schema`` allows, as canonical JSON, when it is a ``const`` or a one-value ``enum``."""
+def _constants(schema) -> set[str] | None:
+    """The values ``schema`` allows, as canonical JSON, when it is a ``const`` or an ``enum``."""
     if not isinstance(schema, dict):
         return None
     core = {k: v for k, v in schema.items() if k not in _ANNOTATIONS}
     if set(core) == {"const"}:
-        value = core["const"]
-    elif set(core) == {"enum"} and isinstance(core["enum"], list) and len(core["enum"]) == 1:
-        value = core["enum"][0]
-    else:
-        return None
+        return {_key(core["const"])}
+    if set(core) == {"enum"} and isinstance(core["enum"], list):
+        return {_key(v) for v in core["enum"]}
+    return None
+
+
+def _key(value) -> str:
     return json.dumps(_canonical(value), sort_keys=True)
+
+
+def _common_values(a: list, b: list) -> list:
+    """The values of ``a`` equal (as JSON values) to a value of ``b``, in ``a``'s order."""
+    keys = {_key(v) for v in b}
+    return [v for v in a if _key(v) in keys]
 
 
 def _canonical(value):

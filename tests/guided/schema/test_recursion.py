@@ -535,8 +535,8 @@ def test_context_free_work_is_bounded_by_mask_timeout(vocab_builtin):
 def test_if_chains_over_recursion_spread_into_cases(compiler, tokenizer_llama3):
     """An allOf of if/then on one discriminator whose branches recurse (SchemaStore's Minecraft number
     providers): each if splits in two, the conjunction spreads into cases, and impossible ones (the
-    required discriminator equal to two constants) drop as they are built: one case per value plus
-    "absent" and "another value", no intersection over the recursion; exact against jsonschema.
+    required discriminator equal to two constants, or to none of an enum's values) drop as they are
+    built: one case per value plus "absent", no intersection over the recursion; exact against jsonschema.
     1 and 1.0 are one constant; `true` in a nested allOf does not stop a merge."""
     from guided.schema.merge import merge, merge_cases
 
@@ -550,7 +550,8 @@ def test_if_chains_over_recursion_spread_into_cases(compiler, tokenizer_llama3):
                           {"if": {"properties": {"type": {"const": 1.0}}}, "then": {"required": ["one"]}}]}  # fmt: skip
     parts = [{k: v for k, v in provider.items() if k != "allOf"}, *provider["allOf"]]
     cases = merge_cases(parts)
-    assert cases is not None and len(cases["anyOf"]) == 6  # 4 values + absent + another value
+    # 4 values + absent ("another value" is impossible: the enum beside the ifs allows none)
+    assert cases is not None and len(cases["anyOf"]) == 5
     assert merge([{"type": "object"}, {"allOf": [True, {"required": ["a"]}]}]) == {"type": ["object"], "required": ["a"]}
     values = [{}, {"type": "const", "value": 1}, {"type": "const", "value": "x"}, {"type": "uniform", "min": {}},
               {"type": "uniform", "min": {"type": "binomial"}}, {"type": "uniform", "min": {"type": "binomial", "n": {}}},
@@ -559,6 +560,53 @@ def test_if_chains_over_recursion_spread_into_cases(compiler, tokenizer_llama3):
               {"type": "uniform", "max": {"type": "uniform", "min": {"type": "const", "value": 2.5}}}]  # fmt: skip
     schema = {"$defs": {"p": provider}, "$ref": "#/$defs/p"}
     _check(compiler, tokenizer_llama3, schema, [json.dumps(v) for v in values])
+
+
+def test_if_beside_other_keywords_spreads_into_cases(compiler, tokenizer_llama3):
+    """An if/then/else beside an object's own keywords, its then holding another if (SchemaStore's
+    ui5.yaml and codeship-steps): each case is the object's keywords merged with one way through the
+    ifs, one object per case, so nothing meets the object's own language in an intersection. Here a
+    recursive value sits beside the ifs (an intersection over it is refused); nested ifs on enums
+    prune the cases that cannot hold. Exact against jsonschema."""
+    node = {
+        "type": "object",
+        "required": ["version"],
+        "properties": {"version": {"enum": ["1", "2", "3"]}, "kids": {"type": "array", "items": {"$ref": "#"}}},
+        "if": {"properties": {"version": {"enum": ["2", "3"]}}},
+        "then": {
+            "required": ["kind"],
+            "properties": {"kind": {"enum": ["leaf", "group"]}},
+            "if": {"properties": {"kind": {"const": "group"}}},
+            "then": {"required": ["kids"]},
+            "else": {"properties": {"version": {"const": "3"}, "kids": False}},
+        },
+        "else": {"properties": {"kind": False}},
+    }
+    grammar = json_schema_to_grammar(node)
+    assert isinstance(grammar, CfgGrammar)
+    values = ['{"version": "1"}', '{"version": "1", "kind": "leaf"}', '{"version": "1", "kids": [{"version": "1"}]}',
+              '{"version": "2"}', '{"version": "2", "kind": "leaf"}', '{"version": "3", "kind": "leaf"}',
+              '{"version": "3", "kind": "leaf", "kids": []}', '{"version": "2", "kind": "group"}',
+              '{"version": "2", "kind": "group", "kids": [{"version": "3", "kind": "leaf"}]}',
+              '{"version": "2", "kind": "group", "kids": [{"version": "2", "kind": "leaf"}]}',
+              '{"version": "4"}', '{"kind": "leaf"}', '{"version": "3", "kind": "other"}', "[]"]  # fmt: skip
+    _check(compiler, tokenizer_llama3, node, values)
+
+
+def test_merge_meets_enums_and_cases_read_them():
+    """Two enums merge into the values they share (as JSON values: 1 and 1.0 are one, true is not
+    1); none shared: no merge. A case whose required name must take an enum's value and also one
+    of the values a failed if excludes, with none left, cannot hold."""
+    from guided.schema.merge import merge, merge_cases
+
+    assert merge([{"enum": [1, "a", True, {"x": [1]}]}, {"enum": [1.0, True, "b", {"x": [1.0]}]}]) == {
+        "enum": [1, True, {"x": [1]}]
+    }
+    assert merge([{"enum": [1, "a"]}, {"enum": [True, "b"]}]) is None
+    rest = {"type": "object", "required": ["v"], "properties": {"v": {"enum": ["1", "2"]}}}
+    chained = {"if": {"properties": {"v": {"enum": ["1", "2"]}}}, "then": {"required": ["a"]}, "else": {"required": ["b"]}}
+    cases = merge_cases([rest, chained])
+    assert cases is not None and len(cases["anyOf"]) == 1 and cases["anyOf"][0]["required"] == ["v", "a"]
 
 
 def test_recursion_under_allof_of_references_and_typed_discriminators(compiler, tokenizer_llama3):
