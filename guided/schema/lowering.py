@@ -133,6 +133,10 @@ class SchemaLowering:
         self.active: dict[int, int] = {}  # id(schema reached by $ref) -> times on the current path
         self.unrolling = 0
         self.memo: dict[tuple, Node] = {}
+        # one object per language lowered: a schema met at several places (memo keys differ by
+        # place) lowers to equal nodes built apart, which every later dict lookup (the pool's
+        # interning memo, the terminals' runs) compared structurally, all the way down
+        self.canon: dict[Node, Node] = {}
         self._keep: list = []
         self.rules: dict[str, Node] = {}  # nonterminal -> body (a regex AST with holes)
         self.rule_paths: dict[str, str] = {}  # nonterminal -> JSON pointer of its schema
@@ -264,6 +268,7 @@ class SchemaLowering:
         if not self.unrolling and key in self.memo:
             return self.memo[key]
         node = self._lower(schema, path, base, place)
+        node = self.canon.setdefault(node, node)
         if not self.unrolling:
             self.memo[key] = node
         return node

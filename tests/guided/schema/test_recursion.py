@@ -739,3 +739,21 @@ def test_the_compile_starts_from_the_pool_that_checked_the_terminals(vocab_built
             if not ok:
                 break
         assert (ok and ma.is_accepting()) == jsonschema.Draft202012Validator(schema).is_valid(json.loads(text))
+
+
+def test_a_schema_met_at_two_places_lowers_to_one_object():
+    """The lowering's memo is per place (key-order places differ by the schemas that apply there), so
+    a schema met at two places lowers twice; equal languages are then one object, which the grammar's
+    later lookups (the pool's interning memo, the terminals' runs) find by identity instead of
+    comparing two equal trees node by node."""
+    from guided.schema.compiler import SchemaOptions
+    from guided.schema.key_order import KeyOrder
+    from guided.schema.lowering import SchemaLowering
+
+    item = {"type": "object", "properties": {"k": {"type": "string"}, "n": {"type": "integer"}}}
+    lowering = SchemaLowering(item, SchemaOptions(), None)
+    base = lowering.resolver.root_base
+    here = KeyOrder.at(lowering.resolver, [(item, base)])
+    there = KeyOrder.at(lowering.resolver, [(item, base), ({"required": []}, base)])
+    assert here.key != there.key
+    assert lowering.lower(item, "#", base, here) is lowering.lower(item, "#", base, there)
