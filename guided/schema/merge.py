@@ -155,9 +155,10 @@ def merge_cases(schemas: list) -> dict | None:
     """The conjunction of ``schemas`` as ``anyOf`` of merged cases, where ``merge`` alone fails because
     several of them branch: an object-shaped ``if``/``then``/``else`` (``split_if``) or an ``anyOf``
     is a choice, and (A1 or A2) and (B1 or B2) = (A1 and B1) or (A1 and B2) or ... Cases that cannot
-    hold are dropped as they are built (``_impossible``: a required name with two different constants,
-    or a constant it must not be), so a chain of ``if``s on one discriminator gives one case per
-    value, not 2^n. Every case must merge exactly, and there are at most MAX_CASES. None otherwise."""
+    hold are dropped as they are built (``_possible``: a required name with constants that have none
+    in common, or only constants it must not be; where the case may take other values than objects,
+    it keeps those alone), so a chain of ``if``s on one discriminator gives one case per value, not
+    2^n. Every case must merge exactly, and there are at most MAX_CASES. None otherwise."""
     parts = _flat(schemas)
     if parts is None:
         return None
@@ -183,7 +184,7 @@ def merge_cases(schemas: list) -> dict | None:
     cases: list[list] = [[]]
     for options in choices:
         cases = [case + [o] for case in cases for o in options]
-        cases = [case for case in cases if not _impossible(case)]
+        cases = [kept for case in cases if (kept := _possible(case)) is not None]
         if len(cases) > 8 * MAX_CASES:
             return None
     if not cases or len(cases) > MAX_CASES:
@@ -198,14 +199,34 @@ def merge_cases(schemas: list) -> dict | None:
     return {"anyOf": merged}
 
 
-def _impossible(case: list) -> bool:
-    """Whether the conjunction of ``case`` surely has no instance: a name some part requires must take
-    a value from constant sets (``const``, ``enum``) that have none in common, or only values another
-    part excludes (``properties: {p: {not: {const or enum}}}``). Only constants are compared (numbers
-    by value: 1 and 1.0 are one constant)."""
+_NOT_OBJECT = {"type": [t for t in _TYPES if t != "object"]}  # (one object: a case holds it once)
+_OBJECT_ONLY = frozenset({"properties", "required", "additionalProperties", "patternProperties", "propertyNames",
+                          "minProperties", "maxProperties", "dependencies", "dependentRequired", "dependentSchemas"})  # fmt: skip
+
+
+def _possible(case: list) -> list | None:
+    """``case``, or None when it surely has no instance, or ``case`` with its values restricted to
+    non-objects (``_NOT_OBJECT`` added, what only reads objects left out) when no object can meet it
+    (``_no_object``) but other values may: ``required`` and ``properties`` hold for every string and
+    number, which every if lets through to its then, so such a case keeps them, and only them."""
     parts = _flat(case)
     if parts is None:
-        return True
+        return None
+    if not any(p is _NOT_OBJECT for p in parts) and not _no_object(parts):
+        return case
+    if any(isinstance(p, dict) and p.get("type") in ("object", ["object"]) for p in parts):
+        return None
+    # what only reads objects asks nothing of these values: left out, it cannot stop the merge
+    kept = [{k: v for k, v in p.items() if k not in _OBJECT_ONLY} if isinstance(p, dict) else p
+            for p in parts if p is not _NOT_OBJECT]  # fmt: skip
+    return [*kept, _NOT_OBJECT]
+
+
+def _no_object(parts: list) -> bool:
+    """Whether no object meets the conjunction of ``parts``: a name some part requires must take a
+    value from constant sets (``const``, ``enum``) that have none in common, or only values another
+    part excludes (``properties: {p: {not: {const or enum}}}``). Only constants are compared (numbers
+    by value: 1 and 1.0 are one constant)."""
     required: set[str] = set()
     allowed: dict[str, set[str]] = {}
     excluded: dict[str, set[str]] = {}

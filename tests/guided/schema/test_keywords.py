@@ -810,3 +810,17 @@ def test_dependencies_on_one_discriminator_split_by_its_value():
     for value in values:
         got, want = accepts(node, dumps(value)), validator.is_valid(value)  # booleans: a failure prints no AST
         assert got == want, value
+
+
+def test_if_cases_keep_values_that_are_not_objects():
+    """ifs on a discriminator spread into cases, and a case whose required name must equal two
+    constants drops, but only where the case takes objects alone: without ``type: object``,
+    ``required`` and ``properties`` hold for every string and number, which every if then lets
+    through to its then."""
+    for other in ({"const": "b"}, {"enum": ["b", "c"]}):
+        schema = {"required": ["kind"], "allOf": [{"if": {"properties": {"kind": {"const": "a"}}}, "then": {"minLength": 2}},
+                                                 {"if": {"properties": {"kind": other}}, "then": {"maxLength": 5}}]}  # fmt: skip
+        node = json_schema_to_node(schema)
+        for value in ["abc", "a", "abcdef", 3, {"kind": "a"}, {"kind": "b"}, {"kind": "d"}, {}, [], None]:
+            got = accepts(node, dumps(value))  # (not in the assert: a failure would print the node's repr)
+            assert got == is_valid(schema, value), (other, value)

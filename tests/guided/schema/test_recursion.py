@@ -607,6 +607,14 @@ def test_merge_meets_enums_and_cases_read_them():
     chained = {"if": {"properties": {"v": {"enum": ["1", "2"]}}}, "then": {"required": ["a"]}, "else": {"required": ["b"]}}
     cases = merge_cases([rest, chained])
     assert cases is not None and len(cases["anyOf"]) == 1 and cases["anyOf"][0]["required"] == ["v", "a"]
+    # without type: object, the case no object meets keeps the other values (each if holds for them),
+    # without the keywords that only read objects (two thens' propertyNames would not merge)
+    ifs = [{"if": {"properties": {"v": {"const": c}}}, "then": {"propertyNames": {"enum": ["v", c]}}} for c in "xy"]
+    cases = merge_cases([{"required": ["v"]}, *ifs])
+    assert cases is not None
+    assert [c["type"] for c in cases["anyOf"] if "object" not in c.get("type", ["object"])] == [
+        ["null", "boolean", "array", "number", "integer", "string"]
+    ]
 
 
 def test_recursion_under_allof_of_references_and_typed_discriminators(compiler, tokenizer_llama3):
