@@ -463,15 +463,15 @@ class SchemaLowering:
         if "if" in schema and "allOf" not in schema and "anyOf" not in schema:
             if "unevaluatedProperties" in schema or "unevaluatedItems" in schema:
                 return None  # its cases would evaluate other names than the if does: _evaluated_split
-            split = split_if(schema)
             rest = {k: v for k, v in schema.items() if k not in ("if", "then", "else")}
-            if split is not None and set(rest) - ANNOTATIONS - {"type"}:
+            if set(rest) - ANNOTATIONS - {"type"}:
                 # keywords beside the if: merged into each case, so that no case meets them in an
-                # intersection (a chain of nested ifs on discriminators, each case one object)
-                cases = merge_cases([rest, {k: v for k, v in schema.items() if k in ("if", "then", "else")}])
+                # intersection (a chain of nested ifs on discriminators, each case one object); None
+                # where split_if is (the if is not object-shaped) or a case does not merge
+                cases = merge_cases([rest, {k: schema[k] for k in ("if", "then", "else") if k in schema}])
                 if cases is not None:
                     return cases
-            return split
+            return split_if(schema)
         subs = schema.get("allOf")
         if "$ref" in schema and "unevaluatedProperties" in schema and not self.old_draft:
             # $ref is in place too: its target's names count as evaluated, as an allOf member's do
