@@ -3,7 +3,8 @@
 The public face: ``GrammarCompiler`` (constraint -> compiled grammar), ``Vocabulary``, the compiled
 grammars and their ``Matcher``s (and their shortest completions: ``Completion``, ``spell``), the regex front end, and what compilers that lower to the IR
 (``regex_ast``, ``cfg_ir``) need: ``ExprPool`` for exact membership and ``intern_common``; ``quiet_collector`` for
-whatever else compiles (the cyclic garbage collector held off). Inside:
+whatever else compiles (the cyclic garbage collector held off); ``numba_cache_dir`` (where the mask code's
+machine code is cached). Inside:
 ``frontends/`` (text -> IR), ``automata/`` (IR -> lazy byte automata), ``tokens/`` (automata x
 vocabulary -> masks); ``languages`` answers questions about regex languages at compile time.
 """
@@ -14,6 +15,7 @@ from guided.grammar.bounded_cache import BoundedCache
 from guided.grammar.collector import quiet_collector
 from guided.grammar.compiler import GrammarCompiler
 from guided.grammar.frontends.ecma_regex import parse_regex
+from guided.grammar.numba_cache import shared_root as numba_cache_dir
 from guided.grammar.tokens.compiled import CompiledGrammar
 from guided.grammar.tokens.compiled_cfg import CfgMatcher, CompiledCfg
 from guided.grammar.tokens.completion import Completion, byte_of_class, spell
@@ -33,6 +35,7 @@ __all__ = [
     "Vocabulary",
     "byte_of_class",
     "intern_common",
+    "numba_cache_dir",
     "parse_regex",
     "quiet_collector",
     "spell",

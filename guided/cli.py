@@ -3,7 +3,7 @@
 ``guided demo``, ``guided vocab TOKENIZER``, ``guided serve`` (the OpenAI-compatible server),
 ``guided generate PROMPT [--schema FILE | --regex R | --grammar FILE | --choice A B ...]`` and
 ``guided bench {maskbench, json-schema-test-suite, serve} ...`` (the remaining arguments go to the
-benchmark).
+benchmark) and ``guided warm-up`` (compile the numba code into its on-disk cache now).
 """
 
 from __future__ import annotations
@@ -32,6 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     vocab.add_argument("tokenizer", help="'builtin', a tokenizer directory, tokenizer.json, or a .model file")
     _add_serve(sub)
     _add_generate(sub)
+    warm = sub.add_parser("warm-up", help="compile guided's numba code into its on-disk cache now (a cold "
+                          "process spends ~100 s there before its first masks)")  # fmt: skip
+    warm.add_argument("--json", action="store_true", help="print the summary as one JSON line")
     bench = sub.add_parser("bench", help="run a benchmark: maskbench, json-schema-test-suite or serve")
     bench.add_argument("suite", choices=sorted(BENCHMARKS), help="which benchmark")
     bench.add_argument("args", nargs=argparse.REMAINDER, help="its arguments (see guided bench SUITE --help)")
@@ -172,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
             return _serve(args)
         if args.command == "generate":
             return _generate(args)
+        if args.command == "warm-up":
+            return _warm_up(args)
         if args.command == "bench":
             import importlib
 
@@ -181,6 +186,21 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     parser.error(f"unknown command {args.command!r}")
     return 2
+
+
+def _warm_up(args) -> int:
+    from guided.warmup import warm_up  # lazy, as every command's imports
+
+    if not args.json:
+        print("guided warm-up: generating under one constraint of each kind on the embedded model ...", flush=True)
+    summary = warm_up(log=(lambda line: None) if args.json else (lambda line: print(line, flush=True)))
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        jit = "unknown" if summary["jit_seconds"] is None else f"{summary['jit_seconds']:.1f} s"
+        print(f"guided warm-up: {summary['outputs']} outputs in {summary['seconds']:.1f} s, numba's JIT {jit} "
+              f"of it; its machine code is cached under {summary['numba_cache']}")  # fmt: skip
+    return 0
 
 
 def _llm(args):

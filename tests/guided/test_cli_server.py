@@ -37,6 +37,19 @@ def test_generate_constraints(tmp_path):
     assert out.returncode == 2 and "backreference" in out.stderr
 
 
+def test_warm_up_leaves_nothing_for_the_next_process_to_compile():
+    """guided warm-up compiles the numba code a run needs into the on-disk cache: run again (a new
+    process, as a server started after it), it compiles nothing. The first run may be cold (~100 s)."""
+    first = _guided("warm-up", timeout=900)
+    assert first.returncode == 0, first.stderr
+    assert "guided warm-up: 36 outputs in" in first.stdout and "cached under" in first.stdout, first.stdout
+    again = _guided("warm-up", "--json", timeout=300)
+    assert again.returncode == 0, again.stderr
+    summary = json.loads(again.stdout.strip().splitlines()[-1])
+    assert summary["outputs"] == 36
+    assert summary["jit_seconds"] == 0.0, f"the second run compiled for {summary['jit_seconds']:.1f} s"
+
+
 def test_generate_with_a_draft_model_prints_what_plain_decoding_does(tmp_path):
     """``--speculative-config`` with a draft model (the embedded model drafting for itself): the same
     output as without it (a missing draft model's error: tests/engine/test_speculative.py)."""
