@@ -5,6 +5,8 @@
 # where there is a network and carry its folder, .whl by default or $GUIDED_WHEELS): installs those
 # wheels and the project (editable, nothing fetched), then runs each step under its own time limit,
 # writing a log and JSON results into OUTDIR:
+#   warm     guided warm-up: numba's JIT of the mask code into its on-disk cache, once (~100 s cold), so
+#            that the test workers and the engine load it instead of each compiling it again
 #   tests    the kernel tests on the GPU, the gpu-marked tests (real shapes, engine vs HF)  gpu-tests.xml
 #   kernels  benchmarks/kernels.py: bitmask apply vs xgrammar and torch, fused mask+sampling vs one
 #            read of the logits, paged attention vs the copy bandwidth                    kernels-<gpu>.json
@@ -15,7 +17,7 @@
 #            drafts (and the target as its own draft model) vs plain decoding       speculative-cuda.json
 #   families (opt-in: GUIDED_STEPS=families) benchmarks/throughput.py --families-only: one row per model
 #            family at the published configs' shapes (random bf16 weights)  throughput-families-gpu.json
-# The whole run stays under 9 minutes on one H100/H200 (each step's limit below; families adds ~4).
+# The whole run stays under 10 minutes on one H100/H200 (each step's limit below; families adds ~4).
 #
 # --dry-run: the same steps at toy sizes on CPU (tiny model, Triton interpreter, collection only for
 # the tests), nothing installed; CI runs it so the GPU run cannot fail on a typo.
@@ -33,6 +35,7 @@ export PYTHONUNBUFFERED=1
 WHEELS=${GUIDED_WHEELS:-.whl}
 if [ $DRY = 1 ] && [ -x .venv/bin/python ]; then PY=${PYTHON:-.venv/bin/python}; else PY=${PYTHON:-python3}; fi
 # step limits in seconds (GPU run); a dry run's steps take seconds
+T_WARM=${GUIDED_T_WARM:-240}
 T_TESTS=${GUIDED_T_TESTS:-150}
 T_KERNELS=${GUIDED_T_KERNELS:-100}
 T_ENGINE=${GUIDED_T_ENGINE:-270}
@@ -87,14 +90,15 @@ for name in ("triton", "transformers", "tokenizers", "pydantic", "fastapi", "lar
         print(f"  {name}: NOT IMPORTABLE ({type(e).__name__}: {e})")
 PY
 
-# a rerun of part of the check: GUIDED_TESTS (test paths), GUIDED_STEPS (of tests,kernels,engine,families,speculative),
+# a rerun of part of the check: GUIDED_TESTS (test paths), GUIDED_STEPS (of warm,tests,kernels,engine,families,speculative),
 # GUIDED_SECTIONS (of benchmarks/gpu_engine.py's sections)
 read -r -a TEST_FILES <<<"${GUIDED_TESTS:-tests/kernels tests/engine/test_engine_parity.py tests/engine/test_engine_decode_graphs.py tests/engine/test_tensor_parallel.py}"
-STEPS=${GUIDED_STEPS:-tests,kernels,engine}
+STEPS=${GUIDED_STEPS:-warm,tests,kernels,engine}
 SECTIONS=()
 [ -n "${GUIDED_SECTIONS:-}" ] && SECTIONS=(--sections "$GUIDED_SECTIONS")
 wants() { [[ ",$STEPS," == *",$1,"* ]]; }
 if [ $DRY = 1 ]; then
+  wants warm && step warm 600 "$PY" -m guided warm-up
   # collection only: every test module imports, every gpu-marked test is found
   wants tests && step tests 120 "$PY" -m pytest -q -p no:cacheprovider --collect-only -m gpu "${TEST_FILES[@]}"
   wants kernels && step kernels 120 env TRITON_INTERPRET=1 "$PY" benchmarks/kernels.py --dry-run --out "$OUTDIR"
@@ -104,6 +108,8 @@ if [ $DRY = 1 ]; then
   wants families && step families 120 "$PY" benchmarks/throughput.py --families-only --skip-gpu \
     --families llama,gemma3 --out "$OUTDIR"
 else
+  # first: a fresh machine has no numba cache, and each of the test workers below would JIT it all again
+  wants warm && step warm "$T_WARM" "$PY" -m guided warm-up
   XDIST=()
   "$PY" -c 'import xdist' >/dev/null 2>&1 && XDIST=(-n "${GUIDED_TEST_WORKERS:-8}")  # Triton compiles in parallel
   wants tests && step tests "$T_TESTS" "$PY" -m pytest -q -p no:cacheprovider "${XDIST[@]}" \

@@ -33,6 +33,7 @@ def test_gpu_check_dry_run(tmp_path):
     assert all(r["steering"]["lost"] == 0 and set(r["finish"]) == {"stop"} for r in steered["rows"]), steered
     assert guided["fast_forward"]["ff_on"]["forced_fraction"] > 0.25
     assert "steps:" in log and "exit   0" in log
+    assert "== warm: exit 0" in log and "guided warm-up: 36 outputs" in log  # the numba cache, before the workers
 
 
 @pytest.mark.skipif(not (SHARED / "data" / "maskbench").is_dir(), reason="needs ../shared (MaskBench schemas)")
