@@ -3,8 +3,8 @@
 Rows arrive sorted by expert (``moe_align``): expert ``e`` owns ``counts[e]`` consecutive rows. Each
 expert's rows are cut into tiles of ``BLOCK_M``; a program takes one (tile, block of output
 columns), finds its expert by binary search over the tiles' prefix sums (on the device: no host
-sync, and the grid is an upper bound, ``ceil(R / BLOCK_M) + E`` tiles, whose spare programs store
-nothing), and multiplies ``BLOCK_M`` rows by that expert's ``[N, K]`` weight. The first GEMM of an
+sync, and the grid is an upper bound, ``ceil(R / BLOCK_M) + E`` tiles, whose spare programs load and
+store nothing), and multiplies ``BLOCK_M`` rows by that expert's ``[N, K]`` weight. The first GEMM of an
 expert MLP gathers its rows straight from the tokens (``rows``: the token of each sorted row), so
 the routed copies of the hidden states are never written.
 """
@@ -65,7 +65,8 @@ def _grouped_gemm_kernel(
     n_ok = offs_n < N
     acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
     b_base = b_ptr + expert.to(tl.int64) * stride_be
-    for k0 in range(0, K, BLOCK_K):
+    # a spare program runs no loop: the grid's ~E spare tiles would each read a block of some expert's weight
+    for k0 in range(0, tl.where(live, K, 0), BLOCK_K):
         offs_k = k0 + tl.arange(0, BLOCK_K)
         k_ok = offs_k < K
         a = tl.load(a_ptr + a_rows.to(tl.int64)[:, None] * stride_am + offs_k[None, :],
