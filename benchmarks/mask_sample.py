@@ -6,7 +6,7 @@ many small calls around the compiled code three- to fourfold; a sampling profile
 ``py-spy`` (``pip install py-spy``; native frames are charged to the Python frame that called them):
 
     py-spy record -r 250 -f raw -o masks.txt -- .venv/bin/python benchmarks/mask_sample.py replay \\
-        benchmarks/results/maskbench-every8-clamp.json --what masks --band 4 60 --count 60
+        benchmarks/results/maskbench-every8-clamp.json.gz --what masks --band 4 60 --count 60
     .venv/bin/python benchmarks/mask_sample.py aggregate masks.txt --what masks
 
 ``replay`` takes ``--count`` schemas (seeded shuffle) of an earlier ``benchmarks/maskbench.py`` result
@@ -38,6 +38,7 @@ TIMED = {"masks": "GuidedEngine.check (", "compile": "GuidedEngine.compile ("}
 def replay(args) -> None:
     from guided.bench.engines import make_engine
     from guided.bench.maskbench import warm_up
+    from guided.bench.runner import read_report
     from guided.builtin.tokenizers import load_tokenizer
     from guided.grammar import GrammarCompiler
 
@@ -46,7 +47,7 @@ def replay(args) -> None:
     engine = make_engine("guided", tokenizer, key_order="any")
     warm_up(engine)
     field = "tbm_max_us" if args.what == "masks" else "ttfm_us"
-    lines = json.loads(Path(args.results).read_text())["lines"]["guided"]
+    lines = read_report(args.results)["lines"]["guided"]
     rows = [x for x in lines if x["status"] == "ok" and args.band[0] * 1e3 < x.get(field, 0) < args.band[1] * 1e3]
     random.Random(args.seed).shuffle(rows)
     docs = []

@@ -1,13 +1,14 @@
 """MaskBench and the JSON Schema Test Suite, guided beside its peers, in one run (Llama 3 tokenizer).
 
     .venv/bin/python benchmarks/maskbench.py [--sets maskbench,maskbench-hard] [--every K] [--jobs N]
-        [--engines guided,llguidance] [--timeout S] [--jsts] [--tag NAME] [--compare OLD.json[,OLD2.json]]
+        [--engines guided,llguidance] [--timeout S] [--jsts] [--tag NAME] [--compare OLD.json.gz[,OLD2.json]]
 
 Runs ``guided bench maskbench`` (``guided.bench.maskbench``) once per engine on the same schema files
 (every K-th of each set under ../shared/data, sorted by name), each engine single-threaded per schema
 with N schemas in flight, and writes every engine's per-schema lines, its summary over all files and
 per split (the file name's prefix: ``Github_hard``, ``JsonSchemaStore``, ...) to
-``benchmarks/results/maskbench-<tag>.json`` with guided's ratios to each peer. ``--compare`` diffs
+``benchmarks/results/maskbench-<tag>.json.gz`` (gzip-compressed JSON; ``guided.bench.runner.read_report``
+reads it) with guided's ratios to each peer. ``--compare`` diffs
 guided's per-schema outcome against an earlier result file (schemas that stopped passing, or started
 accepting invalid instances). ``--jsts`` does the same for the JSON Schema Test Suite.
 """
@@ -15,6 +16,7 @@ accepting invalid instances). ``--jsts`` does the same for the JSON Schema Test 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import platform
@@ -22,6 +24,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from guided.bench.runner import read_report
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("GUIDED_SHARED", REPO.parent / "shared"))
@@ -101,7 +105,7 @@ def compare(old: list[dict], new: list[dict]) -> dict:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--sets", default="maskbench", help="comma-separated data sets under ../shared/data")
-    p.add_argument("--compare", default=None, help="earlier maskbench-*.json files, comma-separated: per-schema diff of guided")
+    p.add_argument("--compare", default=None, help="earlier maskbench-*.json[.gz] files, comma-separated: per-schema diff of guided")
     p.add_argument("--every", type=int, default=1)
     p.add_argument("--limit", type=int, default=None)
     p.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2))
@@ -133,10 +137,12 @@ def main() -> int:
         report["ratios"] = {e: ratios(report["summaries"]["guided"], report["summaries"][e]) for e in engines if e != "guided"}
         print(json.dumps(report["ratios"]), flush=True)
     if a.compare:
-        old = [x for f in a.compare.split(",") for x in json.loads(Path(f).read_text())["lines"]["guided"]]
+        old = [x for f in a.compare.split(",") for x in read_report(f)["lines"]["guided"]]
         report["compare"] = compare(old, report["lines"]["guided"])
         print(json.dumps({k: len(v) for k, v in report["compare"].items()}), flush=True)
-    (RESULTS / f"maskbench-{tag}.json").write_text(json.dumps(report, indent=1) + "\n")
+    out = RESULTS / f"maskbench-{tag}.json.gz"  # a full run's report is ~6 MB of JSON, ~0.6 MB compressed
+    out.write_bytes(gzip.compress(json.dumps(report, indent=1).encode() + b"\n", mtime=0))
+    print(f"wrote {out}", flush=True)
 
     if a.jsts:
         suite = [str(SHARED / "data" / "json-schema-test-suite")]

@@ -2,7 +2,7 @@
 beside llguidance in the same run (Llama 3 tokenizer): how many now pass, any invalid instance
 accepted, and the time per mask of the arrays that carry the run-time check.
 
-    python benchmarks/unique_items.py [--baseline results/maskbench-both.json] [--engines guided,llguidance]
+    python benchmarks/unique_items.py [--baseline results/maskbench-both.json.gz] [--engines guided,llguidance]
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 
 from guided.bench.engines import make_engine
 from guided.bench.maskbench import run_file
+from guided.bench.runner import read_report
 from guided.builtin.tokenizers import load_tokenizer
 
 HERE = Path(__file__).resolve().parent
@@ -23,11 +24,11 @@ DATA = HERE.parent.parent / "shared" / "data"
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--baseline", default=str(HERE / "results" / "maskbench-both.json"))
+    ap.add_argument("--baseline", default=str(HERE / "results" / "maskbench-both.json.gz"))
     ap.add_argument("--engines", default="guided,llguidance")
     ap.add_argument("--out", default=str(HERE / "results" / "unique-items.json"))
     args = ap.parse_args()
-    base = json.loads(Path(args.baseline).read_text())
+    base = read_report(args.baseline)
     files = [x["file"] for x in base["lines"]["guided"] if "uniqueItems" in (x.get("error") or "")]
     # (the recursion-under-intersection message lists uniqueItems among the intersections too)
     paths = [p for f in files for p in (DATA / "maskbench" / f, DATA / "maskbench-hard" / f) if p.exists()]

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from guided.bench.engines import ENGINES, make_engine
-from guided.bench.runner import BenchRunner, stats
+from guided.bench.runner import BenchRunner, read_report, stats
 from guided.builtin.tokenizers import load_tokenizer
 
 __all__ = ["main", "build_parser", "schema_files"]
@@ -88,7 +88,7 @@ def slowest_schemas(results, top: int, data: Path, by: str = "ttfm") -> list[Pat
     files (by time to first mask, or by ``"tbm"``: its slowest mask), found under ``data/<set>/``."""
     rows = []
     for path in results:
-        report = json.loads(Path(path).read_text())
+        report = read_report(path)
         sets = report["meta"].get("sets", ["maskbench"])
         for line in report["lines"]["guided"]:
             if line["status"] != "ok":

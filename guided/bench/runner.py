@@ -7,11 +7,13 @@ Results come back in completion order; ``stats`` summarizes latency lists in mic
 
 from __future__ import annotations
 
+import gzip
+import json
 import multiprocessing as mp
 import time
 from multiprocessing.connection import wait
 
-__all__ = ["BenchRunner", "stats"]
+__all__ = ["BenchRunner", "read_report", "stats"]
 
 
 class _Worker:
@@ -93,6 +95,14 @@ class BenchRunner:
         fresh = _Worker(self.ctx, job)
         workers[workers.index(w)] = fresh
         return fresh
+
+
+def read_report(path) -> dict:
+    """A results file (``benchmarks/maskbench.py``'s report): JSON, or JSON compressed with gzip, as the
+    runs are written (``maskbench-<tag>.json.gz``, a tenth of the size)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    return json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
 
 
 def stats(values_s) -> dict:

@@ -16,6 +16,7 @@ as an exception; their count is bounded.
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections import Counter
 from pathlib import Path
@@ -249,3 +250,17 @@ def test_grammar_outputs_are_sentences(llm, grammar_runs):
             except LarkError as e:
                 pytest.fail(f"{name} seed {seed}: Lark rejects {out.text!r}: {e}")
     assert stopped >= 5  # measured: 10 of 36 (12 grammars x greedy, seeds 1 and 2) stop within 64 tokens
+
+
+def test_reports_read_back_plain_or_gzip_compressed(tmp_path):
+    """benchmarks/maskbench.py writes its reports gzip-compressed; --compare and the tools over the
+    results read either form."""
+    from guided.bench.runner import read_report  # the benchmarks' reader, beside the runner
+
+    report = {"lines": {"guided": [{"file": "a.json", "status": "ok"}]}, "meta": {"sets": ["maskbench"]}}
+    plain, packed = tmp_path / "r.json", tmp_path / "r.json.gz"
+    plain.write_text(json.dumps(report))
+    packed.write_bytes(gzip.compress(json.dumps(report).encode()))
+    assert packed.read_bytes()[:2] == b"\x1f\x8b"
+    assert read_report(plain) == report
+    assert read_report(packed) == report
