@@ -10,6 +10,7 @@ masks are computed on first visit.
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import time
@@ -35,6 +36,8 @@ from guided.grammar.tokens.vocab_index import vocab_index
 from guided.grammar.vocab import Vocabulary
 
 __all__ = ["GrammarCompiler", "warm_up"]
+
+logger = logging.getLogger("guided.grammar.compiler")
 
 
 class GrammarCompiler:
@@ -197,22 +200,32 @@ def _release(compiled) -> None:
 
 _WARM: set[str] = set()  # fingerprints of the vocabularies warmed up in this process
 _WARM_LOCK = threading.Lock()
+NOTICE_AFTER_S = 5.0  # a warm-up still running then is compiling: the process says so, once
+COMPILING = ("guided: compiling the mask code (numba's JIT: once per machine and guided version, 1-2 minutes on "
+             "2 cores; `guided warm-up` does it ahead of time, e.g. in a container image's build) ...")  # fmt: skip
 
 
 def warm_up(vocabulary: Vocabulary) -> None:
     """Build the vocabulary's index and fill one regular and one context-free mask, once per process:
     numba's JIT compilation (or its cache load, ~10 s cold) then happens here, when a compiler is
-    made, and never inside a compile's or a mask's time bound."""
+    made, and never inside a compile's or a mask's time bound. Still running after ``NOTICE_AFTER_S``
+    (the JIT of a cold process), it logs ``COMPILING`` once: a long first start says why."""
     with _WARM_LOCK:
         if vocabulary.fingerprint in _WARM:
             return
-        vocab_index(vocabulary).cfg_tables()
-        warm_up_core()
-        warm_up_lex_table()
-        warm_up_walk()
-        row = np.zeros(vocabulary.bitmask_words, dtype=np.int32)
-        nested = parse_lark('start: "(" start? ")"', "start")
-        for compiled in (CompiledGrammar(vocabulary, parse_regex("[a-z]{1,3}"), mask_timeout_s=None),
-                         compile_cfg(vocabulary, nested, regular_fast_path=False, mask_timeout_s=None)):  # fmt: skip
-            compiled.matcher().fill_bitmask(row)
+        notice = threading.Timer(NOTICE_AFTER_S, logger.warning, (COMPILING,))  # a cold start is not a hang
+        notice.daemon = True
+        notice.start()
+        try:
+            vocab_index(vocabulary).cfg_tables()
+            warm_up_core()
+            warm_up_lex_table()
+            warm_up_walk()
+            row = np.zeros(vocabulary.bitmask_words, dtype=np.int32)
+            nested = parse_lark('start: "(" start? ")"', "start")
+            for compiled in (CompiledGrammar(vocabulary, parse_regex("[a-z]{1,3}"), mask_timeout_s=None),
+                             compile_cfg(vocabulary, nested, regular_fast_path=False, mask_timeout_s=None)):  # fmt: skip
+                compiled.matcher().fill_bitmask(row)
+        finally:
+            notice.cancel()
         _WARM.add(vocabulary.fingerprint)
