@@ -201,7 +201,7 @@ def _release(compiled) -> None:
 _WARM: set[str] = set()  # fingerprints of the vocabularies warmed up in this process
 _WARM_LOCK = threading.Lock()
 NOTICE_AFTER_S = 5.0  # a warm-up still running then is compiling: the process says so, once
-COMPILING = ("guided: compiling the mask code (numba's JIT: once per machine and guided version, 1-2 minutes on "
+COMPILING = ("guided: compiling the mask code (numba's JIT: once per machine and guided version, about a minute on "
              "2 cores; `guided warm-up` does it ahead of time, e.g. in a container image's build) ...")  # fmt: skip
 
 

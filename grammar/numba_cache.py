@@ -17,7 +17,7 @@ The first of them places a file's cache in one user-wide directory, ``$GUIDED_CA
 ``~/.cache/guided/numba``), under a name made of the file's contents rather than its path: every copy
 of the same sources (an installed wheel, a fresh clone, another virtual environment) loads the
 machine code any of them compiled, where numba's ``__pycache__`` beside each copy compiled it all
-again (the JIT of the mask code takes a cold process ~100 s). numba's stamps are content hashes, and
+again (the JIT of the mask code takes a cold process ~60 s on 2 cores). numba's stamps are content hashes, and
 the index records numba's version and the CPU, so a shared entry is only ever loaded where it was
 valid. An unwritable directory, or ``NUMBA_CACHE_DIR`` set, leaves numba's own places.
 """

@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_serve(sub)
     _add_generate(sub)
     warm = sub.add_parser("warm-up", help="compile guided's numba code into its on-disk cache now (a cold "
-                          "process spends ~100 s there before its first masks)")  # fmt: skip
+                          "process spends ~60 s there before its first masks)")  # fmt: skip
     warm.add_argument("--json", action="store_true", help="print the summary as one JSON line")
     bench = sub.add_parser("bench", help="run a benchmark: maskbench, json-schema-test-suite or serve")
     bench.add_argument("suite", choices=sorted(BENCHMARKS), help="which benchmark")

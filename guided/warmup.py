@@ -1,6 +1,6 @@
 """``guided warm-up``: compile guided's numba code now, into its on-disk cache.
 
-A process that finds no cache spends about 100 s (2 cores) in numba's JIT before its first masks: the
+A process that finds no cache spends about 60 s (2 cores) in numba's JIT before its first masks: the
 grammar engine's core, the trie walks, the run-time checks. numba caches that machine code under
 ``$GUIDED_CACHE/numba`` (``grammar/numba_cache.py``), so it happens once per machine and version. Run
 this where that once should not be a user's first request: in a container image's build, before the

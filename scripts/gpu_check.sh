@@ -5,7 +5,7 @@
 # where there is a network and carry its folder, .whl by default or $GUIDED_WHEELS): installs those
 # wheels and the project (editable, nothing fetched), then runs each step under its own time limit,
 # writing a log and JSON results into OUTDIR:
-#   warm     guided warm-up: numba's JIT of the mask code into its on-disk cache, once (~100 s cold), so
+#   warm     guided warm-up: numba's JIT of the mask code into its on-disk cache, once (~60 s cold on 2 cores), so
 #            that the test workers and the engine load it instead of each compiling it again
 #   tests    the kernel tests on the GPU, the gpu-marked tests (real shapes, engine vs HF)  gpu-tests.xml
 #   kernels  benchmarks/kernels.py: bitmask apply vs xgrammar and torch, fused mask+sampling vs one

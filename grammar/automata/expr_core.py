@@ -37,6 +37,17 @@ FULL, LIMIT, DEEP = -2, -3, -4
 LAZY = 8 << 20  # arenas of this many bytes or more leave their unused regions unwritten (``_layout``)
 MAX_DEPTH = 1 << 22  # pending derivatives on one derivative's stack
 ALL_I = -1  # all 64 bits of a word, as an int64
+# Explicit signatures for the node constructors that everything calls with constant arguments: numba
+# otherwise compiles one copy per combination of literal arguments at the call sites (15 of _add,
+# 14 of _hash, 13 each of _make and _same, each linked into its callers). With a signature a literal
+# argument converts to int64 / bool and one copy serves: a cold process's JIT 79 -> 61 s on 2 cores
+# (benchmarks/cold_jit.py), the masks and compiles as fast (benchmarks/compile_ab.py).
+_ARENA, _INT, _BOOL = types.int64[::1], types.int64, types.boolean
+_SIG_HASH = [(_ARENA, *(_INT,) * 8)]  # (a, kind, a0, a1, a2, f0, f1, f2, f3)
+_SIG_SAME = [(_ARENA, *(_INT,) * 9)]  # (a, e, kind, a0, a1, a2, f0, f1, f2, f3)
+_SIG_MAKE = [(_ARENA, *(_INT,) * 8, _BOOL, _BOOL, _INT, _INT)]  # + nullable, has_bool, counter, min_len
+_SIG_BYTES = [(_ARENA, *(_INT,) * 4)]  # (a, f0, f1, f2, f3)
+_SIG_ITEMS = [(_ARENA, _ARENA, _INT)]  # (a, items, n)
 _GOLD = 0x9E3779B97F4A7C15 - (1 << 64)  # odd multipliers, as int64 (wrapping arithmetic)
 _MUL = 0xBF58476D1CE4E5B9 - (1 << 64)
 
@@ -154,7 +165,7 @@ def _mix(h, x):
     return h * _MUL
 
 
-@numba.njit(cache=True)
+@numba.njit(_SIG_HASH, cache=True)
 def _hash(a, kind, a0, a1, a2, f0, f1, f2, f3):
     h = _mix(np.int64(kind), a2)
     if kind == K_BYTES:
@@ -184,7 +195,7 @@ def _ht_insert(a, e):
     a[ht + i] = e
 
 
-@numba.njit(cache=True)
+@numba.njit(_SIG_SAME, cache=True)
 def _same(a, e, kind, a0, a1, a2, f0, f1, f2, f3):
     """Whether node e is (kind, args); for OR/AND, a0/a1 locate the candidate's children in kids."""
     if a[a[O_KIND] + NW * e] != kind:
@@ -203,7 +214,7 @@ def _same(a, e, kind, a0, a1, a2, f0, f1, f2, f3):
     return a[a[O_A0] + NW * e] == a0 and a[a[O_A1] + NW * e] == a1 and a[a[O_A2] + NW * e] == a2
 
 
-@numba.njit(cache=True)
+@numba.njit(_SIG_MAKE, cache=True)
 def _add(a, kind, a0, a1, a2, f0, f1, f2, f3, nullable, has_bool, counter, min_len):
     e = a[H_N]
     a[a[O_KIND] + NW * e], a[a[O_A0] + NW * e], a[a[O_A1] + NW * e], a[a[O_A2] + NW * e] = kind, a0, a1, a2
@@ -217,7 +228,7 @@ def _add(a, kind, a0, a1, a2, f0, f1, f2, f3, nullable, has_bool, counter, min_l
     return e
 
 
-@numba.njit(cache=True)
+@numba.njit(_SIG_MAKE, cache=True)
 def _make(a, kind, a0, a1, a2, f0, f1, f2, f3, nullable, has_bool, counter, min_len):
     """The id of (kind, args), added if new (OR/AND: children at kids[a0 : a0 + a1], already there)."""
     ht, mask = a[O_HT], a[H_HCAP] - 1
@@ -262,7 +273,7 @@ def _first_has(a, e, b):
 
 
 # ---------------------------------------------------------------------------------------- constructors
-@numba.njit(cache=True)
+@numba.njit(_SIG_BYTES, cache=True)
 def make_bytes(a, f0, f1, f2, f3):
     if f0 == 0 and f1 == 0 and f2 == 0 and f3 == 0:
         return 0
@@ -392,7 +403,7 @@ def _push_kids(a, kids):
     return start
 
 
-@numba.njit(cache=True)
+@numba.njit(_SIG_ITEMS, cache=True)
 def make_or(a, items, n):
     """The union of items[:n] (ids >= 0): flattened, byte sets merged, sorted, deduplicated."""
     flat = np.empty(16, np.int64)
@@ -468,7 +479,7 @@ def _in_sorted(xs, v):
     return i < len(xs) and xs[i] == v
 
 
-@numba.njit(cache=True)
+@numba.njit(_SIG_ITEMS, cache=True)
 def make_and(a, items, n):
     """The intersection of items[:n] (ids >= 0), simplified as ExprPool.and_."""
     flat = np.empty(max(n, 4) * 2, np.int64)

@@ -1,4 +1,4 @@
-"""The compiler's warm-up (numba's JIT in a cold process, 1-2 minutes) says why a first start is long."""
+"""The compiler's warm-up (numba's JIT in a cold process, about a minute) says why a first start is long."""
 
 from __future__ import annotations
 

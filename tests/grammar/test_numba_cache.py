@@ -84,3 +84,19 @@ def test_a_copy_of_the_sources_elsewhere_loads_the_machine_code_compiled_for_the
     assert _hits(second, cache) == 1 and _run(second, cache) == "22"  # loaded
     (second / "pkg" / "callee.py").write_text("import numba\n\n@numba.njit(cache=True)\ndef f(x):\n    return x + 20\n")
     assert _hits(second, cache) == 0 and _run(second, cache) == "42"  # its inlined callee changed: compiled
+
+
+def test_the_node_constructors_hold_one_compiled_copy_each():
+    """Callers pass the constructors constant kinds and fields; without their explicit signatures numba
+    compiled one copy per combination of literal arguments (13-15 each), a large share of a cold
+    process's JIT. After a workload that calls them every way, each holds its one signature."""
+    from guided.grammar import ExprPool, parse_regex  # lazy: the workload's front end
+    from guided.grammar.automata import expr_core as core
+
+    pool = ExprPool.with_common()
+    for pattern in ("[a-z]+(,[0-9]{2,4})*", "(ab|cd)*e?", "[^x]{3}|y+"):
+        x = pool.intern(parse_regex(pattern))
+        for b in b"acy,0":
+            x = pool.deriv(x, b) if x is not None else x
+    for fn in (core._hash, core._same, core._add, core._make, core.make_bytes, core.make_or, core.make_and):
+        assert len(fn.signatures) == 1, (fn.py_func.__name__, fn.signatures)

@@ -39,7 +39,7 @@ def test_generate_constraints(tmp_path):
 
 def test_warm_up_leaves_nothing_for_the_next_process_to_compile():
     """guided warm-up compiles the numba code a run needs into the on-disk cache: run again (a new
-    process, as a server started after it), it compiles nothing. The first run may be cold (~100 s)."""
+    process, as a server started after it), it compiles nothing. The first run may be cold (~60 s)."""
     first = _guided("warm-up", timeout=900)
     assert first.returncode == 0, first.stderr
     assert "guided warm-up: 36 outputs in" in first.stdout and "cached under" in first.stdout, first.stdout
