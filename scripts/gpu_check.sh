@@ -112,7 +112,11 @@ else
   wants warm && step warm "$T_WARM" "$PY" -m guided warm-up
   XDIST=()
   "$PY" -c 'import xdist' >/dev/null 2>&1 && XDIST=(-n "${GUIDED_TEST_WORKERS:-8}")  # Triton compiles in parallel
-  wants tests && step tests "$T_TESTS" "$PY" -m pytest -q -p no:cacheprovider "${XDIST[@]}" \
+  # a test past its own limit fails alone, and -rfE names every failure in the log, where the step's limit
+  # stopping pytest would leave only a row of F (2026-11-29: which tests failed was never known)
+  PER_TEST=()
+  "$PY" -c 'import pytest_timeout' >/dev/null 2>&1 && PER_TEST=(--timeout "${GUIDED_TEST_TIMEOUT:-90}")
+  wants tests && step tests "$T_TESTS" "$PY" -m pytest -q -rfE -p no:cacheprovider "${XDIST[@]}" "${PER_TEST[@]}" \
     --junitxml="$OUTDIR/gpu-tests.xml" \
     --deselect tests/kernels/test_kernel_interpreter_session.py::test_kernels_under_triton_interpreter \
     "${TEST_FILES[@]}"
