@@ -40,14 +40,18 @@ ALL_I = -1  # all 64 bits of a word, as an int64
 # Explicit signatures for the node constructors that everything calls with constant arguments: numba
 # otherwise compiles one copy per combination of literal arguments at the call sites (15 of _add,
 # 14 of _hash, 13 each of _make and _same, each linked into its callers). With a signature a literal
-# argument converts to int64 / bool and one copy serves: a cold process's JIT 79 -> 61 s on 2 cores
-# (benchmarks/cold_jit.py), the masks and compiles as fast (benchmarks/compile_ab.py).
+# argument converts to int64 / bool and one copy serves: a cold process's JIT 79 -> 57 s on 2 cores
+# with _push, _sorted_unique and _guide too (benchmarks/cold_jit.py), masks and compiles as fast
+# (benchmarks/compile_ab.py; results/cold-jit-s60.txt).
 _ARENA, _INT, _BOOL = types.int64[::1], types.int64, types.boolean
 _SIG_HASH = [(_ARENA, *(_INT,) * 8)]  # (a, kind, a0, a1, a2, f0, f1, f2, f3)
 _SIG_SAME = [(_ARENA, *(_INT,) * 9)]  # (a, e, kind, a0, a1, a2, f0, f1, f2, f3)
 _SIG_MAKE = [(_ARENA, *(_INT,) * 8, _BOOL, _BOOL, _INT, _INT)]  # + nullable, has_bool, counter, min_len
 _SIG_BYTES = [(_ARENA, *(_INT,) * 4)]  # (a, f0, f1, f2, f3)
 _SIG_ITEMS = [(_ARENA, _ARENA, _INT)]  # (a, items, n)
+_SIG_PUSH = [(_ARENA, _INT, _INT)]
+_SIG_SORTED = [(_ARENA, _INT)]
+_SIG_GUIDE = [(_ARENA, _INT, _BOOL, _INT)]  # (a, x, by_parts, depth)
 _GOLD = 0x9E3779B97F4A7C15 - (1 << 64)  # odd multipliers, as int64 (wrapping arithmetic)
 _MUL = 0xBF58476D1CE4E5B9 - (1 << 64)
 
@@ -369,7 +373,7 @@ def make_rep(a, x, lo, hi):
     return _make(a, K_REP, x, lo, hi, a[f], a[f + 1], a[f + 2], a[f + 3], nullable, _hasb(a, x), counter, ml)
 
 
-@numba.njit(cache=True)
+@numba.njit(_SIG_SORTED, cache=True)
 def _sorted_unique(xs, n):
     """xs[:n] sorted and deduplicated, in place (the caller's scratch): a view of xs."""
     if n > 32:
@@ -647,7 +651,7 @@ def deriv(a, e, b):
     return _known(a, e, b)
 
 
-@numba.njit(cache=True)
+@numba.njit(_SIG_PUSH, cache=True)
 def _push(stack, top, x):
     if top == len(stack):
         stack = np.concatenate((stack, np.empty(len(stack), np.int64)))
@@ -999,7 +1003,7 @@ def _peek(a, y):
     return r if r >= 0 else -1
 
 
-@numba.njit(cache=True)
+@numba.njit(_SIG_GUIDE, cache=True)
 def _guide(a, x, by_parts, depth):
     """The search's order: min_len (greedy), or with ``by_parts`` twice the sum of an intersection's
     parts' min_len plus the state's depth (weighted A*). Each part must be finished, and the parts

@@ -98,5 +98,6 @@ def test_the_node_constructors_hold_one_compiled_copy_each():
         x = pool.intern(parse_regex(pattern))
         for b in b"acy,0":
             x = pool.deriv(x, b) if x is not None else x
-    for fn in (core._hash, core._same, core._add, core._make, core.make_bytes, core.make_or, core.make_and):
+    for fn in (core._hash, core._same, core._add, core._make, core.make_bytes, core.make_or, core.make_and,
+               core._push, core._sorted_unique, core._guide):
         assert len(fn.signatures) == 1, (fn.py_func.__name__, fn.signatures)
