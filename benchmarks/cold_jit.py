@@ -4,8 +4,8 @@
 
 Each round runs ``guided.warmup.warm_up`` (generation under one constraint of each kind on the embedded
 model) once per version, in a fresh process with an empty numba cache, the order alternating between
-rounds. Printed per run: numba's compile seconds (its compile events, from before guided is imported)
-and the process's seconds; then each version's median and B / A. The embedded model and its tokenizer come from the
+rounds. Printed per run: numba's compile seconds (the warm-up's ``jit_seconds``, imports included) and
+the process's seconds; then each version's median and B / A. The embedded model and its tokenizer come from the
 user's cache (linked), so that only the JIT is cold. Both refs need ``guided.warmup`` (ac95408 on).
 """
 
@@ -23,27 +23,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compile_ab import checkout  # noqa: E402 - the versions laid out as the installed package
 
-# numba's compile events counted from before guided is imported (a function with an explicit signature
-# compiles at import), outermost only; then the warm-up; the process's seconds from its first line
-CODE = """
-import json, time
-t0 = time.perf_counter()
-from numba.core import event
-jit, depth, began = [0.0], [0], [0.0]
-class Clock(event.Listener):
-    def on_start(self, ev):
-        if depth[0] == 0:
-            began[0] = time.perf_counter()
-        depth[0] += 1
-    def on_end(self, ev):
-        depth[0] -= 1
-        if depth[0] == 0:
-            jit[0] += time.perf_counter() - began[0]
-event.register("numba:compile", Clock())
-from guided.warmup import warm_up
-result = warm_up(log=lambda line: None)
-print(json.dumps({"jit_s": jit[0], "process_s": time.perf_counter() - t0, "outputs": result["outputs"]}))
-"""
+# the warm-up's own clock counts numba's compiles from before guided's compiled modules are imported
+# (functions with explicit signatures compile at import); the process's seconds from its first line
+CODE = ("import json, time; t0 = time.perf_counter(); from guided.warmup import warm_up; "
+        "r = warm_up(log=lambda line: None); "
+        "print(json.dumps({'jit_s': r['jit_seconds'], 'process_s': time.perf_counter() - t0, 'outputs': r['outputs']}))")
 
 
 def cold_run(pkg: Path, tmp: Path, tag: str) -> dict:

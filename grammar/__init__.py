@@ -15,7 +15,7 @@ from guided.grammar.bounded_cache import BoundedCache
 from guided.grammar.collector import quiet_collector
 from guided.grammar.compiler import GrammarCompiler
 from guided.grammar.frontends.ecma_regex import parse_regex
-from guided.grammar.numba_cache import shared_root as numba_cache_dir
+from guided.grammar.numba_cache import cache_dir as numba_cache_dir
 from guided.grammar.tokens.compiled import CompiledGrammar
 from guided.grammar.tokens.compiled_cfg import CfgMatcher, CompiledCfg
 from guided.grammar.tokens.completion import Completion, byte_of_class, spell

@@ -207,7 +207,7 @@ COMPILING = ("guided: compiling the mask code (numba's JIT: once per machine and
 
 def warm_up(vocabulary: Vocabulary) -> None:
     """Build the vocabulary's index and fill one regular and one context-free mask, once per process:
-    numba's JIT compilation (or its cache load, ~10 s cold) then happens here, when a compiler is
+    numba's JIT compilation (or its cache load, about a second) then happens here, when a compiler is
     made, and never inside a compile's or a mask's time bound. Still running after ``NOTICE_AFTER_S``
     (the JIT of a cold process), it logs ``COMPILING`` once: a long first start says why."""
     with _WARM_LOCK:

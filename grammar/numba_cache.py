@@ -105,6 +105,12 @@ def shared_root() -> str:
     return os.path.join(root, "numba")
 
 
+def cache_dir() -> str:
+    """Where this package's compiled code is cached: ``NUMBA_CACHE_DIR`` where it is set (numba's own
+    places then, as ``SharedCacheLocator.from_function`` defers to it), else ``shared_root``."""
+    return (caching.config.CACHE_DIR if caching is not None else None) or shared_root()
+
+
 def _shared_base():
     """numba's locator for a source file, placed by the file's contents under ``shared_root``."""
 
