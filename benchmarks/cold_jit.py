@@ -6,7 +6,10 @@ Each round runs ``guided.warmup.warm_up`` (generation under one constraint of ea
 model) once per version, in a fresh process with an empty numba cache, the order alternating between
 rounds. Printed per run: numba's compile seconds (the warm-up's ``jit_seconds``, imports included) and
 the process's seconds; then each version's median and B / A. The embedded model and its tokenizer come from the
-user's cache (linked), so that only the JIT is cold. Both refs need ``guided.warmup`` (ac95408 on).
+user's cache (linked), so that only the JIT is cold. Both refs need ``guided.warmup`` (ac95408 on); a ref
+before b903386 starts the clock after its imports, missing what compiles there (the explicit-signature
+constructors from 8f1bcc6 on): compare such a ref by its process seconds (``results/cold-jit-s60.txt``
+was measured with a listener registered at the process's start, for both refs).
 """
 
 from __future__ import annotations
