@@ -66,7 +66,6 @@ from typing import Any
 
 from guided.errors import GrammarError, LimitError, SchemaError
 from guided.grammar import intern_common, quiet_collector
-from guided.grammar.bounded_cache import BoundedCache
 from guided.grammar.cfg_ir import CfgGrammar
 from guided.grammar.regex_ast import EMPTY, Node
 from guided.limits import check_schema
@@ -241,23 +240,47 @@ def _compile_json_schema(compiler, schema: Any, registry: dict | None, options: 
     opts = SchemaOptions(**options)
     schema = for_draft(schema_dict(schema))
     key = ("json-schema", cache_key(schema, opts, registry))  # a cached grammar skips the lowering
-    plan, refusal, bags, keys = _PLANS.get_or_create(
-        key, lambda: (*unique_plan(schema, registry, opts), *_names(schema, registry, opts))
-    )
+    checks = _Checks(schema, registry, opts)
     compiled = compiler.compile_lowered(
         key,
         lambda: json_schema_to_grammar(
-            schema, registry=registry, options=opts, unique_runtime=plan or refusal, names_runtime=bags
+            schema, registry=registry, options=opts, unique_runtime=checks.plan or checks.refusal,
+            names_runtime=checks.bags,
         ),
     )
-    if plan is None and keys is None:
-        return compiled
-    # one wrapper per grammar, kept on it (a cache of its own kept up to 256 grammars alive past the
-    # compiler's: a million more objects for the collector to walk)
+    # one wrapper per grammar, kept on it, so the run-time checks' plans live exactly as long as the
+    # compiler caches the grammar (a cache of their own kept 256 schemas' resolvers alive past it: tens
+    # of thousands more objects for each full pass of the collector, which landed in single masks)
     max_ws = opts.max_ws if opts.whitespace == "flexible" else 0
-    return UniqueChecked.shared(
-        compiled, key, lambda: UniqueChecked(compiled, plan, keys, opts.strict, opts.key_order, max_ws=max_ws)
-    )
+    return UniqueChecked.shared(compiled, key, lambda: checks.wrap(compiled, max_ws))
+
+
+class _Checks:
+    """The run-time checks a schema's grammar needs, worked out once, on first use: by the lowering
+    (when the grammar is built) or by the wrapper (when it comes from the disk cache); a grammar
+    cached in memory with its wrapper needs neither."""
+
+    def __init__(self, schema, registry: dict | None, opts: SchemaOptions):
+        self._args = (schema, registry, opts)
+        self._found: tuple | None = None
+
+    def _get(self) -> tuple:
+        if self._found is None:
+            schema, registry, opts = self._args
+            self._found = (*unique_plan(schema, registry, opts), *_names(schema, registry, opts))
+        return self._found
+
+    plan = property(lambda self: self._get()[0])
+    refusal = property(lambda self: self._get()[1])
+    bags = property(lambda self: self._get()[2])
+    keys = property(lambda self: self._get()[3])
+
+    def wrap(self, compiled, max_ws: int):
+        """A UniqueChecked around ``compiled``, or None when nothing needs checking at run time."""
+        if self.plan is None and self.keys is None:
+            return None
+        opts = self._args[2]
+        return UniqueChecked(compiled, self.plan, self.keys, opts.strict, opts.key_order, max_ws=max_ws)
 
 
 def _names(schema, registry: dict | None, opts: SchemaOptions) -> tuple[bool, KeyOrder | None]:
@@ -270,9 +293,6 @@ def _names(schema, registry: dict | None, opts: SchemaOptions) -> tuple[bool, Ke
                 root if repeats_names(root, opts.key_order, opts.strict) else None)  # fmt: skip
     except (SchemaError, RecursionError):
         return False, None  # the lowering reports a malformed schema with its own message
-
-
-_PLANS: BoundedCache[tuple, tuple] = BoundedCache(256)  # run-time check plans, by the grammar's cache key
 
 
 def unique_plan(schema, registry: dict | None, opts: SchemaOptions) -> tuple[UniquePlan | None, PlanError | None]:

@@ -59,6 +59,23 @@ def test_an_evicted_grammar_is_freed_without_a_collector_pass(vocab_builtin, tok
     assert [r() is None for r in refs] == [True, True, True]
 
 
+def test_the_run_time_checks_of_a_schema_live_as_long_as_its_grammar(vocab_builtin, tokenizer_builtin):
+    """What the matcher's checks need (the uniqueItems plan, the key-order places, each holding the
+    schema's resolver) goes with the grammar the compiler evicts, not later: a cache of its own kept
+    256 schemas' resolvers alive, for every full pass of the collector to walk."""
+    compiler = GrammarCompiler(vocab_builtin, cache_size=1)
+    schema = {**TAGS, "properties": {**TAGS["properties"], "meta": {"type": "object"}}}  # an open object too
+    compiled = compile_json_schema(compiler, schema, key_order="any")
+    assert isinstance(compiled, UniqueChecked) and compiled.keys is not None
+    _walk(compiled, tokenizer_builtin, vocab_builtin, '{"tags": ["a", "b"], "meta": {"x": 1}}')
+    assert compile_json_schema(compiler, schema, key_order="any") is compiled  # cached: the same wrapper
+    refs = [weakref.ref(compiled.plan), weakref.ref(compiled.keys), weakref.ref(compiled.keys.resolver)]
+    del compiled
+    compile_json_schema(compiler, {"type": "string", "maxLength": 3})  # evicts the first grammar
+    gc.collect()
+    assert [r() is None for r in refs] == [True, True, True]
+
+
 def test_a_grammar_still_in_use_outlives_its_eviction(vocab_builtin, tokenizer_builtin, collector_off):
     compiler = GrammarCompiler(vocab_builtin, cache_size=1)
     checked = compile_json_schema(compiler, TAGS)
