@@ -61,7 +61,7 @@ def _escape(c: int) -> str:
     return _SHORT.get(c) or f"\\u00{_HEX[c >> 4]}{_HEX[c & 15]}"
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=1024)
 def _encode_chars(ranges) -> Node:
     raw = []
     escaped = []
@@ -84,7 +84,7 @@ ANY_STRING_BODY = Repeat(ENC_ANY_CHAR, 0, None)
 _QUOTE = literal('"')
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=1024)
 def encode(node: Node) -> Node:
     """The encoded form of a language of decoded strings (see the module docstring); memoized, so
     equal languages (a cached pattern, a shared sub-language) come back as one shared node."""
@@ -159,7 +159,7 @@ def _leave(node: dict) -> Node:
     return left
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=1024)
 def _other_than(kids: tuple[str, ...]) -> Node:
     """Encoded strings that begin with a character none of ``kids`` (most trie nodes of names have one
     or two children, from a small alphabet: the same few sets come back at every node)."""
@@ -182,13 +182,13 @@ def json_string(decoded: Node | None = None) -> Node:
     return quoted(ANY_STRING_BODY if decoded is None else encode(decoded))
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=1024)
 def json_literal_string(text: str) -> Node:
     """The one canonical encoding of ``text`` as a quoted JSON string (one shared node per text)."""
     return seq(*(_char(c) for c in json.dumps(text, ensure_ascii=False)))
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=1024)
 def _char(c: str) -> Node:
     """One shared node per character: equal literals then share their leaves (fewer nodes to build
     and to intern)."""
