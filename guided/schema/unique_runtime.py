@@ -150,7 +150,11 @@ class JsonTrack:
         t.opener, t.scan = self.opener, self.scan
         t.part = t.depth = None
         t.noted = False
-        t.stack = [f.copy() for f in self.stack]
+        # the frames below the top are shared (a track writes only to its top frame; a frame that
+        # becomes the top again, when the one above it closes, is copied then: ``_feed``)
+        t.stack = self.stack.copy()
+        if t.stack:
+            t.stack[-1] = t.stack[-1].copy()
         t.lex = None if self.lex is None else self.lex.copy()
         return t
 
@@ -225,6 +229,8 @@ class JsonTrack:
                 continue
             if b == 0x5D or b == 0x7D:  # ] }
                 self.stack.pop()
+                if self.stack:  # the parent is the top again: a copy of its own (see clone)
+                    self.stack[-1] = self.stack[-1].copy()
                 self._value_end(p + 1, past, data, base)
                 continue
             if b == 0x22 and top is not None and not top[0] and top[7] is None:

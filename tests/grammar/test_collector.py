@@ -225,6 +225,23 @@ def test_the_tables_a_grammar_grows_in_use_are_not_tracked_by_the_collector(voca
     assert len(dfa.pure_lex) > 10 and len(gc.get_referents(dfa.pure_lex)) <= 1  # an array: its type only
 
 
+def test_tracks_of_the_json_checks_share_the_frames_below_their_top(vocab_builtin, tokenizer_builtin):
+    """A matcher keeps one JSON track per token (and the grammar's memos keep tracks for every
+    matcher): each frame of an open array or object is a list, and a track copied whole at each token
+    made the frames of every enclosing level once per token, all walked by every full pass. A track
+    now copies its top frame only; the frames below are shared, as nothing writes to them until they
+    are the top again."""
+    compiler = GrammarCompiler(vocab_builtin, cache_size=1)
+    compiled = compile_json_schema(compiler, NAMED)
+    m = compiled.matcher()
+    deep = '{"name": "a", "kids": [{"name": "b", "kids": [{"name": "c", "kids": [], "x": 1, "y": 2}]}]}'
+    for token in tokenizer_builtin.encode(deep, add_special_tokens=False):
+        assert m.accept_token(token)
+    frames = [f for t in m._tracks for f in t.stack]
+    assert len(frames) > 100 and len({id(f) for f in frames}) < len(frames) / 2, (len(frames), len({id(f) for f in frames}))
+    assert m.is_accepting()
+
+
 def test_a_long_lived_process_keeps_no_per_schema_objects_once_the_grammars_are_gone(vocab_builtin):
     """Process-wide memos of the lowering must not keep each schema's trees: a server compiles schema
     after schema, and every object left behind is walked by every later full collection. Sixty more
