@@ -855,14 +855,23 @@ def live(a, e):
 def head_masks(a, e, max_heads, out):
     """e's head byte sets (DerivClasses's rule: the BYTES a derivative tests b against) into
     out[:, 0:4], distinct; returns their count, or -1 past max_heads (or a union or intersection
-    with more than max_heads parts)."""
+    with more than max_heads parts). A node met again is skipped (past the first few): its heads are
+    in out already, and the expressions are DAGs whose shared parts (an intersection of big unions:
+    a oneOf's branches against each other) made the walk visit them once per path."""
     n = 0
     stack = np.empty(32, np.int64)
     stack[0] = e
     top = 1
+    pops = 0
+    seen = {np.int64(-1)}
     while top:
         top -= 1
         x = stack[top]
+        pops += 1
+        if pops > 16:  # small walks (most) build no set
+            if x in seen:
+                continue
+            seen.add(x)
         k = kind_of(a, x)
         if k == K_BYTES:
             f = a[O_FIRST] + NW * x
