@@ -62,6 +62,7 @@ import logging
 import threading
 import time
 from dataclasses import replace
+from functools import cached_property
 from typing import Any
 
 from guided.errors import GrammarError, LimitError, SchemaError
@@ -244,8 +245,8 @@ def _compile_json_schema(compiler, schema: Any, registry: dict | None, options: 
     compiled = compiler.compile_lowered(
         key,
         lambda: json_schema_to_grammar(
-            schema, registry=registry, options=opts, unique_runtime=checks.plan or checks.refusal,
-            names_runtime=checks.bags,
+            schema, registry=registry, options=opts, unique_runtime=checks.found[0] or checks.found[1],
+            names_runtime=checks.found[2],
         ),
     )
     # one wrapper per grammar, kept on it, so the run-time checks' plans live exactly as long as the
@@ -261,26 +262,20 @@ class _Checks:
     cached in memory with its wrapper needs neither."""
 
     def __init__(self, schema, registry: dict | None, opts: SchemaOptions):
-        self._args = (schema, registry, opts)
-        self._found: tuple | None = None
+        self.schema, self.registry, self.opts = schema, registry, opts
 
-    def _get(self) -> tuple:
-        if self._found is None:
-            schema, registry, opts = self._args
-            self._found = (*unique_plan(schema, registry, opts), *_names(schema, registry, opts))
-        return self._found
-
-    plan = property(lambda self: self._get()[0])
-    refusal = property(lambda self: self._get()[1])
-    bags = property(lambda self: self._get()[2])
-    keys = property(lambda self: self._get()[3])
+    @cached_property
+    def found(self) -> tuple:
+        """(uniqueItems plan, why it cannot have one, whether some place takes the "bag" policy, the
+        root key-order place where names are checked)."""
+        return (*unique_plan(self.schema, self.registry, self.opts), *_names(self.schema, self.registry, self.opts))
 
     def wrap(self, compiled, max_ws: int):
         """A UniqueChecked around ``compiled``, or None when nothing needs checking at run time."""
-        if self.plan is None and self.keys is None:
+        plan, _, _, keys = self.found
+        if plan is None and keys is None:
             return None
-        opts = self._args[2]
-        return UniqueChecked(compiled, self.plan, self.keys, opts.strict, opts.key_order, max_ws=max_ws)
+        return UniqueChecked(compiled, plan, keys, self.opts.strict, self.opts.key_order, max_ws=max_ws)
 
 
 def _names(schema, registry: dict | None, opts: SchemaOptions) -> tuple[bool, KeyOrder | None]:
