@@ -8,6 +8,9 @@ counts the containers the collector tracks (by type) and times ``gc.collect()`` 
 
     python benchmarks/gc_heap.py ../shared/data/maskbench --every 6
 
+``--freeze`` freezes the start-up heap first (vocabulary, token trie, JIT state), as ``guided serve``
+does when it starts: the full collection then walks what the grammars added alone.
+
 ``--long-lived`` measures what a long-lived process carries instead, as MaskBench's worker runs:
 one engine (its compiler keeps 2 grammars), the start-up heap frozen (``warm_up``), every k-th
 schema compiled and replayed in turn; it prints the objects the collector still walks (the
@@ -42,6 +45,7 @@ def main() -> None:
     p.add_argument("--tokenizer", default="../shared/tokenizers/llama3", help="run from the repository's root")
     p.add_argument("--every", type=int, default=6)
     p.add_argument("--long-lived", action="store_true", help="the heap a long-lived process carries (see above)")
+    p.add_argument("--freeze", action="store_true", help="freeze the start-up heap first, as the server does")
     args = p.parse_args()
     warnings.simplefilter("ignore")
     tok = load_tokenizer(args.tokenizer)
@@ -51,6 +55,8 @@ def main() -> None:
     engine = make_engine("guided", tok, key_order="any")
     engine.compile({"type": "object", "properties": {"a": {"type": "string"}}})  # per-vocabulary tables
     gc.collect()
+    if args.freeze:
+        gc.freeze()
     before = collections.Counter(type(o).__name__ for o in gc.get_objects())
     kept = []
     for path in sorted(Path(args.maskbench).glob("*.json"))[:: args.every]:

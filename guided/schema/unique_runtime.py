@@ -48,6 +48,7 @@ import heapq
 import json
 import re
 import threading
+import weakref
 
 import numpy as np
 
@@ -69,6 +70,12 @@ _CONTROL = re.compile(rb"[\x00-\x1f]")
 _REFUSED_MEMO = 1 << 15
 _ADVANCE_MEMO = 1 << 14
 _STEP_MEMO = 1 << 15
+# ... and over all checked grammars of the process, for the two memos that keep tracks (JsonTrack and
+# its frames: containers every full pass of the garbage collector walks, ~1.5 ms per 1,000 entries):
+# a server keeps 256 grammars, and without a process-wide bound their tracks alone would make each
+# full pass, which stops every thread, last seconds once the memos fill. Past it, every grammar's
+# track memos are emptied (they are only shortcuts: ``_TrackMemos``).
+TRACK_MEMO_BUDGET = 1 << 14
 _SHARED = 2  # UniqueMatcher._advance: accepted, and the track after may be shared (truthy)
 _PART_IDS = 1 << 17  # numbered tracks per checked grammar (never renumbered: memo keys stay true)
 # token shapes in an object whose names are checked (``UniqueMatcher._by_shape``): where a name is due (or
@@ -693,6 +700,46 @@ def _put(memo: dict, key, value, bound: int) -> None:
     memo[key] = value
 
 
+class _TrackMemos:
+    """The process-wide bound on the checked grammars' track memos (``step_memo``, ``advance_memo``):
+    new entries are counted over all of them, and once ``TRACK_MEMO_BUDGET`` were added since the last
+    flush, every live grammar's track memos are emptied. Grammars are registered weakly: one freed
+    takes its memos with it (it is never kept alive here)."""
+
+    def __init__(self) -> None:
+        self.grammars: weakref.WeakSet = weakref.WeakSet()
+        self.added = 0
+        self.lock = threading.Lock()
+
+    def register(self, checked) -> None:
+        with self.lock:
+            self.grammars.add(checked)
+
+    def put(self, memo: dict, key, value, bound: int) -> None:
+        if key not in memo:
+            self.added += 1  # (a lost increment between threads only delays a flush)
+            if self.added > TRACK_MEMO_BUDGET:
+                self.flush()
+        _put(memo, key, value, bound)
+
+    def flush(self) -> None:
+        with self.lock:
+            grammars = list(self.grammars)
+            self.added = 0
+        for checked in grammars:
+            checked.step_memo.clear()
+            checked.advance_memo.clear()
+
+    def entries(self) -> int:
+        """Entries held now, over every live checked grammar."""
+        with self.lock:
+            grammars = list(self.grammars)
+        return sum(len(g.step_memo) + len(g.advance_memo) for g in grammars)
+
+
+TRACK_MEMOS = _TrackMemos()
+
+
 def _string_text(raw: bytes) -> str:
     """The text of a JSON string's bytes (between its quotes); ValueError when they are not one
     (cut inside an escape or a character, or a raw control character). Plain bytes are decoded
@@ -817,6 +864,7 @@ class UniqueChecked:
         self.step_memo: dict[tuple, tuple] = {}
         self.allowed_rows: dict[int, int] = {}  # grammar state -> the bytes it allows (_diverges)
         self.strict = strict
+        TRACK_MEMOS.register(self)  # step_memo and advance_memo: bounded over the process too
 
     @staticmethod
     def shared(compiled, key, make):
@@ -1663,7 +1711,7 @@ class UniqueMatcher:
         data = compiled.vocabulary.tokens[token_id]
         done = self._advance(data, lambda: inner.accept_token(token_id))
         if done == _SHARED:
-            _put(self.checked.step_memo, key, (states[-1], self._tracks[-1], data, t), _STEP_MEMO)
+            TRACK_MEMOS.put(self.checked.step_memo, key, (states[-1], self._tracks[-1], data, t), _STEP_MEMO)
         return bool(done)
 
     accept_tokens = Matcher.accept_tokens  # token by token through accept_token above
@@ -1739,7 +1787,7 @@ class UniqueMatcher:
 
     def _remember(self, key: tuple | None, outcome) -> None:
         if key is not None:
-            _put(self.checked.advance_memo, key, outcome, _ADVANCE_MEMO)
+            TRACK_MEMOS.put(self.checked.advance_memo, key, outcome, _ADVANCE_MEMO)
 
     def _push(self, track: JsonTrack, data: bytes) -> None:
         self._bytes += data

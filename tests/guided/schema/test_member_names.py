@@ -22,6 +22,7 @@ from grammar_oracle import tiny_vocab
 from json_schema_oracle import ESCAPE_TOKENS, one_value, refusals_by_simulation
 
 from guided.grammar.compiler import GrammarCompiler
+from guided.schema import unique_runtime
 from guided.schema.compiler import compile_json_schema
 from guided.schema.key_order import MAX_PERMUTED, KeyOrder
 from guided.schema.resolver import SchemaResolver
@@ -295,6 +296,47 @@ def test_memoised_refusals_equal_fresh_ones(compiler, vocab_builtin, schema):
                 fresh.step_memo.clear()
                 assert m.copy().accept_token(probe) == f.copy().accept_token(probe), (bytes(m._bytes), probe)
     assert hits > 40 and len(compiled.advance_memo) > 40 and len(compiled.step_memo) > 40, hits
+
+
+def test_track_memos_are_bounded_over_all_grammars(compiler, vocab_builtin, monkeypatch):
+    """The memos that keep tracks (containers the garbage collector walks at every full pass) are
+    bounded over every checked grammar of the process, not per grammar only: along random walks in
+    two grammars, the entries held never pass the budget, the memos are emptied when it is spent
+    (and fill again), every acceptance equals one computed with empty memos, and a grammar dropped
+    is not kept alive by the bound's registry."""
+    budget = 60
+    monkeypatch.setattr(unique_runtime, "TRACK_MEMO_BUDGET", budget)
+    monkeypatch.setattr(unique_runtime, "TRACK_MEMOS", unique_runtime._TrackMemos())
+    memos = unique_runtime.TRACK_MEMOS
+    schemas = [_object(True, kinds=("integer", "boolean")), _object(False, kinds=("boolean", "null"))]
+    pairs = []
+    for schema in schemas:
+        compiled = _compiled(GrammarCompiler(vocab_builtin), schema, whitespace="compact")
+        fresh = UniqueChecked(compiled.compiled, compiled.plan, compiled.keys, compiled.strict, compiled.key_order)
+        pairs.append((compiled, fresh))
+    rng = random.Random(5)
+    most, flushes = 0, 0
+    for walk in range(16):
+        compiled, fresh = pairs[walk % 2]
+        m, f = compiled.matcher(), fresh.matcher()
+        for _ in range(120):
+            ids = np.flatnonzero(m.allowed_tokens()).tolist()
+            t = int(rng.choice(ids))
+            if compiled.is_eos(t):
+                break
+            before = memos.entries()
+            fresh.advance_memo.clear()
+            fresh.step_memo.clear()
+            assert m.accept_token(t) and f.accept_token(t)
+            after = memos.entries()
+            flushes += after < before
+            most = max(most, after)
+            assert after <= budget, after
+    assert flushes >= 2 and most > budget // 2, (flushes, most)
+    ref = weakref.ref(pairs[0][0])
+    del pairs[:], compiled, fresh, m, f
+    gc.collect()  # (a grammar and its checked wrapper hold each other until their compiler evicts them)
+    assert ref() is None and len(memos.grammars) == 0
 
 
 @pytest.mark.parametrize("schema, extra", [(_object(True, kinds=("null",)), []), (PATTERNED, PATTERN_NAMES)],
