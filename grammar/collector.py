@@ -8,7 +8,8 @@ leftovers landed in later masks, 0.1-0.4 s each.
 
 ``quiet_collector()`` disables the collector while any compile runs (compiles on several threads
 share one count; it is enabled again when the last one ends, and only if it was enabled before the
-first began) and, at the end, runs one pass over the two young generations only: no pass ran during
+first began), drops what compiles remember only for each other (``regex_ast``'s equal pairs) when
+the last one ends, and then runs one pass over the two young generations only: no pass ran during
 the compile, so they hold what was allocated since (the compile's cyclic garbage: closures of the
 lowering, AST nodes) and little else, and the pass costs what the compile made, not what the process
 holds. The grammar's objects that survive it go straight to the oldest generation, instead of being
@@ -25,6 +26,8 @@ from __future__ import annotations
 import gc
 import threading
 from contextlib import contextmanager
+
+from guided.grammar.regex_ast import forget_equal_pairs
 
 __all__ = ["quiet_collector"]
 
@@ -49,6 +52,8 @@ def quiet_collector():
         with _lock:
             _depth -= 1
             last = _depth == 0
+            if last:
+                forget_equal_pairs()
             if last and _reenable:
                 gc.enable()
         if last and gc.get_count()[0] > gc.get_threshold()[0]:

@@ -180,11 +180,26 @@ class Not(Node):
 _PLAIN = frozenset((Chars, ByteSet, Seq, Alt, Cofinite, Repeat, And, Not))
 
 
+# Pairs of distinct nodes found equal, by their ids, with the two nodes (kept alive, so that the ids
+# stay theirs): a compile compares the same separately built subtrees again and again (the lowering's
+# canonical nodes, the expression pool's memo), each time a walk of both. Emptied when no compile
+# runs (``forget_equal_pairs``, from ``collector.quiet_collector``) and when full.
+_SAME: dict[tuple[int, int], tuple] = {}
+_SAME_MAX = 1 << 16
+
+
+def forget_equal_pairs() -> None:
+    """Drop the pairs ``_equal`` remembers (what they keep alive goes with them)."""
+    _SAME.clear()
+
+
 def _equal(a: Node, b: Node) -> bool:
     """Structural equality, iteratively and once per pair of subtrees: comparing two separately built
     but equal DAGs field by field would re-compare shared subtrees exponentially often (and recurse
-    as deep as the nesting)."""
-    seen: set[tuple[int, int]] = set()
+    as deep as the nesting). Every pair of subtrees a walk that ends equal compared is equal too:
+    they are remembered (``_SAME``), and a later walk stops at them."""
+    seen: dict[tuple[int, int], tuple] = {}
+    same = _SAME
     stack = [(a, b)]
     while stack:
         x, y = stack.pop()
@@ -200,9 +215,9 @@ def _equal(a: Node, b: Node) -> bool:
         if x._hash != y._hash:
             return False
         key = (id(x), id(y))
-        if key in seen:
+        if key in seen or key in same:
             continue
-        seen.add(key)
+        seen[key] = (x, y)
         for f in cls.__match_args__:
             u, v = getattr(x, f), getattr(y, f)
             if isinstance(u, Node):
@@ -213,6 +228,9 @@ def _equal(a: Node, b: Node) -> bool:
                 stack.extend(zip(u, v, strict=True))
             elif u != v:
                 return False
+    if len(same) + len(seen) > _SAME_MAX:
+        same.clear()
+    same.update(seen)
     return True
 
 

@@ -17,6 +17,7 @@ Range languages are built digit by digit (no intersection), so they cost the aut
 from __future__ import annotations
 
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 
 from guided.errors import SchemaError
 from guided.grammar.regex_ast import (
@@ -327,6 +328,7 @@ def _int_multiple(body: Node, m: Decimal, lo, hi, path, lenient, warn) -> Node:
     return body
 
 
+@lru_cache(maxsize=8)  # a schema repeats its multipleOf (one schema built the same 33 times); ~2k nodes each
 def _divisible(k: int, digits: int) -> Node:
     """Integers of at most ``digits`` digits divisible by k: a walk over (position, remainder).
     Longer integers are not generated (a restriction of the output, never of validity)."""
@@ -342,6 +344,7 @@ def _divisible(k: int, digits: int) -> Node:
     return alt(literal("0"), *(seq(literal(str(d)), layer[d % k]) for d in range(1, 10)))
 
 
+@lru_cache(maxsize=8)
 def _decimal_multiples(c: int, n: int) -> Node:
     """Unsigned plain decimals that are multiples of ``c / 10^n``: the digits of the value times
     ``10^n`` (the integer part, then the fraction padded with zeros to n digits) divisible by c. A

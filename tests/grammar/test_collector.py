@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from guided.errors import LimitError
+from guided.grammar import regex_ast
 from guided.grammar.collector import quiet_collector
 from guided.grammar.compiler import GrammarCompiler
 from guided.schema.compiler import compile_json_schema
@@ -44,6 +45,16 @@ def collector_off():
     yield
     if was:
         gc.enable()
+
+
+def test_a_compile_leaves_no_equal_pairs_behind(vocab_builtin):
+    """The equal subtrees a compile's lowering compared (``regex_ast._SAME``, which keeps them alive)
+    are forgotten when the compile ends."""
+    shared = {"type": "object", "properties": {"a": {"type": "integer", "multipleOf": 3}, "b": {"type": "string"}}}
+    schema = {"type": "object", "properties": {k: shared for k in "xyz"}, "required": ["x"]}
+    regex_ast.forget_equal_pairs()
+    compile_json_schema(GrammarCompiler(vocab_builtin), schema)
+    assert not regex_ast._SAME
 
 
 @pytest.mark.parametrize("schema, text", [(TAGS, '{"tags": ["a", "b"], "n": 1}'), (TREE, '{"name": "x", "kids": [{"name": "y"}]}')],

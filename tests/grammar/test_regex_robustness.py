@@ -13,7 +13,7 @@ import pytest
 from grammar_oracle import tiny_vocab
 
 from guided.errors import GrammarError, LimitError
-from guided.grammar import GrammarCompiler
+from guided.grammar import GrammarCompiler, regex_ast
 from guided.grammar.automata.expr_pool import EPS_ID, ExprPool
 from guided.grammar.regex_ast import EMPTY, EPSILON, Alt, Chars, Repeat, Seq, alt, literal, repeat, seq
 
@@ -167,6 +167,23 @@ def test_dag_hash_and_equality_are_fast():
     hash(y)
     assert y == y and {y: 1}[y] == 1
     assert time.perf_counter() - t < 1.0
+
+
+def test_equal_pairs_are_remembered_only_when_equal():
+    """A walk that ends equal remembers its pairs of distinct subtrees (``regex_ast._SAME``: later
+    walks stop at them); one that ends unequal remembers nothing, so asking again gives the same
+    answer; ``forget_equal_pairs`` drops them (a compile's end does: what they keep alive goes)."""
+    regex_ast.forget_equal_pairs()
+    a, b = _dag(12), _dag(12)
+    c = Alt((_dag(11), Alt((_dag(10), literal("xz")))))  # equal to a but for one leaf, deep on the right
+    assert a == b and len(regex_ast._SAME) >= 12
+    assert a != c and a != c and b != c
+    # equal hashes, unequal nodes (CPython hashes -1 as -2): the walk goes down before it finds out
+    d, e = Seq((Chars(((-1, -1),)), literal("x"))), Seq((Chars(((-2, -2),)), literal("x")))
+    assert hash(d) == hash(e) and d != e and d != e
+    assert all(x == y for x, y in regex_ast._SAME.values())
+    regex_ast.forget_equal_pairs()
+    assert not regex_ast._SAME and a == b
 
 
 def test_dag_compiles():
