@@ -182,8 +182,8 @@ _PLAIN = frozenset((Chars, ByteSet, Seq, Alt, Cofinite, Repeat, And, Not))
 
 # Pairs of distinct nodes found equal, by their ids, with the two nodes (kept alive, so that the ids
 # stay theirs): a compile compares the same separately built subtrees again and again (the lowering's
-# canonical nodes, the expression pool's memo), each time a walk of both. Emptied when no compile
-# runs (``forget_equal_pairs``, from ``collector.quiet_collector``) and when full.
+# canonical nodes, the expression pool's memo), each time a walk of both. Emptied when the last
+# compile running ends (``forget_equal_pairs``, from ``collector.quiet_collector``) and when full.
 _SAME: dict[tuple[int, int], tuple] = {}
 _SAME_MAX = 1 << 16
 

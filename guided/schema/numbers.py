@@ -328,7 +328,7 @@ def _int_multiple(body: Node, m: Decimal, lo, hi, path, lenient, warn) -> Node:
     return body
 
 
-@lru_cache(maxsize=8)  # a schema repeats its multipleOf (one schema built the same 33 times); ~2k nodes each
+@lru_cache(maxsize=8)  # schemas repeat a multipleOf (one divisor's built 33 times in 40 slow schemas); ~2k nodes each
 def _divisible(k: int, digits: int) -> Node:
     """Integers of at most ``digits`` digits divisible by k: a walk over (position, remainder).
     Longer integers are not generated (a restriction of the output, never of validity)."""

@@ -71,10 +71,10 @@ _REFUSED_MEMO = 1 << 15
 _ADVANCE_MEMO = 1 << 14
 _STEP_MEMO = 1 << 15
 # ... and over all checked grammars of the process, for the two memos that keep tracks (JsonTrack and
-# its frames: containers every full pass of the garbage collector walks, ~1.5 ms per 1,000 entries):
-# a server keeps 256 grammars, and without a process-wide bound their tracks alone would make each
-# full pass, which stops every thread, last seconds once the memos fill. Past it, every grammar's
-# track memos are emptied (they are only shortcuts: ``_TrackMemos``).
+# its frames: containers every full pass of the garbage collector walks, ~1.5 ms per 1,000 entries
+# measured): a server keeps 256 grammars, whose memos could hold 49,152 entries each, and every full
+# pass stops every thread. Past the budget, every grammar's track memos are emptied (they are only
+# shortcuts: ``_TrackMemos``).
 TRACK_MEMO_BUDGET = 1 << 14
 _SHARED = 2  # UniqueMatcher._advance: accepted, and the track after may be shared (truthy)
 _PART_IDS = 1 << 17  # numbered tracks per checked grammar (never renumbered: memo keys stay true)
