@@ -8,8 +8,9 @@ leftovers landed in later masks, 0.1-0.4 s each.
 
 ``quiet_collector()`` disables the collector while any compile runs (compiles on several threads
 share one count; it is enabled again when the last one ends, and only if it was enabled before the
-first began), drops what compiles remember only for each other (``regex_ast``'s equal pairs) when
-the last one ends, and then runs one pass over the two young generations only: no pass ran during
+first began), drops what compiles remember only while compiles run (``at_rest``: the equal pairs of
+``regex_ast``, the lowering's multipleOf automata) when the last one ends, and then runs one pass
+over the two young generations only: no pass ran during
 the compile, so they hold what was allocated since (the compile's cyclic garbage: closures of the
 lowering, AST nodes) and little else, and the pass costs what the compile made, not what the process
 holds. The grammar's objects that survive it go straight to the oldest generation, instead of being
@@ -27,9 +28,9 @@ import gc
 import threading
 from contextlib import contextmanager
 
-from guided.grammar.regex_ast import forget_equal_pairs
+__all__ = ["quiet_collector", "at_rest"]
 
-__all__ = ["quiet_collector"]
+_AT_REST: list = []  # called when the last compile running ends (``at_rest``)
 
 _lock = threading.Lock()
 _depth = 0  # compiles under way, on any thread
@@ -53,8 +54,17 @@ def quiet_collector():
             _depth -= 1
             last = _depth == 0
             if last:
-                forget_equal_pairs()
+                for forget in _AT_REST:
+                    forget()
             if last and _reenable:
                 gc.enable()
         if last and gc.get_count()[0] > gc.get_threshold()[0]:
             gc.collect(1)
+
+
+def at_rest(forget):
+    """Register ``forget()`` to run whenever the last compile running ends: for what compiles remember
+    to share among themselves (caches of AST nodes), which would otherwise stay alive between compiles
+    as objects every full pass of the collector walks. Returns ``forget``."""
+    _AT_REST.append(forget)
+    return forget

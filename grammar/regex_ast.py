@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass
 from operator import attrgetter
 
+from guided.grammar.collector import at_rest
+
 __all__ = [
     "Node",
     "Chars",
@@ -183,11 +185,12 @@ _PLAIN = frozenset((Chars, ByteSet, Seq, Alt, Cofinite, Repeat, And, Not))
 # Pairs of distinct nodes found equal, by their ids, with the two nodes (kept alive, so that the ids
 # stay theirs): a compile compares the same separately built subtrees again and again (the lowering's
 # canonical nodes, the expression pool's memo), each time a walk of both. Emptied when the last
-# compile running ends (``forget_equal_pairs``, from ``collector.quiet_collector``) and when full.
+# compile running ends (``collector.at_rest``) and when full.
 _SAME: dict[tuple[int, int], tuple] = {}
 _SAME_MAX = 1 << 16
 
 
+@at_rest
 def forget_equal_pairs() -> None:
     """Drop the pairs ``_equal`` remembers (what they keep alive goes with them)."""
     _SAME.clear()

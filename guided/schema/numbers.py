@@ -20,6 +20,7 @@ from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 
 from guided.errors import SchemaError
+from guided.grammar.collector import at_rest
 from guided.grammar.regex_ast import (
     EMPTY,
     EPSILON,
@@ -328,7 +329,9 @@ def _int_multiple(body: Node, m: Decimal, lo, hi, path, lenient, warn) -> Node:
     return body
 
 
-@lru_cache(maxsize=8)  # schemas repeat a multipleOf (one divisor's built 33 times in 40 slow schemas); ~2k nodes each
+# a schema repeats its multipleOf (one divisor's automaton was built 9 times in one schema): kept for the
+# compiles running, then dropped (``at_rest``: up to ~23k nodes each)
+@lru_cache(maxsize=8)
 def _divisible(k: int, digits: int) -> Node:
     """Integers of at most ``digits`` digits divisible by k: a walk over (position, remainder).
     Longer integers are not generated (a restriction of the output, never of validity)."""
@@ -367,6 +370,10 @@ def _decimal_multiples(c: int, n: int) -> Node:
     for _ in range(MAX_DIGITS - 1):
         layer = [alt(tail[r], *(seq(literal(str(d)), layer[(10 * r + d) % c]) for d in range(10))) for r in range(c)]
     return alt(seq(literal("0"), tail[0]), *(seq(literal(str(d)), layer[d % c]) for d in range(1, 10)))
+
+
+at_rest(_divisible.cache_clear)
+at_rest(_decimal_multiples.cache_clear)
 
 
 def _coprime_parts(k: int) -> list[int]:

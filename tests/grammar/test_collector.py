@@ -14,6 +14,7 @@ from guided.errors import LimitError
 from guided.grammar import regex_ast
 from guided.grammar.collector import quiet_collector
 from guided.grammar.compiler import GrammarCompiler
+from guided.schema import numbers
 from guided.schema.compiler import compile_json_schema
 from guided.schema.unique_runtime import UniqueChecked
 
@@ -47,14 +48,28 @@ def collector_off():
         gc.enable()
 
 
-def test_a_compile_leaves_no_equal_pairs_behind(vocab_builtin):
-    """The equal subtrees a compile's lowering compared (``regex_ast._SAME``, which keeps them alive)
-    are forgotten when the compile ends."""
-    shared = {"type": "object", "properties": {"a": {"type": "integer", "multipleOf": 3}, "b": {"type": "string"}}}
-    schema = {"type": "object", "properties": {k: shared for k in "xyz"}, "required": ["x"]}
+def test_a_compile_leaves_no_shared_nodes_behind(vocab_builtin):
+    """What a compile's lowering remembers for the compiles running (the equal subtrees it compared,
+    ``regex_ast._SAME``; multipleOf's digit automata) is forgotten when the compile ends: it would keep
+    AST nodes alive that every full pass of the collector walks."""
+    schema = {"type": "object", "properties": {k: {"type": "object", "properties": {
+        "a": {"type": "integer", "multipleOf": 3, "minimum": i}, "b": {"type": "string"}}} for i, k in enumerate("xyz")},
+        "required": ["x"]}  # fmt: skip
     regex_ast.forget_equal_pairs()
-    compile_json_schema(GrammarCompiler(vocab_builtin), schema)
-    assert not regex_ast._SAME
+    seen = []
+    real = numbers._divisible
+
+    def spy(*args):  # the cache is in use while the compile runs
+        seen.append(real.cache_info().currsize)
+        return real(*args)
+
+    numbers._divisible = spy
+    try:
+        compile_json_schema(GrammarCompiler(vocab_builtin), schema)
+    finally:
+        numbers._divisible = real
+    assert seen and max(seen) >= 1  # built once, then taken from the cache
+    assert not regex_ast._SAME and real.cache_info().currsize == 0
 
 
 @pytest.mark.parametrize("schema, text", [(TAGS, '{"tags": ["a", "b"], "n": 1}'), (TREE, '{"name": "x", "kids": [{"name": "y"}]}')],
