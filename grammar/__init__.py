@@ -3,8 +3,8 @@
 The public face: ``GrammarCompiler`` (constraint -> compiled grammar), ``Vocabulary``, the compiled
 grammars and their ``Matcher``s (and their shortest completions: ``Completion``, ``spell``), the regex front end, and what compilers that lower to the IR
 (``regex_ast``, ``cfg_ir``) need: ``ExprPool`` for exact membership and ``intern_common``; ``quiet_collector`` for
-whatever else compiles (the cyclic garbage collector held off); ``numba_cache_dir`` (where the mask code's
-machine code is cached). Inside:
+whatever else compiles (the cyclic garbage collector held off) and ``at_rest`` for what compiles share only
+while they run; ``numba_cache_dir`` (where the mask code's machine code is cached). Inside:
 ``frontends/`` (text -> IR), ``automata/`` (IR -> lazy byte automata), ``tokens/`` (automata x
 vocabulary -> masks); ``languages`` answers questions about regex languages at compile time.
 """
@@ -12,7 +12,7 @@ vocabulary -> masks); ``languages`` answers questions about regex languages at c
 from guided.grammar import numba_cache  # noqa: F401 - first: its cache locators precede every compiled function
 from guided.grammar.automata.expr_pool import EMPTY_ID, ExprPool, intern_common
 from guided.grammar.bounded_cache import BoundedCache
-from guided.grammar.collector import quiet_collector
+from guided.grammar.collector import at_rest, quiet_collector
 from guided.grammar.compiler import GrammarCompiler
 from guided.grammar.frontends.ecma_regex import parse_regex
 from guided.grammar.numba_cache import cache_dir as numba_cache_dir
@@ -38,5 +38,6 @@ __all__ = [
     "numba_cache_dir",
     "parse_regex",
     "quiet_collector",
+    "at_rest",
     "spell",
 ]

@@ -20,7 +20,7 @@ from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 
 from guided.errors import SchemaError
-from guided.grammar.collector import at_rest
+from guided.grammar import at_rest
 from guided.grammar.regex_ast import (
     EMPTY,
     EPSILON,
