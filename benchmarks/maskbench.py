@@ -9,7 +9,8 @@ with N schemas in flight, and writes every engine's per-schema lines, its summar
 per split (the file name's prefix: ``Github_hard``, ``JsonSchemaStore``, ...) to
 ``benchmarks/results/maskbench-<tag>.json.gz`` (gzip-compressed JSON; ``guided.bench.runner.read_report``
 reads it) with guided's ratios to each peer. ``--compare`` diffs guided's per-schema outcome against an
-earlier result file (schemas that stopped passing, or started accepting invalid instances). ``--jsts`` does the same for the JSON Schema Test Suite.
+earlier result file (schemas that stopped passing, or started accepting invalid instances). ``--jsts``
+does the same for the JSON Schema Test Suite.
 """
 
 from __future__ import annotations

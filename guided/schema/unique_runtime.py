@@ -66,15 +66,13 @@ _NUM = frozenset(b"0123456789+-.eE")
 _LIT = {ord("t"): True, ord("f"): False, ord("n"): None}
 _LIT_TEXT = {ord("t"): b"true", ord("f"): b"false", ord("n"): b"null"}
 _CONTROL = re.compile(rb"[\x00-\x1f]")
-# memo entries per checked grammar: refusals (short lists) and tracks after a token (a few frames)
+# memo entries per checked grammar: refusals (short lists of ints, which the collector stops tracking)
 _REFUSED_MEMO = 1 << 15
-_ADVANCE_MEMO = 1 << 14
-_STEP_MEMO = 1 << 15
-# ... and over all checked grammars of the process, for the two memos that keep tracks (JsonTrack and
-# its frames: containers every full pass of the garbage collector walks, ~1.5 ms per 1,000 entries
-# measured): a server keeps 256 grammars, whose memos could hold 49,152 entries each, and every full
-# pass stops every thread. Past the budget, every grammar's track memos are emptied (they are only
-# shortcuts: ``_TrackMemos``).
+# entries over all checked grammars of the process in the two memos that keep tracks after a token
+# (JsonTrack and its frames: containers every full pass of the garbage collector walks, ~1.5 ms per
+# 1,000 entries measured): a server keeps 256 grammars, and every full pass stops every thread. Past
+# the budget, every grammar's track memos are emptied (they are only shortcuts: ``_TrackMemos``); no
+# grammar's can grow past it, so they need no bound of their own.
 TRACK_MEMO_BUDGET = 1 << 14
 _SHARED = 2  # UniqueMatcher._advance: accepted, and the track after may be shared (truthy)
 _PART_IDS = 1 << 17  # numbered tracks per checked grammar (never renumbered: memo keys stay true)
@@ -715,12 +713,12 @@ class _TrackMemos:
         with self.lock:
             self.grammars.add(checked)
 
-    def put(self, memo: dict, key, value, bound: int) -> None:
+    def put(self, memo: dict, key, value) -> None:
         if key not in memo:
             self.added += 1  # (a lost increment between threads only delays a flush)
             if self.added > TRACK_MEMO_BUDGET:
                 self.flush()
-        _put(memo, key, value, bound)
+        memo[key] = value
 
     def flush(self) -> None:
         with self.lock:
@@ -1711,7 +1709,7 @@ class UniqueMatcher:
         data = compiled.vocabulary.tokens[token_id]
         done = self._advance(data, lambda: inner.accept_token(token_id))
         if done == _SHARED:
-            TRACK_MEMOS.put(self.checked.step_memo, key, (states[-1], self._tracks[-1], data, t), _STEP_MEMO)
+            TRACK_MEMOS.put(self.checked.step_memo, key, (states[-1], self._tracks[-1], data, t))
         return bool(done)
 
     accept_tokens = Matcher.accept_tokens  # token by token through accept_token above
@@ -1787,7 +1785,7 @@ class UniqueMatcher:
 
     def _remember(self, key: tuple | None, outcome) -> None:
         if key is not None:
-            TRACK_MEMOS.put(self.checked.advance_memo, key, outcome, _ADVANCE_MEMO)
+            TRACK_MEMOS.put(self.checked.advance_memo, key, outcome)
 
     def _push(self, track: JsonTrack, data: bytes) -> None:
         self._bytes += data
