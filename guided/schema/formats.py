@@ -4,8 +4,9 @@ Each is the RFC's ABNF written as a regular expression (all of these grammars ar
 deliberate restrictions that only narrow what is generated: hostnames have no A-labels (``xn--...``: their
 punycode validity is not a regular language), as RFC 5891 forbids "--" in a label's 3rd and 4th
 positions otherwise, and ``regex`` (ECMA-262 in unicode mode) is narrowed to patterns of bounded
-group nesting, with at most one named group (``regex_format_node``). Formats with no grammar here (``idn-*``: IDNA needs Unicode tables)
-raise ``SchemaError`` unless the caller is lenient.
+group nesting, with at most one named group (``regex_format_node``). ``idn-email`` reads its U-labels as
+RFC 6532 does (non-ASCII characters beside letters and digits). ``idn-hostname`` has no grammar here
+(IDNA2008 needs Unicode tables and punycode): a ``SchemaError`` unless the caller is lenient.
 """
 
 from __future__ import annotations
@@ -94,16 +95,30 @@ _HEX = "[0-9A-Fa-f]"
 UUID = rf"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}"
 
 # RFC 5891 4.2.3.1: no "--" in the 3rd and 4th positions, except the A-label prefix "xn--".
-_AN, _LDH = "[A-Za-z0-9]", "[A-Za-z0-9-]"
-_LABEL = (
-    rf"(?:{_AN}(?:{_LDH}?{_AN})?|{_AN}{_LDH}{{2}}{_AN}"
-    rf"|{_AN}{_LDH}(?:{_AN}{_LDH}|-{_AN}){_LDH}{{0,58}}{_AN})"
-)
-HOSTNAME = rf"{_LABEL}(?:\.{_LABEL})*"
+def _hostname(extra: str = "") -> str:
+    """RFC 1123 host names (labels of 1-63 letters, digits and inner hyphens, no "--" in the 3rd and
+    4th positions); ``extra`` (class ranges) counts as letters."""
+    an, ldh = f"[A-Za-z0-9{extra}]", f"[A-Za-z0-9{extra}-]"
+    label = rf"(?:{an}(?:{ldh}?{an})?|{an}{ldh}{{2}}{an}|{an}{ldh}(?:{an}{ldh}|-{an}){ldh}{{0,58}}{an})"
+    return rf"{label}(?:\.{label})*"
 
-_ATEXT = r"[A-Za-z0-9!#$%&'*+\-/=?^_`{|}~]"
-_LOCAL = rf'(?:{_ATEXT}+(?:\.{_ATEXT}+)*|"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\[\x20-\x7e])*")'
-EMAIL = rf"{_LOCAL}@(?:{HOSTNAME}|\[{IPV4}\]|\[IPv6:{IPV6}\])"
+
+def _email(extra: str = "") -> str:
+    """RFC 5321's Mailbox: a dot-string or quoted local part, then a host name or an address literal;
+    with ``extra`` (class ranges), RFC 6531's: atext, qtextSMTP and the domain's labels take those
+    characters too."""
+    atext = rf"[A-Za-z0-9!#$%&'*+\-/=?^_`{{|}}~{extra}]"
+    local = rf'(?:{atext}+(?:\.{atext}+)*|"(?:[\x20\x21\x23-\x5b\x5d-\x7e{extra}]|\\[\x20-\x7e])*")'
+    return rf"{local}@(?:{_hostname(extra)}|\[{IPV4}\]|\[IPv6:{IPV6}\])"
+
+
+HOSTNAME = _hostname()
+EMAIL = _email()
+# RFC 6531 3.3: UTF8-non-ascii (every code point past ASCII) joins atext and qtextSMTP, and a domain's
+# sub-domain may be a U-label, read as RFC 6532 reads a domain: non-ASCII characters stand beside letters
+# and digits, unchecked against IDNA2008 (a label not in NFC is valid, as the JSON Schema Test Suite has it)
+IDN_EMAIL = _email("\u0080-\ud7ff\ue000-\U0010ffff")
+
 
 def _uri_grammar(ucschar: str = "", iprivate: str = "") -> tuple[str, str]:
     """RFC 3986's URI and URI-reference; with ``ucschar`` / ``iprivate`` (class ranges), RFC 3987's IRI
@@ -211,6 +226,7 @@ FORMATS = {
     "date": DATE,
     "duration": DURATION,
     "email": EMAIL,
+    "idn-email": IDN_EMAIL,
     "hostname": HOSTNAME,
     "ipv4": IPV4,
     "ipv6": IPV6,
@@ -224,7 +240,7 @@ FORMATS = {
     "relative-json-pointer": RELATIVE_JSON_POINTER,
 }
 _NODES = {"regex": regex_format_node, "time": _time_node, "date-time": _date_time_node}  # formats built as regex ASTs
-_MAX_LEN = {"hostname": 253, "email": 254}
+_MAX_LEN = {"hostname": 253, "email": 254, "idn-email": 254}  # characters (RFC 5321 4.5.3.1: octets, a SHOULD)
 
 
 @cache

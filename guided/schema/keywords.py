@@ -11,9 +11,7 @@ __all__ = ["takes_all", "UNSUPPORTED_KEYWORDS", "UNSUPPORTED_FORMATS", "SIMPLE_S
 # as $ref before it, and refuses the others with their reason
 UNSUPPORTED_KEYWORDS = ("$dynamicRef", "$recursiveRef")
 # formats with no exact grammar here: a SchemaError (lenient: relaxed to any string)
-UNSUPPORTED_FORMATS = frozenset(
-    {"idn-email", "idn-hostname"}
-)
+UNSUPPORTED_FORMATS = frozenset({"idn-hostname"})
 # keywords an enum/const may sit beside and be filtered against in Python, exactly
 SIMPLE_SIBLINGS = frozenset(
     {"type", "enum", "const", "format", "minLength", "maxLength", "pattern", "minimum", "maximum",

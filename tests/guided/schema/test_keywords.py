@@ -257,6 +257,21 @@ FORMATS = [
     ("email", "joe@[IPv6:::1]", True),
     ("email", "a..b@c.d", False),
     ("email", ".a@b.c", False),
+    ("email", "\u03b4@example.com", False),
+    # RFC 6531: non-ASCII in atext, qtextSMTP and the domain's labels (read as RFC 6532 does: not
+    # checked against IDNA2008, so a label out of NFC passes), never in a quoted pair nor for the "@"
+    ("idn-email", "\uc2e4\ub840@\uc2e4\ub840.\ud14c\uc2a4\ud2b8", True),
+    ("idn-email", '"\u03b4\u03bf\u03ba \u03b9"@example.com', True),
+    ("idn-email", "user@cafe\u0301.com", True),
+    ("idn-email", "\U0001d54f\u0085\uffff@[IPv6:::1]", True),
+    ("idn-email", "joe.bloggs@example.com", True),
+    ("idn-email", "user\uff20example.com", False),
+    ("idn-email", '"\\\u00e9"@example.com', False),
+    ("idn-email", "\u00e9@\u00e9-.com", False),
+    ("idn-email", "\u00e9..a@b.c", False),
+    ("idn-email", "a@" + "\u00e9" * 64 + ".com", False),
+    ("idn-email", "\u00e9" * 64 + "@" + "a" * 63 + "." + "b" * 63 + "." + "c" * 61, True),  # 254 characters
+    ("idn-email", "\u00e9" * 64 + "@" + "a" * 63 + "." + "b" * 63 + "." + "c" * 62, False),
     ("hostname", "www.example.com", True),
     ("hostname", "-bad.com", False),
     ("hostname", "a" * 64 + ".com", False),
