@@ -6,8 +6,9 @@ automaton plain: ``{"properties": {"a": A}} ∧ {"properties": {"a": B}, "requir
 ``{"properties": {"a": {"allOf": [A, B]}}, "required": ["a"]}``. A property one schema does not list
 takes that schema's ``additionalProperties`` (default true) into its ``allOf``. Keywords that appear
 in one schema only are copied; ``type`` is intersected and ``required`` united; any other clash
-(``patternProperties``, two ``contains``, ...) leaves the intersection to ``And`` (``merge`` returns
-None); several schema-form ``items`` (no tuple keywords) merge as ``items: {"allOf": [...]}``.
+(two ``contains``, ``patternProperties`` beside another schema's ``properties``,
+``patternProperties`` or ``additionalProperties``, ...) leaves the intersection to ``And`` (``merge``
+returns None); several schema-form ``items`` (no tuple keywords) merge as ``items: {"allOf": [...]}``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,10 @@ _ANNOTATIONS = frozenset(
      "writeOnly", "$schema", "$id", "$anchor", "$defs", "definitions", "markdownDescription"}
 )  # fmt: skip
 _SPECIAL = frozenset({"type", "properties", "required", "additionalProperties"})
-_NEVER = frozenset({"$ref", "$dynamicRef", "patternProperties", "unevaluatedProperties", "unevaluatedItems"})
+_NEVER = frozenset({"$ref", "$dynamicRef", "unevaluatedProperties", "unevaluatedItems"})
+# which schema a member's value meets: from one part only when one has patternProperties (a name
+# another part declared or left to its additionalProperties may match a pattern of it)
+_MEMBERS = frozenset({"properties", "patternProperties", "additionalProperties"})
 _GROUPS = (
     frozenset({"items", "prefixItems", "additionalItems"}),
     frozenset({"if", "then", "else"}),
@@ -41,6 +45,8 @@ def merge(schemas: list, outer: bool = False) -> dict | None:
         return None
     own = _NEVER - {"unevaluatedProperties"} if outer and parts and parts[0] is schemas[0] else _NEVER
     if not all(isinstance(s, dict) and not ((own if i == 0 else _NEVER) & s.keys()) for i, s in enumerate(parts)):
+        return None
+    if any("patternProperties" in s for s in parts) and sum(bool(_MEMBERS & s.keys()) for s in parts) > 1:
         return None
     items = [s["items"] for s in parts if "items" in s]
     # several schema-form ``items`` alone (no tuple keywords beside them): every item meets them all

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -64,6 +65,10 @@ def object_node(lowering: SchemaLowering, schema: dict, path: str, base: str, pl
     if not deps:
         return _object(lowering, schema, path, base, place, (), (), (), ())
     involved = list(dict.fromkeys(n for trigger, names, _, _ in deps for n in (trigger, *names)))
+    # names a dependency's schema makes absent (``not: {required}``) are named in every case (kept out
+    # of the other members, as triggers are, wherever the place does not list them)
+    for _, _, sub, _ in deps:
+        involved += [n for _, off in _name_cases(sub) or () for n in off if n not in involved]
     always, always_extra, deps = _settled(schema, deps)
     cases, deps = _by_discriminator(deps, path)
     involved += [n for req, off, _ in cases for n in (*req, *off) if n not in involved]
@@ -82,13 +87,14 @@ def object_node(lowering: SchemaLowering, schema: dict, path: str, base: str, pl
                     extra.append((sub, sub_path))
             else:
                 forbidden += triggers
-        names_only = [_required_alternatives(sub) for sub, _ in extra]  # such schemas become cases too
+        names_only = [_name_cases(sub) for sub, _ in extra]  # such schemas become cases too
         extra = [e for e, alts in zip(extra, names_only, strict=True) if alts is None]
         for picked in itertools.product(*(alts for alts in names_only if alts is not None)):
-            more = [n for names in picked for n in names]
-            if set(required + more) & set(forbidden):  # a name both required and absent: no object
+            more = [n for names, _ in picked for n in names]
+            off = [*forbidden, *(n for _, absent in picked for n in absent)]
+            if set(required + more) & set(off):  # a name both required and absent: no object
                 continue
-            variants.append((frozenset(required + more), frozenset(forbidden), tuple(extra)))
+            variants.append((frozenset(required + more), frozenset(off), tuple(extra)))
             if len(variants) > 8 * MAX_DEPENDENCY_CASES:
                 raise LimitError(f"property dependencies in one object make more than {8 * MAX_DEPENDENCY_CASES} "
                                  f"cases (at {path})")  # fmt: skip
@@ -114,25 +120,42 @@ def _widest(variants: list) -> list:
     return out
 
 
-def _required_alternatives(schema) -> list[tuple[str, ...]] | None:
-    """For a dependency's schema that only requires names, ``{"required": [...]}`` or an ``anyOf`` of
-    such, the name lists one of which must be present (the object's cases split on them instead of
-    intersecting the object with the schema: a union of cases is exact for anyOf); else None."""
+def _name_cases(schema) -> list[tuple[tuple[str, ...], tuple[str, ...]]] | None:
+    """For a dependency's schema that only says which names are present, the (required, absent) name
+    lists one of which must hold: ``{"required": [...]}``, ``{"not": {"required": [...]}}`` (one of
+    those names absent), and ``anyOf`` (any one case of a branch) or ``allOf`` (a case of every part)
+    of such; keywords side by side hold together. The object's cases split on them instead of
+    intersecting the object with the schema (an intersection of object languages, searched by
+    derivatives at mask time): the union of the cases is exact. Else None (also past
+    ``MAX_DEPENDENCY_CASES`` cases)."""
     if not isinstance(schema, dict):
         return None
-    keys = set(schema) - ANNOTATIONS
-    if keys == {"required"} and isinstance(schema["required"], list):
-        names = schema["required"]
-        return [tuple(names)] if all(isinstance(n, str) for n in names) else None
-    if keys == {"anyOf"} and isinstance(schema["anyOf"], list) and schema["anyOf"]:
-        out = []
-        for sub in schema["anyOf"]:
-            alts = _required_alternatives(sub)
-            if alts is None or len(alts) != 1:
+    parts: list[list] = []
+    for kw, value in schema.items():  # (in the schema's order: the cases' order is the grammar's)
+        if kw in ANNOTATIONS:
+            continue
+        if kw in ("required", "not"):
+            names = value.get("required") if kw == "not" and isinstance(value, dict) else value
+            if (kw == "not" and (not isinstance(value, dict) or set(value) - ANNOTATIONS != {"required"})
+                    or not isinstance(names, list) or not all(isinstance(n, str) for n in names)):  # fmt: skip
                 return None
-            out += alts
-        return out
-    return None
+            parts.append([(tuple(names), ())] if kw == "required" else [((), (n,)) for n in dict.fromkeys(names)])
+        elif kw in ("anyOf", "allOf") and isinstance(value, list) and value:
+            subs = [_name_cases(sub) for sub in value]
+            if any(sub is None for sub in subs):
+                return None
+            parts += [[c for sub in subs for c in sub]] if kw == "anyOf" else subs
+        else:
+            return None
+    if math.prod(len(p) for p in parts) > MAX_DEPENDENCY_CASES:
+        return None
+    out = []
+    for picked in itertools.product(*parts):
+        required = tuple(dict.fromkeys(n for names, _ in picked for n in names))
+        absent = tuple(dict.fromkeys(n for _, names in picked for n in names))
+        if not set(required) & set(absent):  # else no object: the case is left out
+            out.append((required, absent))
+    return out
 
 
 def _by_discriminator(deps: list, path: str) -> tuple[list, list]:

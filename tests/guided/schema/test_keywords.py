@@ -657,6 +657,71 @@ def test_dependent_schemas_that_only_require_names_are_cases_beside_recursion(vo
         assert got == validator.is_valid(json.loads(text)), text
 
 
+def _below(node):
+    stack, seen = [node], set()
+    while stack:
+        x = stack.pop()
+        if id(x) not in seen:
+            seen.add(id(x))
+            yield x
+            stack.extend(getattr(x, "items", ()) or ([x.item] if hasattr(x, "item") else []))
+
+
+def _objects_intersected(node) -> bool:
+    """Whether an intersection below holds an object's language (a ``{``): lexical ones, a name
+    class minus the declared names, are no search over members."""
+    from guided.grammar.regex_ast import And, Chars
+
+    brace = Chars(((ord("{"), ord("{")),))
+    return any(isinstance(x, And) and any(y == brace for y in _below(x)) for x in _below(node))
+
+
+@pytest.mark.parametrize("count", [{"maxProperties": 2}, {"minProperties": 3}])
+def test_dependencies_that_make_names_absent_are_cases(count):
+    """MaskBench's Handwritten dep7 / dep8 shape: names from a pattern, ``allOf`` of dependencies whose
+    schemas say which names are present or absent (``required``, ``not: {required}``, ``anyOf`` and
+    ``allOf`` of them) and a required name. The allOf merges into the object (its patternProperties
+    are the only member keywords) and every such dependency splits the object into cases: no
+    intersection is left (before: an intersection of object languages over schema-free values, whose
+    first name mask ran past the 5 s bound). Exact against jsonschema on every set of up to four
+    names, in any order; ``f`` is absent where ``a`` is, though no dependency is triggered by it."""
+    import itertools
+
+    import jsonschema
+
+    schema = {"type": "object", "patternProperties": {"^[a-f]$": True}, "additionalProperties": False,
+              "allOf": [{"dependencies": {
+                  "a": {"anyOf": [{"required": ["c"]}, {"required": ["b"]}], "not": {"required": ["f"]}},
+                  "b": {"not": {"required": ["c"]}},
+                  "c": {"allOf": [{"required": ["e"]}, {"not": {"required": ["d", "b"]}}]},
+                  "d": {"not": {"required": ["e"]}}}}, {"required": ["a"]}], **count}  # fmt: skip
+    node = json_schema_to_node(schema)
+    merged = not _objects_intersected(node)  # (a bool: a failing assert would print the node)
+    assert merged
+    validator = jsonschema.Draft7Validator(schema)
+    valid = 0
+    for k in range(5):
+        for chosen in itertools.combinations("abcdefg", k):
+            value = {n: True for n in chosen}
+            got = any(accepts(node, "{" + ",".join(f'"{n}":true' for n in order) + "}")
+                      for order in itertools.permutations(chosen))  # fmt: skip
+            assert got == validator.is_valid(value), value
+            valid += got
+    assert valid == (1 if "maxProperties" in count else 3)  # {a, b}; {a, b, d}, {a, b, e}, {a, c, e}
+
+
+def test_pattern_properties_merge_only_beside_parts_without_member_keywords():
+    """``allOf`` parts merge into a schema with ``patternProperties`` when no other part says which
+    schema a member's value meets (a name another part declares could match a pattern)."""
+    from guided.schema.merge import merge
+
+    base = {"patternProperties": {"^x": {"type": "integer"}}, "additionalProperties": False}
+    assert merge([base, {"required": ["x1"], "maxProperties": 2}]) == {**base, "required": ["x1"], "maxProperties": 2}
+    assert merge([base, {"properties": {"x1": {"minimum": 3}}}]) is None
+    assert merge([base, {"additionalProperties": {"type": "string"}}]) is None
+    assert merge([base, {"patternProperties": {"^y": True}}]) is None
+
+
 def test_one_of_branches_apart_only_beside_their_siblings_skip_the_complements():
     """GeoJSON's shape: the branches name `type` values but only the schema beside them requires
     `type`. Read with it, they are disjoint, so oneOf is their union (no complement); the language
