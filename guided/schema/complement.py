@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from guided.errors import SchemaError
 from guided.grammar import parse_regex
 from guided.grammar.regex_ast import EMPTY, Node, Not, alt, intersect, literal, repeat, seq
+from guided.schema.keywords import INTERPRETED
 from guided.schema.strings import encode, json_string, none_of, quoted
 
 if TYPE_CHECKING:  # the lowering calls these helpers with itself
@@ -40,15 +41,7 @@ _ANNOTATIONS = frozenset(
      "writeOnly", "$schema", "$defs", "definitions", "markdownDescription", "format_hint"}
 )  # fmt: skip
 # keywords the lowering interprets: one without a piece here means no complement schema
-_KNOWN = frozenset(
-    {"type", "enum", "const", "nullable", "$ref", "$id", "$anchor", "$dynamicRef", "$recursiveRef",
-     "allOf", "anyOf", "oneOf", "not", "if", "then", "else", "properties", "required",
-     "additionalProperties", "patternProperties", "propertyNames", "minProperties", "maxProperties",
-     "dependentRequired", "dependentSchemas", "dependencies", "unevaluatedProperties", "items",
-     "prefixItems", "additionalItems", "minItems", "maxItems", "contains", "minContains", "maxContains",
-     "uniqueItems", "unevaluatedItems", "minLength", "maxLength", "pattern", "format", "minimum",
-     "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", MEMBER}
-)  # fmt: skip
+_KNOWN = INTERPRETED | {MEMBER}
 _LEAVES = ("const", "enum", "pattern", "format", "multipleOf", "uniqueItems")
 _OF_TYPE = {"pattern": "string", "format": "string", "multipleOf": "number", "uniqueItems": "array"}
 _MAX_DEPTH = 16

@@ -4,14 +4,24 @@ from __future__ import annotations
 
 from guided.schema.facts import ANNOTATIONS, TYPES
 
-__all__ = ["takes_all", "UNSUPPORTED_KEYWORDS", "UNSUPPORTED_FORMATS", "SIMPLE_SIBLINGS", "ALL_TYPES", "TYPE_KEYWORDS",
-           "ANNOTATIONS", "OBJECT_ONLY", "OLD_DRAFTS", "MAX_ENUM"]  # fmt: skip
+__all__ = ["takes_all", "INTERPRETED", "UNSUPPORTED_KEYWORDS", "UNSUPPORTED_FORMATS", "SIMPLE_SIBLINGS",
+           "ALL_TYPES", "TYPE_KEYWORDS", "ANNOTATIONS", "OBJECT_ONLY", "OLD_DRAFTS", "MAX_ENUM"]  # fmt: skip
 
 # keywords the lowering refuses (dynamic scopes have no static grammar): dynamic_refs rewrites the static ones
 # as $ref before it, and refuses the others with their reason
 UNSUPPORTED_KEYWORDS = ("$dynamicRef", "$recursiveRef")
 # formats with no exact grammar here: a SchemaError (lenient: relaxed to any string)
 UNSUPPORTED_FORMATS = frozenset({"idn-hostname"})
+# keywords the lowering interprets (the others, unknown ones included, are ignored as annotations)
+INTERPRETED = frozenset(
+    {"type", "enum", "const", "nullable", "$ref", "$id", "$anchor", "$dynamicRef", "$recursiveRef",
+     "allOf", "anyOf", "oneOf", "not", "if", "then", "else", "properties", "required",
+     "additionalProperties", "patternProperties", "propertyNames", "minProperties", "maxProperties",
+     "dependentRequired", "dependentSchemas", "dependencies", "unevaluatedProperties", "items",
+     "prefixItems", "additionalItems", "minItems", "maxItems", "contains", "minContains", "maxContains",
+     "uniqueItems", "unevaluatedItems", "minLength", "maxLength", "pattern", "format", "minimum",
+     "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
+)  # fmt: skip
 # keywords an enum/const may sit beside and be filtered against in Python, exactly
 SIMPLE_SIBLINGS = frozenset(
     {"type", "enum", "const", "format", "minLength", "maxLength", "pattern", "minimum", "maximum",

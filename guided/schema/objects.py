@@ -36,7 +36,7 @@ from guided.grammar.regex_ast import (
     seq,
 )
 from guided.schema.key_order import MAX_PERMUTED, bag_fits, closes_by_default, closing_names
-from guided.schema.keywords import ANNOTATIONS
+from guided.schema.keywords import ANNOTATIONS, INTERPRETED
 from guided.schema.object_bags import bag
 from guided.schema.recursion import has_hole
 from guided.schema.strings import ANY_STRING_BODY, encode, json_literal_string, none_of, quoted
@@ -132,7 +132,7 @@ def _name_cases(schema) -> list[tuple[tuple[str, ...], tuple[str, ...]]] | None:
         return None
     parts: list[list] = []
     for kw, value in schema.items():  # (in the schema's order: the cases' order is the grammar's)
-        if kw in ANNOTATIONS:
+        if kw in ANNOTATIONS or kw not in INTERPRETED:  # the lowering ignores unknown keywords too
             continue
         if kw in ("required", "not"):
             names = value.get("required") if kw == "not" and isinstance(value, dict) else value
