@@ -65,10 +65,17 @@ def object_node(lowering: SchemaLowering, schema: dict, path: str, base: str, pl
     if not deps:
         return _object(lowering, schema, path, base, place, (), (), (), ())
     involved = list(dict.fromkeys(n for trigger, names, _, _ in deps for n in (trigger, *names)))
+    found: dict[int, list | None] = {}  # _name_cases per dependency schema (by id: each is alive here)
+
+    def name_cases(sub) -> list | None:
+        if id(sub) not in found:
+            found[id(sub)] = _name_cases(sub)
+        return found[id(sub)]
+
     # names a dependency's schema makes absent (``not: {required}``) are named in every case (kept out
     # of the other members, as triggers are, wherever the place does not list them)
     for _, _, sub, _ in deps:
-        involved += [n for _, off in _name_cases(sub) or () for n in off if n not in involved]
+        involved += [n for _, off in name_cases(sub) or () for n in off if n not in involved]
     always, always_extra, deps = _settled(schema, deps)
     cases, deps = _by_discriminator(deps, path)
     involved += [n for req, off, _ in cases for n in (*req, *off) if n not in involved]
@@ -87,7 +94,7 @@ def object_node(lowering: SchemaLowering, schema: dict, path: str, base: str, pl
                     extra.append((sub, sub_path))
             else:
                 forbidden += triggers
-        names_only = [_name_cases(sub) for sub, _ in extra]  # such schemas become cases too
+        names_only = [name_cases(sub) for sub, _ in extra]  # such schemas become cases too
         extra = [e for e, alts in zip(extra, names_only, strict=True) if alts is None]
         for picked in itertools.product(*(alts for alts in names_only if alts is not None)):
             more = [n for names, _ in picked for n in names]
