@@ -18,7 +18,6 @@ and resolves them where it cannot:
 from __future__ import annotations
 
 import itertools
-import time
 from typing import TYPE_CHECKING
 
 from guided.errors import LimitError, SchemaError
@@ -34,9 +33,12 @@ if TYPE_CHECKING:  # the lowering calls these helpers with itself
 
 __all__ = ["Unresolved", "meet_one", "holes_meet", "distributed", "disjoint_upper", "upper"]
 
-_BUDGET = 3_000  # states per emptiness search: proofs that need more are not worth their time
-_PROOF_SECONDS = 0.1  # per oneOf
-_PROOF_SHARE = 0.25  # of the lowering's time bound, at most, spent on disjointness proofs
+# Disjointness proofs are bounded by work, never by time, so that a schema's grammar does not depend
+# on the machine's load (nor does the disk cache's content). Work: derivatives computed plus
+# expressions interned, both counted by the proof's own pool.
+_BUDGET = 1_000  # states per emptiness search: proofs that need more are not worth their time
+_PROOF_WORK = 150_000  # per oneOf, checked before each pair (one pair's search adds ~60k at most)
+_LOWERING_PROOF_WORK = 1_500_000  # per lowering, over all its proofs
 _MAX_BRANCHES = 16
 _INTERSECTION = (
     "an intersection (allOf, $ref siblings, dependentSchemas, contains, uniqueItems, propertyNames)"
@@ -123,20 +125,28 @@ def upper(lowering: SchemaLowering, node: Node) -> Node:
 
 
 def disjoint_upper(lowering: SchemaLowering, nodes: list[Node]) -> bool:
-    """Whether the languages (some with holes) are pairwise disjoint, proved on ``upper`` bounds."""
+    """Whether the languages (some with holes) are pairwise disjoint, proved on ``upper`` bounds.
+
+    Each bound is built when its first pair is tried: most proofs fail on their first pair, and a
+    bound can be large (the first level of a big definition)."""
     if not any(has_hole(n) for n in nodes) or len(nodes) > _MAX_BRANCHES:
         return False
-    left = min(_PROOF_SHARE * lowering.options.timeout_s - lowering.proof_time, _PROOF_SECONDS)
-    if left <= 0:
+    if lowering.proof_work >= _LOWERING_PROOF_WORK:
         return False
-    start = time.monotonic()
-    bounds = [upper(lowering, n) for n in nodes]
+    bounds: dict[int, Node] = {}
     pool = ExprPool()
+    start = pool._work + len(pool)
     try:
-        with pool.bound.limit(left, "a oneOf disjointness proof"):
-            pairs = itertools.combinations(bounds, 2)
-            return not any(pool.is_live(pool.intern(intersect(a, b)), _BUDGET) for a, b in pairs)
-    except LimitError:
+        for i, j in itertools.combinations(range(len(nodes)), 2):
+            if pool._work + len(pool) - start > _PROOF_WORK:  # the pairs so far spent the proof's work
+                return False
+            for k in (i, j):
+                if k not in bounds:
+                    bounds[k] = upper(lowering, nodes[k])
+            if pool.is_live(pool.intern(intersect(bounds[i], bounds[j])), _BUDGET):
+                return False
+        return True
+    except LimitError:  # a search past its states
         return False
     finally:
-        lowering.proof_time += time.monotonic() - start
+        lowering.proof_work += pool._work + len(pool) - start

@@ -166,7 +166,7 @@ class SchemaLowering:
         self.complements: dict[tuple, object] = {}  # (id(schema), base) -> its complement schema
         self.inlined: dict[int, int] = {}  # $ref targets merged into an allOf being lowered
         self.probing = 0  # > 0: an intersection over holes raises Unresolved (schema_meet)
-        self.proof_time = 0.0  # seconds spent proving oneOf branches disjoint (schema_meet)
+        self.proof_work = 0  # work spent proving oneOf branches disjoint (intersections.disjoint_upper)
         schema_uri = root.get("$schema", "") if isinstance(root, dict) else ""
         self.old_draft = isinstance(schema_uri, str) and any(d in schema_uri for d in OLD_DRAFTS)
         # draft-03/04 count 1.0 as a number, not an integer

@@ -160,3 +160,35 @@ def test_strict_closes_generated_objects_never_the_complemented_ones(service, to
         assert not _accepts(compiled, tokenizer_builtin, text), text
     for text in ('{"a":"x"}', "{}", "3", '"s"'):
         assert _accepts(compiled, tokenizer_builtin, text), text
+
+
+def test_one_of_disjointness_proofs_do_not_depend_on_the_clock(monkeypatch):
+    """oneOf branches proved disjoint on upper bounds (MaskBench's Github_trivial o26954) are their
+    union however slow the proof runs: it is bounded by work (states per search, derivatives and
+    expressions over the proof), never by seconds, so a loaded machine lowers a schema to the same
+    grammar (and the disk cache holds one entry for it). A proof that took past 100 ms used to fail,
+    and exclusivity was written with complements instead."""
+    import time
+
+    from guided.grammar import ExprPool
+    from guided.schema import intersections
+    from guided.schema.compiler import json_schema_to_grammar
+
+    schema = {"type": "number", "default": 2, "oneOf": [
+        {"const": 1, "standsFor": "miter"}, {"const": 2, "standsFor": "round"}, {"const": 3, "standsFor": "bevel"}]}  # fmt: skip
+    searches = []
+
+    class SlowPool(ExprPool):
+        def is_live(self, e: int, budget: int = 200_000) -> bool:
+            searches.append(e)
+            time.sleep(0.15)
+            return super().is_live(e, budget)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        quick = json_schema_to_grammar(schema)
+        monkeypatch.setattr(intersections, "ExprPool", SlowPool)
+        slow = json_schema_to_grammar(schema)
+    assert len(searches) == 3  # the three pairs, each proved apart
+    same = slow == quick  # (a lowered tree's repr is not printed: it can be exponential)
+    assert same
