@@ -46,7 +46,7 @@ def merge(schemas: list, outer: bool = False) -> dict | None:
     own = _NEVER - {"unevaluatedProperties"} if outer and parts and parts[0] is schemas[0] else _NEVER
     if not all(isinstance(s, dict) and not ((own if i == 0 else _NEVER) & s.keys()) for i, s in enumerate(parts)):
         return None
-    if any("patternProperties" in s for s in parts) and sum(bool(_MEMBERS & s.keys()) for s in parts) > 1:
+    if any("patternProperties" in s for s in parts) and sum(_says_members(s) for s in parts) > 1:
         return None
     items = [s["items"] for s in parts if "items" in s]
     # several schema-form ``items`` alone (no tuple keywords beside them): every item meets them all
@@ -85,6 +85,17 @@ def merge(schemas: list, outer: bool = False) -> dict | None:
     if addl:
         out["additionalProperties"] = _all(addl)
     return out
+
+
+def _says_members(s: dict) -> bool:
+    """Whether the schema says which schema some member's value meets. ``properties`` that only
+    forbid names (``{"n": false}``, a ``not: {required: [...]}`` rewritten) do not: such a name is
+    forbidden in the merge too, whatever pattern it matches, and the other names are left alone."""
+    keys = _MEMBERS & s.keys()
+    props = s.get("properties")
+    if keys == {"properties"} and isinstance(props, dict) and all(v is False for v in props.values()):
+        return False
+    return bool(keys)
 
 
 def _flat(schemas: list) -> list | None:

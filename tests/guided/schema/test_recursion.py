@@ -765,3 +765,23 @@ def test_a_schema_met_at_two_places_lowers_to_one_object():
     there = KeyOrder.at(lowering.resolver, [(item, base), ({"required": []}, base)])
     assert here.key != there.key
     assert lowering.lower(item, "#", base, here) is lowering.lower(item, "#", base, there)
+
+
+def test_recursion_beside_not_required_merges_into_the_object(compiler, tokenizer_llama3):
+    """``not: {required: [...]}`` beside an object whose members recurse through ``patternProperties``
+    (Tabris.js's locale selector: ``{"patternProperties": {"^[a-z]{2,3}$": {"$ref": ...}},
+    "additionalProperties": false, "not": {"required": ["ios"]}}``) is the object with those names
+    forbidden: the refused values' schema (``{"type": "object", "properties": {"ios": false}}``, or
+    one such case per name) merges into the object, whatever pattern the name matches, so nothing is
+    left to intersect with the recursion. It was a SchemaError. Exact against jsonschema."""
+    node = {"type": "object", "patternProperties": {"^[a-z]{2,3}$": {"$ref": "#/$defs/node"}},
+            "additionalProperties": False, "minProperties": 1, "not": {"required": ["ios"]}}  # fmt: skip
+    schema = {"$defs": {"node": {"anyOf": [{"type": "integer"}, node]}}, "$ref": "#/$defs/node"}
+    _check(compiler, tokenizer_llama3, schema,
+           ["1", '{"en": 1}', '{"ios": 1}', '{"en": {"ios": 2}}', '{"en": {"de": 2}, "fr": 3}', "{}",
+            '{"en": {}}', '{"abcd": 1}', '{"en": {"fr": {"ios": 1}}}', '{"io": {"iso": 1}}'])  # fmt: skip
+    both = {**node, "not": {"required": ["en", "fr"]}}  # either name absent: two cases
+    schema = {"$defs": {"node": {"anyOf": [{"type": "integer"}, both]}}, "$ref": "#/$defs/node"}
+    _check(compiler, tokenizer_llama3, schema,
+           ['{"en": 1}', '{"fr": 1, "de": {"en": 2}}', '{"en": 1, "fr": 2}', '{"fr": 1, "en": 2}',
+            '{"de": {"fr": {"en": 1, "fr": 1}}}', '{"de": {"fr": {"en": 1, "de": 1}}}'])  # fmt: skip
