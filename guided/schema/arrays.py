@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from guided.errors import SchemaError
 from guided.grammar.regex_ast import EMPTY, EPSILON, Node, alt, intersect, literal, optional, repeat, seq
 from guided.schema.complement import complement
+from guided.schema.facts import disjoint
 from guided.schema.unique_plan import MAX_UNIQUE_VALUES, finite_values
 
 if TYPE_CHECKING:  # the lowering calls these helpers with itself
@@ -47,11 +48,11 @@ def array_node(lowering: SchemaLowering, schema: dict, path: str, base: str, pla
     heads = [lowering.lower(s, f"{prefix_path}/{i}", base, place.item(i)) for i, s in enumerate(prefix)]
     item = lowering.lower(items, items_path, base, place.item(None))
     if "contains" in schema and not heads and lo == 0 and hi is None:
-        node = _contains(lowering, schema, heads, item, path, base, place)  # its elements are items already
+        node = _contains(lowering, schema, heads, item, items, path, base, place)  # its elements are items already
     else:
         node = _wrap(lowering, _list(lowering, heads, item, lo, hi))
         if "contains" in schema:
-            node = intersect(node, _contains(lowering, schema, heads, item, path, base, place))
+            node = intersect(node, _contains(lowering, schema, heads, item, items, path, base, place))
     if schema.get("uniqueItems") is True and (hi is None or hi > 1):
         node = intersect(node, *_unique(lowering, schema, prefix, items, path, base))
     return node
@@ -84,14 +85,19 @@ def _list(lowering: SchemaLowering, heads: list[Node], item: Node, lo: int, hi: 
     return optional(first) if lo == 0 else first
 
 
-def _contains(lowering: SchemaLowering, schema: dict, heads, item: Node, path: str, base: str, place) -> Node:
+def _contains(lowering: SchemaLowering, schema: dict, heads, item: Node, items, path: str, base: str, place) -> Node:
     if heads:
         lowering.relax("contains together with prefixItems is not supported", f"{path}/contains")
         return lowering.any_value()
-    cond = lowering.lower(schema["contains"], f"{path}/contains", base, place.item(None))
     a, b = lowering.count(schema, "minContains", 1, path), lowering.count(schema, "maxContains", None, path)
     if b is not None and b < a:
         return EMPTY
+    if a > 0 and disjoint([items, schema["contains"]], lowering.resolver, base):
+        # no item can be counted (``{"items": {"type": "string"}, "contains": {"type": "number"}}``,
+        # as the complement of an array of strings meets its items): no array, and no intersection
+        # of the two item languages to build (one with schema-free values would need a bound)
+        return EMPTY
+    cond = lowering.lower(schema["contains"], f"{path}/contains", base, place.item(None))
     x = lowering.conjoin([item, cond])
     # the items not counted: refused by `contains` (lower() put this schema in PLAIN mode: `item` is
     # PLAIN, as a complement needs beside it)
