@@ -47,7 +47,7 @@ def array_node(lowering: SchemaLowering, schema: dict, path: str, base: str, pla
     lo, hi = lowering.count(schema, "minItems", 0, path), lowering.count(schema, "maxItems", None, path)
     heads = [lowering.lower(s, f"{prefix_path}/{i}", base, place.item(i)) for i, s in enumerate(prefix)]
     item = lowering.lower(items, items_path, base, place.item(None))
-    if "contains" in schema and not heads and lo == 0 and hi is None:
+    if "contains" in schema and not heads and hi is None and lo <= _least_counted(lowering, schema, path):
         node = _contains(lowering, schema, heads, item, items, path, base, place)  # its elements are items already
     else:
         node = _wrap(lowering, _list(lowering, heads, item, lo, hi))
@@ -85,6 +85,14 @@ def _list(lowering: SchemaLowering, heads: list[Node], item: Node, lo: int, hi: 
     return optional(first) if lo == 0 else first
 
 
+def _least_counted(lowering: SchemaLowering, schema: dict, path: str) -> int:
+    """The fewest elements an array meeting ``contains`` has: ``minContains`` (1), where no
+    ``maxContains`` bounds the count (then at least that many are counted); else 0."""
+    if lowering.count(schema, "maxContains", None, path) is not None:
+        return 0
+    return lowering.count(schema, "minContains", 1, path)
+
+
 def _contains(lowering: SchemaLowering, schema: dict, heads, item: Node, items, path: str, base: str, place) -> Node:
     if heads:
         lowering.relax("contains together with prefixItems is not supported", f"{path}/contains")
@@ -99,6 +107,13 @@ def _contains(lowering: SchemaLowering, schema: dict, heads, item: Node, items, 
         return EMPTY
     cond = lowering.lower(schema["contains"], f"{path}/contains", base, place.item(None))
     x = lowering.conjoin([item, cond])
+    if b is None:  # at least a counted: any items around a counted ones, no complement needed
+        sep = lowering.sep
+        if a == 0:
+            return _wrap(lowering, optional(seq(item, repeat(seq(sep, item)))))
+        before = repeat(seq(item, sep))
+        gap = seq(sep, before)
+        return _wrap(lowering, seq(before, x, repeat(seq(gap, x), a - 1, a - 1), repeat(seq(sep, item))))
     # the items not counted: refused by `contains` (lower() put this schema in PLAIN mode: `item` is
     # PLAIN, as a complement needs beside it)
     refused = complement(lowering, schema["contains"], f"{path}/contains", base, place.item(None))

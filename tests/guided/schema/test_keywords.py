@@ -167,6 +167,15 @@ CASES = {
         {"type": "array", "contains": {"type": "integer"}, "minContains": 1, "maxContains": 2},
         [[], ["a"], [1], ["a", 1, "b", 2], [1, 2, 3]],
     ),
+    # without maxContains: any items around the counted ones (no complement of the contains schema)
+    "contains-at-least": (
+        {"type": "array", "contains": {"type": "integer"}, "minContains": 2, "minItems": 1},
+        [[], [1], [1, 2], ["a", 1, "b", 2, "c"], [1, "a"], [1, 2, 3], ["a", "b"], [1.5, 2, 3]],
+    ),
+    "contains-none-needed": (
+        {"type": "array", "items": {"type": ["integer", "string"]}, "contains": {"type": "integer"}, "minContains": 0},
+        [[], ["a"], [1, "a"], [None]],
+    ),
     "unique-enum": (
         {"type": "array", "items": {"enum": ["a", "b", "c"]}, "uniqueItems": True},
         [["a", "b"], ["a", "a"], ["c", "b", "a"], []],
