@@ -106,7 +106,7 @@ def _contains(lowering: SchemaLowering, schema: dict, heads, item: Node, items, 
         # of the two item languages to build (one with schema-free values would need a bound)
         return EMPTY
     cond = lowering.lower(schema["contains"], f"{path}/contains", base, place.item(None))
-    x = lowering.conjoin([item, cond])
+    x = _counted(lowering, schema, item, cond, items, path, base, place)
     if b is None:  # at least a counted: any items around a counted ones, no complement needed
         sep = lowering.sep
         if a == 0:
@@ -126,6 +126,17 @@ def _contains(lowering: SchemaLowering, schema: dict, heads, item: Node, items, 
         seq(x, ys, repeat(xs, max(a - 1, 0), None if b is None else b - 1)) if b != 0 else EMPTY,
     )
     return _wrap(lowering, body)
+
+
+def _counted(lowering: SchemaLowering, schema: dict, item: Node, cond: Node, items, path: str, base: str, place) -> Node:
+    """The items ``contains`` counts: ``items`` and ``contains`` met as one schema (an ``allOf``,
+    which merges where that is exact: a closed object beside the refusal of one, as oneOf
+    exclusivity writes it, is no object at all), else the two languages intersected."""
+    sub = schema["contains"]
+    if not isinstance(items, dict) or not isinstance(sub, dict):
+        return lowering.conjoin([item, cond])
+    both = lowering._memo_rewrite((id(schema), base, "counted"), schema, lambda: {"allOf": [items, sub]})
+    return lowering.lower(both, f"{path}/contains", base, place.item(None))
 
 
 def _unique(lowering: SchemaLowering, schema: dict, prefix: list, items, path: str, base: str) -> list[Node]:

@@ -109,6 +109,18 @@ def _describes_objects(values: list) -> bool:
     return False
 
 
+def _closed_to(schema: dict, names) -> bool:
+    """Whether the schema's objects have no member named other than ``names`` (its own
+    ``additionalProperties: false``, no ``patternProperties``, its ``properties`` among them)."""
+    props = schema.get("properties") or {}
+    return (
+        schema.get("additionalProperties") is False
+        and not schema.get("patternProperties")
+        and isinstance(props, dict)
+        and set(props) <= set(names)
+    )
+
+
 class SchemaLowering:
     """One lowering run over one root schema (its resolver, budget, deadline and warnings)."""
 
@@ -308,6 +320,8 @@ class SchemaLowering:
         else:
             parts = []
         if MEMBER in schema and id(schema[MEMBER]) in self.member_specs:  # internal (schema_complement)
+            if _closed_to(schema, schema[MEMBER].get("names") or ()):
+                return EMPTY  # a member named none of the names, in an object closed to them
             member = member_node(self, schema[MEMBER], path, base, place)
             if not parts and set(schema) <= {MEMBER, "type"} and schema.get("type", "object") == "object":
                 return member

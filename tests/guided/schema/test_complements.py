@@ -258,3 +258,31 @@ def test_one_of_refusing_arrays_of_closed_objects_stays_exact(service, tokenizer
         compiled = compile_json_schema(service.grammars, schema, key_order="any")
     for text in texts:
         assert _accepts(compiled, tokenizer_builtin, text) == validator.is_valid(json.loads(text)), text
+
+
+def test_one_of_sharing_an_array_of_closed_objects_stays_exact(service, tokenizer_builtin):
+    """Tye's executable and azureFunction services: both declare ``env``, an array of closed objects,
+    so each takes the other's refusal of it: an array that ``contains`` an item which is no such
+    object, beside its own ``items``. The counted items are then met as one schema, which merges
+    case by case (a closed object beside "a member named none of its names" is no object), so no
+    intersection of item languages with schema-free values is left. Exact against jsonschema,
+    without a warning."""
+    from guided.schema.compiler import compile_json_schema
+
+    env = {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"},
+           "value": {"type": "string"}}, "required": ["name", "value"], "additionalProperties": False}}  # fmt: skip
+    schema = {"oneOf": [
+        {"type": "object", "properties": {"name": {"type": "string"}, "exe": {"type": "string"}, "env": env},
+         "required": ["name", "exe"]},
+        {"type": "object", "properties": {"name": {"type": "string"}, "func": {"type": "string"}, "env": env},
+         "required": ["name", "func"]}]}  # fmt: skip
+    validator = jsonschema.Draft202012Validator(schema)
+    texts = ['{"name": "a", "exe": "x"}', '{"name": "a", "func": "f", "env": [{"name": "k", "value": "v"}]}',
+             '{"name": "a", "exe": "x", "func": "f"}', '{"name": "a", "exe": "x", "func": "f", "env": [{"name": "k"}]}',
+             '{"name": "a", "exe": "x", "env": [{"name": "k", "value": "v", "more": [[[[[[[[[[[[1]]]]]]]]]]]]}]}',
+             '{"name": "a", "exe": "x", "env": [{"name": "k", "value": "v"}, 1]}', '{"name": "a", "exe": 1, "func": "f"}']  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compiled = compile_json_schema(service.grammars, schema, key_order="any")
+    for text in texts:
+        assert _accepts(compiled, tokenizer_builtin, text) == validator.is_valid(json.loads(text)), text
