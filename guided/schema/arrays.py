@@ -2,7 +2,9 @@
 ``minItems``/``maxItems``, ``contains`` with ``minContains``/``maxContains``, and ``uniqueItems``
 where the items come from a small finite set of values.
 
-``contains`` splits each element into "matches" and "does not match" and counts the matches;
+``contains`` is any items around the ``minContains`` counted ones (an item meeting ``items`` and
+``contains``, met as one schema); with ``maxContains`` it splits each element into "matches" and
+"does not match" (a complement) and counts the matches;
 ``uniqueItems`` over finite values intersects one "this value at most once" language per value.
 Unique items of an unbounded kind (strings, numbers, any value) are not a regular language: when
 ``compile_json_schema`` checked the places (``unique_plan``), the grammar accepts the arrays as they
