@@ -137,7 +137,7 @@ def _counted(lowering: SchemaLowering, schema: dict, item: Node, cond: Node, ite
     sub = schema["contains"]
     if not isinstance(items, dict) or not isinstance(sub, dict):
         return lowering.conjoin([item, cond])
-    both = lowering._memo_rewrite((id(schema), base, "counted"), schema, lambda: {"allOf": [items, sub]})
+    both = lowering.memo_rewrite((id(schema), base, "counted"), schema, lambda: {"allOf": [items, sub]})
     return lowering.lower(both, f"{path}/contains", base, place.item(None))
 
 

@@ -358,7 +358,7 @@ class SchemaLowering:
                 return _presence_variants(schema, kws[0])
             return None
 
-        return self._memo_rewrite((id(schema), base, "presence"), schema, make)
+        return self.memo_rewrite((id(schema), base, "presence"), schema, make)
 
     def _evaluated_split(self, schema: dict, base: str) -> dict | None:
         """``unevaluatedProperties``/``unevaluatedItems`` beside one in-place applicator that
@@ -411,13 +411,13 @@ class SchemaLowering:
                 variants.append({"allOf": [{**beside, "allOf": [subs[i] for i in held]}, *nots]})
             return {"anyOf": variants}
 
-        return self._memo_rewrite((id(schema), base, "evaluated"), schema, make)
+        return self.memo_rewrite((id(schema), base, "evaluated"), schema, make)
 
     def keep(self, obj) -> None:
         """Keep a rewritten schema alive: memo keys use id()."""
         self._keep.append(obj)
 
-    def _memo_rewrite(self, key: tuple, source, make):
+    def memo_rewrite(self, key: tuple, source, make):
         """``make()``, memoised under ``key`` (which holds ``id(source)``): the rewrite is kept
         alive beside its source, so the id stays theirs."""
         if key not in self.rewrites:
@@ -713,7 +713,7 @@ class SchemaLowering:
                 return None
             return [{"allOf": [{"type": "object", **extra}, subs[i]]} for i in live]
 
-        return self._memo_rewrite((id(subs), base, "objects"), subs, make)
+        return self.memo_rewrite((id(subs), base, "objects"), subs, make)
 
     def _apart_on_discriminator(self, subs: list, live: list[int], base: str) -> list[dict] | None:
         """The branches each as ``{"allOf": [branch, {"type": "object", "required": [P]}]}`` when
@@ -723,7 +723,7 @@ class SchemaLowering:
             name = discriminator([subs[i] for i in live], self.resolver, base)
             return None if name is None else [{"allOf": [subs[i], {"type": "object", "required": [name]}]} for i in live]
 
-        return self._memo_rewrite((id(subs), base, "discriminator"), subs, make)
+        return self.memo_rewrite((id(subs), base, "discriminator"), subs, make)
 
     def _object_only(self, schema, base: str) -> dict | None:
         """The schema (a ``$ref`` resolved) when all its keywords constrain objects only, else None."""
