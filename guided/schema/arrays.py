@@ -107,17 +107,17 @@ def _contains(lowering: SchemaLowering, schema: dict, heads, item: Node, items, 
         # as the complement of an array of strings meets its items): no array, and no intersection
         # of the two item languages to build (one with schema-free values would need a bound)
         return EMPTY
-    cond = lowering.lower(schema["contains"], f"{path}/contains", base, place.item(None))
-    x = _counted(lowering, schema, item, cond, items, path, base, place)
+    sep = lowering.sep
+    if b is None and a == 0:  # nothing to count: any items
+        return _wrap(lowering, optional(seq(item, repeat(seq(sep, item)))))
+    x = _counted(lowering, schema, item, items, path, base, place)
     if b is None:  # at least a counted: any items around a counted ones, no complement needed
-        sep = lowering.sep
-        if a == 0:
-            return _wrap(lowering, optional(seq(item, repeat(seq(sep, item)))))
         before = repeat(seq(item, sep))
         gap = seq(sep, before)
         return _wrap(lowering, seq(before, x, repeat(seq(gap, x), a - 1, a - 1), repeat(seq(sep, item))))
     # the items not counted: refused by `contains` (lower() put this schema in PLAIN mode: `item` is
     # PLAIN, as a complement needs beside it)
+    cond = lowering.lower(schema["contains"], f"{path}/contains", base, place.item(None))
     refused = complement(lowering, schema["contains"], f"{path}/contains", base, place.item(None))
     y = lowering.conjoin([item, refused]) if cond != lowering.any_value() else EMPTY
     ys = repeat(seq(lowering.sep, y))
@@ -130,13 +130,13 @@ def _contains(lowering: SchemaLowering, schema: dict, heads, item: Node, items, 
     return _wrap(lowering, body)
 
 
-def _counted(lowering: SchemaLowering, schema: dict, item: Node, cond: Node, items, path: str, base: str, place) -> Node:
+def _counted(lowering: SchemaLowering, schema: dict, item: Node, items, path: str, base: str, place) -> Node:
     """The items ``contains`` counts: ``items`` and ``contains`` met as one schema (an ``allOf``,
     which merges where that is exact: a closed object beside the refusal of one, as oneOf
     exclusivity writes it, is no object at all), else the two languages intersected."""
     sub = schema["contains"]
     if not isinstance(items, dict) or not isinstance(sub, dict):
-        return lowering.conjoin([item, cond])
+        return lowering.conjoin([item, lowering.lower(sub, f"{path}/contains", base, place.item(None))])
     both = lowering.memo_rewrite((id(schema), base, "counted"), schema, lambda: {"allOf": [items, sub]})
     return lowering.lower(both, f"{path}/contains", base, place.item(None))
 
