@@ -44,6 +44,7 @@ _ANNOTATIONS = frozenset(
 _KNOWN = INTERPRETED | {MEMBER}
 _LEAVES = ("const", "enum", "pattern", "format", "multipleOf", "uniqueItems")
 _OF_TYPE = {"pattern": "string", "format": "string", "multipleOf": "number", "uniqueItems": "array"}
+_TYPED_LEAVES = frozenset({"pattern", "format", "multipleOf"})
 _MAX_DEPTH = 16
 _NAME_KEYS = frozenset({"type", "pattern", "minLength", "maxLength", "format", "enum", "const"})
 
@@ -124,7 +125,10 @@ def _complement(lowering: SchemaLowering, schema, base: str, depth: int, open_re
         pieces += _type_pieces(lowering, types)
     for kw in _LEAVES:
         if kw in keys:
-            leaf = _leaf(lowering, {kw: schema[kw]})
+            if kw in _TYPED_LEAVES:  # its type in the leaf too: a complement of strings or numbers
+                leaf = _leaf(lowering, {"type": _OF_TYPE[kw], kw: schema[kw]})  # (no schema-free value)
+            else:
+                leaf = _leaf(lowering, {kw: schema[kw]})
             pieces.append({"type": _OF_TYPE[kw], "not": leaf} if kw in _OF_TYPE else {"not": leaf})
     pieces += _string_pieces(schema, keys)
     pieces += _number_pieces(lowering, schema, keys)
@@ -250,7 +254,7 @@ def _object_pieces(lowering: SchemaLowering, schema: dict, keys: set, comp) -> l
     for name, sub in props.items():  # a member whose value its property refuses
         c = comp(sub)
         if c is not False:
-            out.append({"type": "object", "required": [name], "properties": {name: c}})
+            out.append({"type": "object", "required": [name], "properties": {name: lowering.refusal(c, sub)}})
     for p, sub in pats.items():  # a member whose name matches and whose value the pattern's schema refuses
         c = comp(sub)
         if c is not False:

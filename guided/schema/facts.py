@@ -230,6 +230,42 @@ def _conjuncts(s, resolver, base: str, depth: int, out: list) -> list | None:
     return out
 
 
+def unshared(a, b, resolver, base: str) -> list | None:
+    """The conjuncts of ``b`` (``(schema, base)`` pairs, read as ``_conjuncts`` reads them) that
+    ``a`` does not also hold, when ``a`` holds some of them: ``a ∧ ¬b`` is ``a ∧ ¬(the rest)``, and
+    with no rest ``a`` implies ``b`` (``a ∧ ¬b`` is empty). None when the two are not read so or
+    share no conjunct. Compared as JSON, each with its base (inheritance: ``{"allOf": [{"$ref":
+    "#/definitions/base"}, ...]}`` in every ``oneOf`` branch)."""
+    ca = _conjuncts(a, resolver, base, 0, [])
+    cb = _conjuncts(b, resolver, base, 0, []) if ca else None
+    if not cb or len(ca) > MAX_CONJUNCTS or len(cb) > MAX_CONJUNCTS:
+        return None
+    ca, cb = _required_apart(ca), _required_apart(cb)
+
+    def held(x, xb) -> bool:
+        return any(xb == yb and (x is y or json_equal(x, y)) for y, yb in ca)
+
+    rest = [(x, xb) for x, xb in cb if not held(x, xb)]
+    return rest if len(rest) < len(cb) else None
+
+
+def _required_apart(conjuncts: list) -> list:
+    """Each conjunct's ``required`` names as conjuncts of their own (``{"required": [r]}``: every
+    name is a separate assertion), beside the rest of it: a branch that only requires one more name
+    than another then differs from it by that name alone."""
+    out = []
+    for x, xb in conjuncts:
+        req = x.get("required")
+        if not isinstance(req, list) or not req or not all(isinstance(r, str) for r in req):
+            out.append((x, xb))
+            continue
+        rest = {k: v for k, v in x.items() if k != "required"}
+        if set(rest) - ANNOTATIONS:
+            out.append((rest, xb))
+        out += [({"required": [r]}, xb) for r in dict.fromkeys(req)]
+    return out
+
+
 def _covered_twice(stripped: list) -> bool:
     """Whether two branches' conjunct lists are equal and included in every branch's (see
     ``discriminator``)."""

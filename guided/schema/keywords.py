@@ -5,7 +5,7 @@ from __future__ import annotations
 from guided.schema.facts import ANNOTATIONS, TYPES
 
 __all__ = ["takes_all", "INTERPRETED", "UNSUPPORTED_KEYWORDS", "UNSUPPORTED_FORMATS", "SIMPLE_SIBLINGS",
-           "ALL_TYPES", "TYPE_KEYWORDS", "ANNOTATIONS", "OBJECT_ONLY", "OLD_DRAFTS", "MAX_ENUM"]  # fmt: skip
+           "ALL_TYPES", "IN_PLACE", "TYPE_KEYWORDS", "ANNOTATIONS", "OBJECT_ONLY", "OLD_DRAFTS", "MAX_ENUM"]  # fmt: skip
 
 # keywords the lowering refuses (dynamic scopes have no static grammar): dynamic_refs rewrites the static ones
 # as $ref before it, and refuses the others with their reason
@@ -21,6 +21,10 @@ INTERPRETED = frozenset(
      "prefixItems", "additionalItems", "minItems", "maxItems", "contains", "minContains", "maxContains",
      "uniqueItems", "unevaluatedItems", "minLength", "maxLength", "pattern", "format", "minimum",
      "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
+)  # fmt: skip
+# keywords lowered beside a schema's own ones (``applicators``, ``$ref``), not read by them
+IN_PLACE = frozenset(
+    {"$ref", "$anchor", "$dynamicRef", "$recursiveRef", "allOf", "anyOf", "oneOf", "not", "if", "then", "else"}
 )  # fmt: skip
 # keywords an enum/const may sit beside and be filtered against in Python, exactly
 SIMPLE_SIBLINGS = frozenset(

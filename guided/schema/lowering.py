@@ -60,13 +60,15 @@ from guided.grammar.regex_ast import (
 from guided.schema.any_value import ANY_PLAIN, AnyValue
 from guided.schema.arrays import array_node
 from guided.schema.complement import MEMBER, complement, complement_schema, member_node
-from guided.schema.facts import TYPES, discriminator, disjoint, json_equal, pairs_apart, within
+from guided.schema.facts import TYPES, discriminator, disjoint, json_equal, pairs_apart, unshared, within
 from guided.schema.formats import format_node
 from guided.schema.intersections import Unresolved, disjoint_upper, distributed, holes_meet, meet_one
 from guided.schema.key_order import KeyOrder, closes_by_default, exclusive_branches
 from guided.schema.keywords import (
     ALL_TYPES,
     ANNOTATIONS,
+    IN_PLACE,
+    INTERPRETED,
     MAX_ENUM,
     OBJECT_ONLY,
     OLD_DRAFTS,
@@ -87,6 +89,11 @@ from guided.schema.strings import json_literal_string, json_string, quoted, stri
 
 __all__ = ["SchemaLowering"]
 
+# a oneOf branch beside two or more refusals spreads into at most this many cases (``_spread``): each
+# is an object of the branch's names, and an alternation of many such objects costs the masks more
+# than the intersection it replaces (GeoJSON's geometries with a misspelt discriminator: 45 each)
+_SPREAD_CASES = 16
+_SPREAD_REFUSALS = 8  # (past that many refusals, trying costs more compile time than it saves)
 _NULL, _BOOLEAN = literal("null"), alt(literal("true"), literal("false"))
 
 
@@ -176,6 +183,7 @@ class SchemaLowering:
         self.leaves: set[int] = set()  # keywords a complement schema leaves under `not` (no rewrite)
         self.member_specs: set[int] = set()  # ids of the MEMBER specs complement schemas wrote
         self.complements: dict[tuple, object] = {}  # (id(schema), base) -> its complement schema
+        self.refusals: dict[int, object] = {}  # id of a member's refusal in a complement -> the member's schema
         self.inlined: dict[int, int] = {}  # $ref targets merged into an allOf being lowered
         self.probing = 0  # > 0: an intersection over holes raises Unresolved (schema_meet)
         self.proof_work = 0  # work spent proving oneOf branches disjoint (intersections.disjoint_upper)
@@ -413,6 +421,36 @@ class SchemaLowering:
 
         return self.memo_rewrite((id(schema), base, "evaluated"), schema, make)
 
+    def refusal(self, refused, schema):
+        """``refused``, noted as the values ``schema`` refuses (``merge_cases`` drops a case where a
+        member must be both): returned as is."""
+        if isinstance(refused, dict):
+            self.refusals[id(refused)] = schema
+            self.keep((refused, schema))
+        return refused
+
+    def _refuse_each_other(self, a, b) -> bool:
+        """Whether one of two member schemas is noted as the refusal of the other (or of one equal
+        to it: the same base is the lowering's, where complements are written)."""
+        for x, y in ((a, b), (b, a)):
+            of = self.refusals.get(id(x))
+            if of is not None and (of is y or json_equal(of, y)):
+                return True
+        return False
+
+    def _has_other_member(self, parts: list, option) -> bool:
+        """Whether every object of ``parts`` (which say ``type: object``) has a member ``option``,
+        a complement's piece "a member named none of these names", asks for: a name some part
+        requires that is none of them (a closed branch's refusal beside a branch with its own)."""
+        spec = option.get(MEMBER) if isinstance(option, dict) and set(option) <= {"type", MEMBER} else None
+        if spec is None or id(spec) not in self.member_specs or spec.get("value") is not True:
+            return False
+        if set(spec) - {"names", "patterns", "value"} or spec.get("patterns"):
+            return False
+        names = set(spec.get("names") or ())
+        required = {r for p in parts if isinstance(p, dict) for r in p.get("required", []) if isinstance(r, str)}
+        return bool(required - names)
+
     def keep(self, obj) -> None:
         """Keep a rewritten schema alive: memo keys use id()."""
         self._keep.append(obj)
@@ -493,12 +531,9 @@ class SchemaLowering:
             schema = {k: v for k, v in schema.items() if k != "$ref"}
         if not isinstance(subs, list) or not subs or "$ref" in schema:
             return None
-        parts = [{k: v for k, v in schema.items() if k != "allOf"}]
-        for sub in subs:
-            spread = self._conjuncts(sub, base, inlined, set())
-            if spread is None:
-                return None
-            parts += spread
+        parts = self._all_of_parts({**schema, "allOf": subs}, base, inlined)
+        if parts is None:
+            return None
         merged = merge(parts, outer=True)
         if merged is not None and not any(isinstance(p, dict) and ("if" in p or "not" in p) for p in parts):
             self.faithful.add(id(merged))  # kept alive by _lower: the members' names are its names
@@ -507,6 +542,16 @@ class SchemaLowering:
             # far larger than the intersection it replaces)
             merged = merge_cases(parts)
         return merged
+
+    def _all_of_parts(self, schema: dict, base: str, inlined: list[int]) -> list | None:
+        """The schema's own keywords and its ``allOf`` members' conjuncts (``_conjuncts``), or None."""
+        parts = [{k: v for k, v in schema.items() if k != "allOf"}]
+        for sub in schema["allOf"]:
+            spread = self._conjuncts(sub, base, inlined, set())
+            if spread is None:
+                return None
+            parts += spread
+        return parts
 
     def _conjuncts(self, sub, base: str, inlined: list[int], seen: set[int]) -> list | None:
         """``sub`` as a list of conjuncts: a bare ``$ref`` replaced by its target (same document), a
@@ -649,17 +694,16 @@ class SchemaLowering:
             objects = self._apart_on_discriminator(subs, [i for i, _ in live], base)
         if objects is not None:  # no non-object is valid (two branches take it), objects are apart
             return alt(*(self.lower(b, f"{path}/{i}", base, place) for (i, _), b in zip(live, objects, strict=True)))
-        try:  # every branch beside every other's complement, as before pairs were proved apart
-            return self._exclusive(subs, live, path, base, place, set())
-        except SchemaError:  # a complement that cannot be written: leave out those proved needless
-            pairs = pairs_apart([subs[i] for i, _ in live], self.resolver, base, beside)
-            if not pairs:
-                raise
-            return self._exclusive(subs, live, path, base, place, {(live[a][0], live[b][0]) for a, b in pairs})
+        # a branch needs the complements of those it may overlap only (pairs proved apart: none)
+        pairs = pairs_apart([subs[i] for i, _ in live], self.resolver, base, beside)
+        return self._exclusive(subs, live, path, base, place, {(live[a][0], live[b][0]) for a, b in pairs})
 
     def _exclusive(self, subs: list, live: list, path: str, base: str, place: KeyOrder, apart: set) -> Node:
         """``oneOf`` exclusivity: each live branch ``(i, node)`` beside the complements of the
-        others, except those proved apart from it (``apart``: pairs ``(i, j)``, ``i < j``)."""
+        others, except those proved apart from it (``apart``: pairs ``(i, j)``, ``i < j``). Of
+        another branch, a branch refuses only the conjuncts it does not hold itself
+        (``_unshared``: a shared base is never complemented), and takes nothing when it holds them
+        all (it implies the other)."""
 
         def overlap(i: int, j: int) -> bool:
             return i != j and (min(i, j), max(i, j)) not in apart
@@ -668,30 +712,68 @@ class SchemaLowering:
         shared = [i for i, _ in live if any(overlap(i, j) for j, _ in live)]
         holes = any(has_hole(nodes[i]) for i in shared)
         if holes:  # proved on languages holding every plain spelling
-            spelled = [nodes[i] if self.mode == NEG else self.negated(subs[i], f"{path}/{i}", base, place) for i in shared]
-            if disjoint_upper(self, spelled):
+            # (every branch's: the bounds read the first level of the nonterminals defined so far)
+            spelled = {i: n if self.mode == NEG else self.negated(subs[i], f"{path}/{i}", base, place) for i, n in live}
+            if disjoint_upper(self, [spelled[i] for i in shared]):
                 return alt(*(n for _, n in live))
-        # exclusivity: with schema-free values or recursion below, as plain schemas (a complement
-        # there needs a bounded approximation); else as complements of small regular languages
-        others = {i: complement_schema(self, subs[i], base) if holes else None for i in shared}
+        # what branch i must not also match: branch j less the conjuncts i holds too (None: i
+        # implies j, so no value of i matches exactly one); a (schema, base) pair
+        against = {(i, j): self._unshared(subs, i, j, base) for i in shared for j in shared if overlap(i, j)}
+        gone = {i for (i, _), t in against.items() if t is None}
+        # exclusivity as plain schemas that merge into the branch (with schema-free values or
+        # recursion below, a complement needs a bounded approximation; of a whole object, costly
+        # emptiness searches at mask time); else as complements of the languages
+        others = {ij: complement_schema(self, *t) if t is not None and t[1] == base else None
+                  for ij, t in against.items() if ij[0] not in gone}  # fmt: skip
         if holes and all(o is not None for o in others.values()):
             key = (id(subs), base, "oneOf", frozenset(apart))
-            if key not in self.rewrites:
-                self.rewrites[key] = [
-                    {"allOf": [subs[i], *(o for j, o in others.items() if overlap(i, j) and o is not True)]}
-                    for i, _ in live
-                ]
-                self._keep.append((subs, self.rewrites[key]))
-            rewritten = self.rewrites[key]
-            return alt(*(self.lower(b, f"{path}/{i}", base, place) for (i, _), b in zip(live, rewritten, strict=True)))
-        refused = {i: self._refused(subs[i], f"{path}/{i}", base, place, holes) for i in shared}
+            rewritten = self.memo_rewrite(key, subs, lambda: [
+                None if i in gone else self._spread([subs[i], *(o for (a, _), o in others.items() if a == i and o is not True)], base)
+                for i, _ in live
+            ])  # fmt: skip
+            return alt(*(self.lower(b, f"{path}/{i}", base, place) for (i, _), b in zip(live, rewritten, strict=True) if b is not None))
+        refused = {(id(t[0]), t[1]): self._refused(t[0], f"{path}/{j}", t[1], place, holes)
+                   for (_, j), t in against.items() if t is not None}  # fmt: skip
         branches = []
         for i, n in live:
+            if i in gone:
+                continue
             if self.mode == FREE and i in shared:
                 with self.beside_complement():
                     n = self.lower(subs[i], f"{path}/{i}", base, place)
-            branches.append(self.conjoin([n, *(refused[j] for j, _ in live if overlap(i, j))], path, "oneOf (exclusivity)"))
+            parts = [refused[id(against[i, j][0]), against[i, j][1]] for j, _ in live if overlap(i, j)]
+            branches.append(self.conjoin([n, *parts], path, "oneOf (exclusivity)"))
         return alt(*branches)
+
+    def _spread(self, members: list, base: str) -> dict:
+        """``{"allOf": members}`` (a branch and the refusals of the branches it may overlap), as
+        ``anyOf`` of merged cases where ``merge_cases`` can, for two to ``_SPREAD_REFUSALS``
+        refusals and at most ``_SPREAD_CASES`` cases: no intersection with schema-free values below
+        is left to a depth bound, nor one of whole objects to the automaton. One refusal merges
+        into the branch as an ``anyOf`` that ``_lower`` distributes where values below meet."""
+        both = {"allOf": members}
+        if not 3 <= len(members) <= _SPREAD_REFUSALS + 1:  # one refusal: merged, then distributed (``_lower``)
+            return both
+        parts = self._all_of_parts(both, base, [])
+        cases = None if parts is None else merge_cases(parts, self._refuse_each_other, self._has_other_member, _SPREAD_CASES, 4)
+        return both if cases is None else cases
+
+    def _unshared(self, subs: list, i: int, j: int, base: str) -> tuple | None:
+        """Branch j as the (schema, base) that branch i must not match: the conjuncts of j that i
+        does not hold too (``facts.unshared``; several merged back into one schema where exact, so
+        the complement's pieces stay flat; kept for the memo, as a conjunct may be a new dict), or
+        all of j when none is shared or the rest lie at different bases; None when i holds all of
+        j's (i implies j)."""
+        rest = unshared(subs[i], subs[j], self.resolver, base)
+        if rest is None or (len(rest) > 1 and any(b != rest[0][1] for _, b in rest)):
+            return subs[j], base
+        if not rest:
+            return None
+        def make():
+            return rest[0][0] if len(rest) == 1 else merge([x for x, _ in rest]) or {"allOf": [x for x, _ in rest]}
+
+        part = self.memo_rewrite((id(subs), base, "unshared", i, j), subs, make)
+        return part, rest[0][1]
 
     def _apart_on_objects(self, subs: list, live: list[int], base: str) -> list[dict] | None:
         """For ``oneOf`` branches that only constrain objects (so each accepts every non-object) and
@@ -838,8 +920,9 @@ class SchemaLowering:
             raise LimitError(f"enum has {len(values)} values, more than {MAX_ENUM} (at {path}/enum)")
         if "const" in schema and "enum" in schema:
             values = [v for v in values if any(json_equal(v, e) for e in schema["enum"])]
-        if set(schema) <= SIMPLE_SIBLINGS:  # siblings are simple: filter in Python, exactly
-            sibling = {k: v for k, v in schema.items() if k not in ("enum", "const", "nullable")}
+        own = (schema.keys() & INTERPRETED) - IN_PLACE  # (applicators and $ref meet it in _lower)
+        if own <= SIMPLE_SIBLINGS:  # siblings are simple: filter in Python, exactly
+            sibling = {k: schema[k] for k in own - {"enum", "const", "nullable"}}
             if schema.get("nullable") is True and "type" in sibling:
                 sibling["type"] = types
             checker = jsonschema.Draft202012Validator(
@@ -860,12 +943,10 @@ class SchemaLowering:
         if isinstance(v, (int, float)):  # one spelling (a constant stays forced); NEG: both
             if v != v or v in (float("inf"), float("-inf")):
                 return EMPTY
-            if self.mode == FREE:  # a float written 2.0 in the schema is also taken as 2, as JSON writers spell it
+            if self.mode != NEG:  # a float written 2.0 in the schema is also taken as 2, as JSON writers spell it
                 if isinstance(v, float) and v.is_integer() and abs(v) < 1e16:
                     return alt(literal(json.dumps(v)), literal(str(int(v))))
-                return literal(json.dumps(v))
-            if self.mode == PLAIN:
-                return literal(plain_number(v))
+                return literal(json.dumps(v) if self.mode == FREE else plain_number(v))
             return alt(literal(json.dumps(v)), saturated_number(v))
         if isinstance(v, str):
             return json_literal_string(v)

@@ -65,6 +65,9 @@ def merge(schemas: list, outer: bool = False) -> dict | None:
             if k in _ANNOTATIONS or k in _SPECIAL or (items_meet and k == "items"):
                 continue
             if k in out and out[k] != v:
+                if k == "not" and (either := _either(out[k], v)) is not None:
+                    out[k] = either  # not A and not B: not (A or B), for constants
+                    continue
                 if k != "enum" or not isinstance(v, list) or not isinstance(out[k], list):
                     return None
                 kept = _common_values(out[k], v)  # two enums: the values in both
@@ -168,14 +171,20 @@ def split_if(schema: dict) -> dict | None:
     return {**rest, "anyOf": branches} if "anyOf" not in rest else {**rest, "allOf": [{"anyOf": branches}, *rest.get("allOf", [])]}
 
 
-def merge_cases(schemas: list) -> dict | None:
+def merge_cases(schemas: list, apart=None, implied=None, limit: int = MAX_CASES, growth: int = 8) -> dict | None:
     """The conjunction of ``schemas`` as ``anyOf`` of merged cases, where ``merge`` alone fails because
     several of them branch: an object-shaped ``if``/``then``/``else`` (``split_if``) or an ``anyOf``
     is a choice, and (A1 or A2) and (B1 or B2) = (A1 and B1) or (A1 and B2) or ... Cases that cannot
     hold are dropped as they are built (``_possible``: a required name with constants that have none
     in common, or only constants it must not be; where the case may take other values than objects,
     it keeps those alone), so a chain of ``if``s on one discriminator gives one case per value, not
-    2^n. Every case must merge exactly, and there are at most MAX_CASES. None otherwise."""
+    2^n. Every case must merge exactly, and there are at most ``limit`` (``growth`` times as many
+    while they are built). None otherwise.
+
+    ``apart(x, y)``: whether no value fits two schemas of one member (a schema and its refusal);
+    a case where a required member must fit both is dropped. ``implied(case, option)``: whether
+    every instance of the case's parts fits the option; then the case takes that option alone (the
+    others would only narrow it: their cases are inside it)."""
     parts = _flat(schemas)
     if parts is None:
         return None
@@ -200,11 +209,14 @@ def merge_cases(schemas: list) -> dict | None:
         return None
     cases: list[list] = [[]]
     for options in choices:
-        cases = [case + [o] for case in cases for o in options]
-        cases = [kept for case in cases if (kept := _possible(case)) is not None]
-        if len(cases) > 8 * MAX_CASES:
+        grown = []
+        for case in cases:
+            held = next((o for o in options if _implied(case, o, implied)), None) if len(options) > 1 else None
+            grown += [kept for o in (options if held is None else [held]) if (kept := _possible(case + [o], apart)) is not None]
+        cases = grown
+        if len(cases) > growth * limit:
             return None
-    if not cases or len(cases) > MAX_CASES:
+    if not cases or len(cases) > limit:
         return None
     merged = []
     for case in cases:
@@ -221,7 +233,24 @@ _OBJECT_ONLY = frozenset({"properties", "required", "additionalProperties", "pat
                           "minProperties", "maxProperties", "dependencies", "dependentRequired", "dependentSchemas"})  # fmt: skip
 
 
-def _possible(case: list) -> list | None:
+def _implied(case: list, option, implied=None) -> bool:
+    """Whether every object of the case's parts fits ``option`` (what the parts read when some part
+    says ``type: object``): ``{"type": "object", "properties": {n: X}}`` where a part forbids n
+    (``n: false``), or what ``implied`` says."""
+    parts = _flat(case)
+    if parts is None or not any(isinstance(p, dict) and p.get("type") in ("object", ["object"]) for p in parts):
+        return False
+    if isinstance(option, dict) and set(option) == {"type", "properties"} and option["type"] == "object":
+        props = option["properties"]
+        if isinstance(props, dict) and len(props) == 1:
+            (name,) = props
+            if any(isinstance(p, dict) and isinstance(p.get("properties"), dict) and p["properties"].get(name) is False
+                   for p in parts):  # fmt: skip
+                return True
+    return implied is not None and implied(parts, option)
+
+
+def _possible(case: list, apart=None) -> list | None:
     """``case``, or None when it surely has no instance, or ``case`` with its values restricted to
     non-objects (``_NOT_OBJECT`` added, what only reads objects left out) when no object can meet it
     (``_no_object``) but other values may: ``required`` and ``properties`` hold for every string and
@@ -229,7 +258,7 @@ def _possible(case: list) -> list | None:
     parts = _flat(case)
     if parts is None:
         return None
-    if not any(p is _NOT_OBJECT for p in parts) and not _no_object(parts):
+    if not any(p is _NOT_OBJECT for p in parts) and not _no_object(parts, apart):
         return case
     if any(isinstance(p, dict) and p.get("type") in ("object", ["object"]) for p in parts):
         return None
@@ -239,19 +268,25 @@ def _possible(case: list) -> list | None:
     return [*kept, _NOT_OBJECT]
 
 
-def _no_object(parts: list) -> bool:
+def _no_object(parts: list, apart=None) -> bool:
     """Whether no object meets the conjunction of ``parts``: a name some part requires must take a
     value from constant sets (``const``, ``enum``) that have none in common, or only values another
-    part excludes (``properties: {p: {not: {const or enum}}}``). Only constants are compared (numbers
-    by value: 1 and 1.0 are one constant)."""
+    part excludes (``properties: {p: {not: {const or enum}}}``), or be absent (``properties: {p:
+    false}``: a refusal of ``required``), or fit schemas of types that have none in common, or two
+    schemas ``apart`` says no value fits. Only constants are compared (numbers by value: 1 and 1.0
+    are one constant)."""
     required: set[str] = set()
     allowed: dict[str, set[str]] = {}
     excluded: dict[str, set[str]] = {}
+    absent: set[str] = set()
     for part in parts:
         if not isinstance(part, dict):
             continue
         required.update(r for r in part.get("required", []) if isinstance(r, str))
         for name, sub in (part.get("properties") or {}).items():
+            if sub is False:  # the name is absent: where it is required too, no object
+                absent.add(name)
+                continue
             values = _constants(sub)
             if values is not None:
                 allowed[name] = allowed[name] & values if name in allowed else values
@@ -259,7 +294,20 @@ def _no_object(parts: list) -> bool:
                 values = _constants(sub["not"])
                 if values is not None:
                     excluded.setdefault(name, set()).update(values)
-    return any(name in allowed and allowed[name] <= excluded.get(name, set()) for name in required)
+    if required & absent:
+        return True
+    if any(name in allowed and allowed[name] <= excluded.get(name, set()) for name in required):
+        return True
+    for name in required:
+        subs = [p["properties"][name] for p in parts if isinstance(p, dict) and isinstance(p.get("properties"), dict)
+                and isinstance(p["properties"].get(name), dict)]  # fmt: skip
+        if len(subs) < 2:
+            continue
+        if _types([s for s in subs if "type" in s]) == []:
+            return True
+        if apart is not None and any(apart(x, y) for i, x in enumerate(subs) for y in subs[i + 1:]):
+            return True
+    return False
 
 
 def _constants(schema) -> set[str] | None:
@@ -272,6 +320,17 @@ def _constants(schema) -> set[str] | None:
     if set(core) == {"enum"} and isinstance(core["enum"], list):
         return {_key(v) for v in core["enum"]}
     return None
+
+
+def _either(a, b) -> dict | None:
+    """``{"enum": [...]}`` of the values of two ``const``/``enum`` schemas, else None."""
+    if _constants(a) is None or _constants(b) is None:
+        return None
+    values = {}
+    for s in (a, b):
+        for v in s["enum"] if "enum" in s else [s["const"]]:
+            values.setdefault(_key(v), v)
+    return {"enum": list(values.values())}
 
 
 def _key(value) -> str:
