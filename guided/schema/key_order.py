@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import re
 
-from guided.schema.facts import discriminator, disjoint
+from guided.schema.facts import disjoint
 from guided.schema.keywords import takes_all
 from guided.schema.object_bags import MAX_BAG_STATES, MAX_TRACKED_REQUIRED
 from guided.schema.resolver import SchemaResolver
@@ -233,11 +233,9 @@ class KeyOrder:
         """Whether the "bag" policy is exact here: the bag tracks every name that must be present
         (``required``, dependencies) and the member count without forgetting any (where branches
         apply, ``anyOf`` and the like, each object lowered here is checked for its own names and
-        takes ``ordered_policy`` past the bound). Not under a ``oneOf`` whose branches
-        ``facts.disjoint`` cannot prove apart and of which several are intersections themselves (``allOf``, ``$ref`` with siblings): exclusivity meets each
-        branch with the others' complements, and intersected bags (which take repeats) met with
-        complemented ones cost far more than the declared order does (a MaskBench schema of four
-        alarm kinds, each an ``allOf``, went from 0.2 s masks to the 5 s bound)."""
+        takes ``ordered_policy`` past the bound). Under a ``oneOf`` too: exclusivity writes each
+        branch beside the others' refusals as schemas that merge into it (``lowering._exclusive``),
+        so bags are not intersected with complemented ones there."""
         if self._bag is None:
             self._bag = self._bag_exact()
         return self._bag
@@ -245,9 +243,7 @@ class KeyOrder:
     def _bag_exact(self) -> bool:
         tracked = set(self.required_names)
         cap = 0
-        for schema, base in self.schemas:
-            if _costly_exclusivity(schema, self.resolver, base):
-                return False
+        for schema, _ in self.schemas:
             tracked.update(_dependency_names(schema))
             for kw in _COUNTING:
                 if isinstance(schema.get(kw), int) and not isinstance(schema.get(kw), bool):
@@ -360,16 +356,6 @@ def exclusive_branches(schema: dict, resolver: SchemaResolver, base: str) -> boo
     if got is None:
         got = resolver.exclusive[key] = not disjoint(subs, resolver, base)
     return got
-
-
-def _costly_exclusivity(schema: dict, resolver: SchemaResolver, base: str) -> bool:
-    """A ``oneOf`` not provably disjoint with two or more branches that are intersections."""
-    subs = schema.get("oneOf")
-    if not isinstance(subs, list) or disjoint(subs, resolver, base) or discriminator(subs, resolver, base):
-        return False
-    branches = [resolver.followed(s, base) for s in subs]
-    meets = [b for b in branches if isinstance(b, dict) and ("allOf" in b or ("$ref" in b and len(b) > 1))]
-    return len(meets) >= 2
 
 
 def bag_fits(tracked: int, cap: int) -> bool:

@@ -101,3 +101,22 @@ def test_branches_sharing_a_base_refuse_only_what_is_their_own(service, tokenize
              '{"enabled": true, "protocol": "sml", "device": "d", "note": ' + DEEP + "}", '"text"']  # fmt: skip
     _exact(service, tokenizer_builtin, schema, texts)
 
+
+def test_overlapping_inheriting_branches_take_members_in_any_order(service, tokenizer_builtin):
+    """Past the permutation bound (more than 6 names at the place), members in any order come from
+    a bag: the grammar takes members with repeats and the matcher refuses a name written twice.
+    That holds under a ``oneOf`` of overlapping branches that are intersections themselves: their
+    refusals are merged schemas, no bag is complemented, so the members of ``sml`` over a device
+    are not held to the declared order (vzlogger's meters, written in any order, were refused)."""
+    flags = {f"flag{i}": {"type": "boolean"} for i in range(6)}
+    base = {"type": "object", "properties": {"enabled": {"type": "boolean"}, **flags}, "required": ["enabled"]}
+    ref = {"$ref": "#/$defs/meter"}
+    dev = {"properties": {"protocol": {"const": "sml"}, "device": {"type": "string"}}, "required": ["protocol", "device"]}
+    host = {"properties": {"protocol": {"const": "sml"}, "host": {"type": "string"}}, "required": ["protocol", "host"]}
+    schema = {"$defs": {"meter": base}, "oneOf": [{"allOf": [ref, dev]}, {"allOf": [ref, host]}]}
+    texts = ['{"flag5": true, "device": "d", "flag0": false, "protocol": "sml", "enabled": true}',
+             '{"protocol": "sml", "flag3": true, "host": "h", "enabled": false, "flag1": true}',
+             '{"flag2": true, "host": "h", "device": "d", "protocol": "sml", "enabled": true}',
+             '{"flag4": 1, "device": "d", "protocol": "sml", "enabled": true}',
+             '{"device": "d", "protocol": "d0", "enabled": true}']  # fmt: skip
+    _exact(service, tokenizer_builtin, schema, texts)
