@@ -724,7 +724,7 @@ class SchemaLowering:
         # recursion below, a complement needs a bounded approximation; of a whole object, costly
         # emptiness searches at mask time); else as complements of the languages
         others = {ij: complement_schema(self, *t) if t is not None and t[1] == base else None
-                  for ij, t in against.items() if ij[0] not in gone}  # fmt: skip
+                  for ij, t in against.items() if ij[0] not in gone} if holes else {}  # fmt: skip
         if holes and all(o is not None for o in others.values()):
             key = (id(subs), base, "oneOf", frozenset(apart))
             rewritten = self.memo_rewrite(key, subs, lambda: [
@@ -755,7 +755,8 @@ class SchemaLowering:
         if not 3 <= len(members) <= _SPREAD_REFUSALS + 1:  # one refusal: merged, then distributed (``_lower``)
             return both
         parts = self._all_of_parts(both, base, [])
-        cases = None if parts is None else merge_cases(parts, self._refuse_each_other, self._has_other_member, _SPREAD_CASES, 4)
+        cases = None if parts is None else merge_cases(
+            parts, self._refuse_each_other, self._has_other_member, limit=_SPREAD_CASES, growth=4)
         return both if cases is None else cases
 
     def _unshared(self, subs: list, i: int, j: int, base: str) -> tuple | None:
