@@ -5,8 +5,11 @@ inside it then has to prove that both sides can still finish. Merging the keywor
 automaton plain: ``{"properties": {"a": A}} ∧ {"properties": {"a": B}, "required": ["a"]}`` is
 ``{"properties": {"a": {"allOf": [A, B]}}, "required": ["a"]}``. A property one schema does not list
 takes that schema's ``additionalProperties`` (default true) into its ``allOf``. Keywords that appear
-in one schema only are copied; ``type`` is intersected and ``required`` united; any other clash
-(two ``contains``, ``patternProperties`` beside another schema's ``properties``,
+in one schema only are copied; ``type`` is intersected (OpenAPI's ``nullable`` read into it),
+``required`` united, bounds (``minItems``, ``maximum``, ...) take the tighter value (draft-04's
+boolean ``exclusiveMinimum``/``exclusiveMaximum`` first made numbers), ``uniqueItems`` holds where
+one says so, and keywords the lowering does not read (``x-...``, vendor annotations) never clash; any
+other clash (two ``contains``, ``patternProperties`` beside another schema's ``properties``,
 ``patternProperties`` or ``additionalProperties``, ...) leaves the intersection to ``And`` (``merge``
 returns None); several schema-form ``items`` (no tuple keywords) merge as ``items: {"allOf": [...]}``.
 """
@@ -14,6 +17,8 @@ returns None); several schema-form ``items`` (no tuple keywords) merge as ``item
 from __future__ import annotations
 
 import json
+
+from guided.schema.keywords import INTERPRETED
 
 __all__ = ["merge", "merge_cases", "split_if"]
 
@@ -34,6 +39,13 @@ _GROUPS = (
     frozenset({"contains", "minContains", "maxContains"}),
 )
 _TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
+# bounds that meet as one: the larger lower bound, the smaller upper bound (exclusive ones read as
+# numbers: a strict and a plain bound from different schemas stay side by side, as the lowering
+# takes the tighter of both)
+_LOWER = frozenset({"minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties"})
+_UPPER = frozenset({"maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties"})
+# keywords outside the lowering's vocabulary that still say something (``merge`` keeps them exact)
+_READ = frozenset({"id", "$dynamicAnchor"})
 
 
 def merge(schemas: list, outer: bool = False) -> dict | None:
@@ -57,17 +69,29 @@ def merge(schemas: list, outer: bool = False) -> dict | None:
         seen = [{k: s[k] for k in group & s.keys()} for s in parts if group & s.keys()]
         if any(g != seen[0] for g in seen[1:]) and not (items_meet and "items" in group):
             return None
+    if any(isinstance(s.get(k), bool) for s in parts for k in ("exclusiveMinimum", "exclusiveMaximum")):
+        parts = [_numeric_bounds(s) for s in parts]  # draft-04's flags read the bound beside them
     out: dict = {}
     if items_meet:
         out["items"] = _all(items)
     for s in parts:
         for k, v in s.items():
-            if k in _ANNOTATIONS or k in _SPECIAL or (items_meet and k == "items"):
+            if k in _ANNOTATIONS or k in _SPECIAL or k == "nullable" or (items_meet and k == "items"):
                 continue
             if k in out and out[k] != v:
                 if k == "not" and (either := _either(out[k], v)) is not None:
                     out[k] = either  # not A and not B: not (A or B), for constants
                     continue
+                if k in _LOWER or k in _UPPER:
+                    if not (_number(v) and _number(out[k])):
+                        return None
+                    out[k] = max(out[k], v) if k in _LOWER else min(out[k], v)
+                    continue
+                if k == "uniqueItems" and isinstance(v, bool) and isinstance(out[k], bool):
+                    out[k] = True  # (one schema asks for it: the conjunction does)
+                    continue
+                if k not in INTERPRETED and k not in _READ and not k.startswith("\x00"):
+                    continue  # read by nothing (the first value kept)
                 if k != "enum" or not isinstance(v, list) or not isinstance(out[k], list):
                     return None
                 kept = _common_values(out[k], v)  # two enums: the values in both
@@ -87,6 +111,23 @@ def merge(schemas: list, outer: bool = False) -> dict | None:
     addl = [s["additionalProperties"] for s in parts if "additionalProperties" in s]
     if addl:
         out["additionalProperties"] = _all(addl)
+    return out
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _numeric_bounds(s: dict) -> dict:
+    """Draft-04's boolean ``exclusiveMinimum``/``exclusiveMaximum`` as the draft-06 numbers: a
+    flag only reads the ``minimum``/``maximum`` of its own schema, which a merge would mix up."""
+    out = dict(s)
+    for ex, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+        flag = out.get(ex)
+        if isinstance(flag, bool):
+            del out[ex]
+            if flag and bound in out:
+                out[ex] = out.pop(bound)
     return out
 
 
