@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 import warnings
 
-__all__ = ["for_draft", "unknown_keywords"]
+__all__ = ["for_draft", "unknown_keywords", "numeric_bounds"]
 
 _LATER_THAN_07 = frozenset({
     "dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems", "minContains",
@@ -96,3 +96,17 @@ def _strip(node, drop: frozenset, dropped: set):
         changed |= new is not value
         out[key] = new
     return out if changed else node
+
+
+def numeric_bounds(schema: dict) -> dict:
+    """The schema with draft-04's boolean ``exclusiveMinimum``/``exclusiveMaximum`` turned into the
+    draft-06 numbers (a flag reads the ``minimum``/``maximum`` beside it; without one it asks
+    nothing); numbers are left as they are."""
+    out = dict(schema)
+    for ex, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+        flag = out.get(ex)
+        if isinstance(flag, bool):
+            del out[ex]
+            if flag and bound in out:
+                out[ex] = out.pop(bound)
+    return out

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 
+from guided.schema.drafts import numeric_bounds
 from guided.schema.keywords import INTERPRETED
 
 __all__ = ["merge", "merge_cases", "split_if"]
@@ -70,7 +71,7 @@ def merge(schemas: list, outer: bool = False) -> dict | None:
         if any(g != seen[0] for g in seen[1:]) and not (items_meet and "items" in group):
             return None
     if any(isinstance(s.get(k), bool) for s in parts for k in ("exclusiveMinimum", "exclusiveMaximum")):
-        parts = [_numeric_bounds(s) for s in parts]  # draft-04's flags read the bound beside them
+        parts = [numeric_bounds(s) for s in parts]  # draft-04's flags read the bound beside them
     out: dict = {}
     if items_meet:
         out["items"] = _all(items)
@@ -116,19 +117,6 @@ def merge(schemas: list, outer: bool = False) -> dict | None:
 
 def _number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _numeric_bounds(s: dict) -> dict:
-    """Draft-04's boolean ``exclusiveMinimum``/``exclusiveMaximum`` as the draft-06 numbers: a
-    flag only reads the ``minimum``/``maximum`` of its own schema, which a merge would mix up."""
-    out = dict(s)
-    for ex, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
-        flag = out.get(ex)
-        if isinstance(flag, bool):
-            del out[ex]
-            if flag and bound in out:
-                out[ex] = out.pop(bound)
-    return out
 
 
 def _says_members(s: dict) -> bool:

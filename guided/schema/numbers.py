@@ -33,6 +33,7 @@ from guided.grammar.regex_ast import (
     repeat,
     seq,
 )
+from guided.schema.drafts import numeric_bounds
 
 __all__ = [
     "integer_node",
@@ -220,20 +221,8 @@ def decimal_range(lo: Decimal | None, lo_strict: bool, hi: Decimal | None, hi_st
 
 
 # ---------------------------------------------------------------- integers
-def _draft4_bounds(schema: dict) -> dict:
-    """Draft-04's boolean ``exclusiveMinimum``/``exclusiveMaximum`` turned into draft-06 numbers."""
-    out = dict(schema)
-    for ex, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
-        flag = out.get(ex)
-        if isinstance(flag, bool):
-            del out[ex]
-            if flag and bound in out:
-                out[ex] = out.pop(bound)
-    return out
-
-
 def _int_bounds(schema: dict) -> tuple[int | None, int | None]:
-    schema = _draft4_bounds(schema)
+    schema = numeric_bounds(schema)
     lo, hi = None, None
     for key, strict in (("minimum", False), ("exclusiveMinimum", True)):
         v = schema.get(key)
@@ -407,7 +396,7 @@ def _factor(k: int) -> tuple[int, int, int]:
 
 # ---------------------------------------------------------------- numbers
 def _num_bounds(schema: dict):
-    schema = _draft4_bounds(schema)
+    schema = numeric_bounds(schema)
     lo = lo_s = hi = hi_s = None
     for key, strict in (("minimum", False), ("exclusiveMinimum", True)):
         v = schema.get(key)

@@ -17,24 +17,23 @@ import warnings
 import jsonschema
 import pytest
 
-from guided.compile_service import CompileService
+from guided.grammar import GrammarCompiler
+from guided.schema.compiler import compile_json_schema
 
-DEEP = "[" * 13 + "1" + "]" * 13  # nests past the depth bound (10) a schema-free value would get
+DEEP = json.dumps(1)
+for _ in range(13):  # nests past the depth bound (10) a schema-free value would get
+    DEEP = f"[{DEEP}]"
 
 
 @pytest.fixture(scope="module")
-def service(vocab_builtin):
-    s = CompileService(vocab_builtin, timeout_s=10.0, cache_size=4)
-    yield s
-    s.shutdown()
+def grammars(vocab_builtin):
+    return GrammarCompiler(vocab_builtin, cache_size=4)
 
 
-def _accepted(service, tokenizer, schema: dict, texts: list[str]) -> list[bool]:
-    from guided.schema.compiler import compile_json_schema
-
+def _accepted(grammars, tokenizer, schema: dict, texts: list[str]) -> list[bool]:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        compiled = compile_json_schema(service.grammars, schema, key_order="any")
+        compiled = compile_json_schema(grammars, schema, key_order="any")
     out = []
     for text in texts:
         matcher = compiled.matcher()
@@ -43,15 +42,15 @@ def _accepted(service, tokenizer, schema: dict, texts: list[str]) -> list[bool]:
     return out
 
 
-def _exact(service, tokenizer, schema: dict, texts: list[str]) -> None:
+def _exact(grammars, tokenizer, schema: dict, texts: list[str]) -> None:
     validator = jsonschema.validators.validator_for(schema)(schema)
     expected = [validator.is_valid(json.loads(t)) for t in texts]
     assert 0 < sum(expected) < len(texts)  # the texts test both ways
-    for text, got, want in zip(texts, _accepted(service, tokenizer, schema, texts), expected, strict=True):
+    for text, got, want in zip(texts, _accepted(grammars, tokenizer, schema, texts), expected, strict=True):
         assert got == want, text
 
 
-def test_bounds_and_vendor_keywords_merge(service, tokenizer_builtin):
+def test_bounds_and_vendor_keywords_merge(grammars, tokenizer_builtin):
     """Two members bound the length of an array of schema-free items differently (and tag it with
     different ``x-ui`` hints): the merge takes ``minItems: 2`` and ``maxItems: 3``."""
     schema = {"type": "object", "properties": {"tags": {"allOf": [
@@ -59,16 +58,16 @@ def test_bounds_and_vendor_keywords_merge(service, tokenizer_builtin):
         {"minItems": 2, "maxItems": 3, "x-ui": "chips"}]}}}  # fmt: skip
     texts = ['{"tags": [1]}', '{"tags": [1, ' + DEEP + "]}", '{"tags": [{}, "a", null]}',
              '{"tags": [1, 2, 3, 4]}', '{"tags": []}', '{"other": ' + DEEP + ', "tags": [true, false]}']  # fmt: skip
-    _exact(service, tokenizer_builtin, schema, texts)
+    _exact(grammars, tokenizer_builtin, schema, texts)
 
 
-def test_unique_items_holds_where_one_member_asks(service, tokenizer_builtin):
+def test_unique_items_holds_where_one_member_asks(grammars, tokenizer_builtin):
     schema = {"allOf": [{"type": "array", "uniqueItems": True}, {"uniqueItems": False, "maxItems": 3}]}
     texts = ["[1, 2]", "[1, 1]", "[[1], [1]]", "[" + DEEP + ", 2]", '[{"a": 1}, {"a": 1.0}]', '["a", "b", "c"]']
-    _exact(service, tokenizer_builtin, schema, texts)
+    _exact(grammars, tokenizer_builtin, schema, texts)
 
 
-def test_draft4_exclusive_flags_read_their_own_minimum(service, tokenizer_builtin):
+def test_draft4_exclusive_flags_read_their_own_minimum(grammars, tokenizer_builtin):
     """``exclusiveMinimum: true`` with no ``minimum`` beside it asks nothing; copied beside another
     member's ``minimum: 5`` it made 5 itself invalid."""
     draft4 = "http://json-schema.org/draft-04/schema#"
@@ -77,17 +76,17 @@ def test_draft4_exclusive_flags_read_their_own_minimum(service, tokenizer_builti
               {"allOf": [{"type": "integer", "minimum": 5, "exclusiveMinimum": True}, {"minimum": 3}]}):  # fmt: skip
         schema = {"$schema": draft4, "type": "object", "properties": {"n": n}, "required": ["n"]}
         texts = [f'{{"n": {v}}}' for v in (2, 3, 4, 5, 6)] + ['{"n": 7, "more": ' + DEEP + "}"]
-        _exact(service, tokenizer_builtin, schema, texts)
+        _exact(grammars, tokenizer_builtin, schema, texts)
 
 
-def test_nullable_in_one_member_only(service, tokenizer_builtin):
+def test_nullable_in_one_member_only(grammars, tokenizer_builtin):
     """OpenAPI's ``nullable`` adds ``null`` to its own member's types: the conjunction takes ``null``
     only when every typed member does (a merge copied ``nullable: true`` beside the intersected
     types, and accepted ``null``)."""
     texts = ["null", '"a"', '""', "1"]
     one = {"type": "string", "nullable": True}
-    assert _accepted(service, tokenizer_builtin, one, texts) == [True, True, True, False]
+    assert _accepted(grammars, tokenizer_builtin, one, texts) == [True, True, True, False]
     both = {"allOf": [one, {"type": "string"}]}
-    assert _accepted(service, tokenizer_builtin, both, texts) == [False, True, True, False]
+    assert _accepted(grammars, tokenizer_builtin, both, texts) == [False, True, True, False]
     each = {"allOf": [one, {"type": "string", "nullable": True, "minLength": 1}]}
-    assert _accepted(service, tokenizer_builtin, each, texts) == [True, True, False, False]
+    assert _accepted(grammars, tokenizer_builtin, each, texts) == [True, True, False, False]
