@@ -379,8 +379,9 @@ def _values(s: dict):
 
 def _signature(s: dict):
     """(possible types, possible scalar values or None, {required property: its scalar values},
-    required names, the names a closed object may have or None, {declared property: its _kinds})."""
-    types, values, pattern = _kinds(s)
+    required names, the names a closed object may have or None, {declared property: its _kinds},
+    its string pattern or None, its sizes per type: ``_sizes``)."""
+    types, values, pattern, sizes = _kinds(s)
     disc = {}
     props, req = s.get("properties"), s.get("required")
     if isinstance(props, dict) and isinstance(req, list):
@@ -398,11 +399,39 @@ def _signature(s: dict):
         for name, sub in props.items():
             if isinstance(sub, dict) and "$ref" not in sub and ("type" in sub or _values(sub) is not None):
                 members[name] = _kinds(sub)
-    return types, values, disc, required, closed, members, pattern
+    return types, values, disc, required, closed, members, pattern, sizes
+
+
+# the bounds on the size of a value of each type: items, characters, members
+_SIZE_KEYS = {"array": ("minItems", "maxItems"), "string": ("minLength", "maxLength"),
+              "object": ("minProperties", "maxProperties")}  # fmt: skip
+
+
+def _sizes(s: dict) -> dict:
+    """{type: (least size, largest size or None)} for the types whose size ``s`` bounds."""
+    out = {}
+    for t, (lo_key, hi_key) in _SIZE_KEYS.items():
+        lo, hi = s.get(lo_key, 0), s.get(hi_key)
+        lo = lo if _count(lo) else 0
+        hi = hi if _count(hi) else None
+        if lo or hi is not None:
+            out[t] = (lo, hi)
+    return out
+
+
+def _count(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+
+
+def _sizes_apart(a: tuple, b: tuple) -> bool:
+    """Whether two size ranges share no size."""
+    (lo_a, hi_a), (lo_b, hi_b) = a, b
+    return (hi_a is not None and hi_a < lo_b) or (hi_b is not None and hi_b < lo_a)
 
 
 def _kinds(s: dict):
-    """(the types a value of ``s`` may have, its scalar values or None, its string pattern or None)."""
+    """(the types a value of ``s`` may have, its scalar values or None, its string pattern or None,
+    the sizes it allows per type: ``_sizes``)."""
     values = _values(s)
     t = s.get("type")
     if values is not None:
@@ -416,16 +445,18 @@ def _kinds(s: dict):
     if s.get("nullable") is True:
         types.add("null")
     pattern = s.get("pattern") if isinstance(s.get("pattern"), str) else None
-    return types, values, pattern
+    return types, values, pattern, _sizes(s)
 
 
 def _values_apart(a: tuple, b: tuple) -> bool:
-    """Whether two (types, values, pattern) facts share no value."""
-    (ta, va, pa), (tb, vb, pb) = a, b
+    """Whether two (types, values, pattern, sizes) facts share no value."""
+    (ta, va, pa, ra), (tb, vb, pb, rb) = a, b
     if not ta & tb:
         return True
     if va is not None and vb is not None:
         return not va & vb
+    if va is None and vb is None and all(t in ra and t in rb and _sizes_apart(ra[t], rb[t]) for t in ta & tb):
+        return True  # every type both take, told apart by its size (``maxItems: 1`` vs ``minItems: 2``)
     if not (ta & tb) <= {"string"}:
         return False
     if va is not None and pb is not None:
@@ -448,7 +479,7 @@ def _may_meet(pattern: str, other: str, other_is_pattern: bool = False) -> bool:
 
 
 def _apart(a, b) -> bool:
-    if _values_apart((a[0], a[1], a[6]), (b[0], b[1], b[6])):
+    if _values_apart((a[0], a[1], a[6], a[7]), (b[0], b[1], b[6], b[7])):
         return True
     if (a[0] & b[0]) <= {"object"}:  # only objects could match both
         if any(not (a[2][k] & b[2][k]) for k in a[2].keys() & b[2].keys()):

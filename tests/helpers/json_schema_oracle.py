@@ -123,6 +123,38 @@ def is_valid(schema, instance) -> bool:
     return validator_for(schema).is_valid(instance)
 
 
+# a value nesting past the depth bound (10) a schema-free value under an intersection would get
+DEEP = "[" * 13 + "1" + "]" * 13
+
+
+def accepted_texts(grammars, tokenizer, schema: dict, texts: list[str]) -> list[bool]:
+    """Whether the schema's grammar (``key_order="any"``, compiled with every warning an error: no
+    depth bound, no relaxation) accepts each text, token by token."""
+    import warnings
+
+    from guided.schema.compiler import compile_json_schema
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compiled = compile_json_schema(grammars, schema, key_order="any")
+    out = []
+    for text in texts:
+        matcher = compiled.matcher()
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        out.append(all(matcher.accept_token(t) for t in ids) and matcher.is_accepting())
+    return out
+
+
+def assert_exact(grammars, tokenizer, schema: dict, texts: list[str]) -> None:
+    """``accepted_texts`` equals jsonschema's answer (its draft from ``$schema``) on every text, and
+    the texts test both ways."""
+    validator = validator_for(schema)
+    expected = [validator.is_valid(json.loads(t)) for t in texts]
+    assert 0 < sum(expected) < len(texts)
+    for text, got, want in zip(texts, accepted_texts(grammars, tokenizer, schema, texts), expected, strict=True):
+        assert got == want, text
+
+
 # tokens with escapes, quotes among them, for the run-time checks of member names and unique items
 ESCAPE_TOKENS = [b"{", b"}", b"[", b"]", b",", b":", b'"', b"null", b"a", b"b", b"c", b"z",
                  b"\\", b"\\n", b"\\u", b"\\u00", b"\\u0061", b"\\u0062", b"a\\u0062", b"\\ud83d", b"\\/", b"\\\\",

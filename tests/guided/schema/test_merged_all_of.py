@@ -11,43 +11,15 @@ take the tighter value, ``uniqueItems`` holds where one member asks for it, keyw
 
 from __future__ import annotations
 
-import json
-import warnings
-
-import jsonschema
 import pytest
+from json_schema_oracle import DEEP, accepted_texts, assert_exact
 
 from guided.grammar import GrammarCompiler
-from guided.schema.compiler import compile_json_schema
-
-DEEP = json.dumps(1)
-for _ in range(13):  # nests past the depth bound (10) a schema-free value would get
-    DEEP = f"[{DEEP}]"
 
 
 @pytest.fixture(scope="module")
 def grammars(vocab_builtin):
     return GrammarCompiler(vocab_builtin, cache_size=4)
-
-
-def _accepted(grammars, tokenizer, schema: dict, texts: list[str]) -> list[bool]:
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        compiled = compile_json_schema(grammars, schema, key_order="any")
-    out = []
-    for text in texts:
-        matcher = compiled.matcher()
-        ids = tokenizer.encode(text, add_special_tokens=False)
-        out.append(all(matcher.accept_token(t) for t in ids) and matcher.is_accepting())
-    return out
-
-
-def _exact(grammars, tokenizer, schema: dict, texts: list[str]) -> None:
-    validator = jsonschema.validators.validator_for(schema)(schema)
-    expected = [validator.is_valid(json.loads(t)) for t in texts]
-    assert 0 < sum(expected) < len(texts)  # the texts test both ways
-    for text, got, want in zip(texts, _accepted(grammars, tokenizer, schema, texts), expected, strict=True):
-        assert got == want, text
 
 
 def test_bounds_and_vendor_keywords_merge(grammars, tokenizer_builtin):
@@ -58,13 +30,13 @@ def test_bounds_and_vendor_keywords_merge(grammars, tokenizer_builtin):
         {"minItems": 2, "maxItems": 3, "x-ui": "chips"}]}}}  # fmt: skip
     texts = ['{"tags": [1]}', '{"tags": [1, ' + DEEP + "]}", '{"tags": [{}, "a", null]}',
              '{"tags": [1, 2, 3, 4]}', '{"tags": []}', '{"other": ' + DEEP + ', "tags": [true, false]}']  # fmt: skip
-    _exact(grammars, tokenizer_builtin, schema, texts)
+    assert_exact(grammars, tokenizer_builtin, schema, texts)
 
 
 def test_unique_items_holds_where_one_member_asks(grammars, tokenizer_builtin):
     schema = {"allOf": [{"type": "array", "uniqueItems": True}, {"uniqueItems": False, "maxItems": 3}]}
     texts = ["[1, 2]", "[1, 1]", "[[1], [1]]", "[" + DEEP + ", 2]", '[{"a": 1}, {"a": 1.0}]', '["a", "b", "c"]']
-    _exact(grammars, tokenizer_builtin, schema, texts)
+    assert_exact(grammars, tokenizer_builtin, schema, texts)
 
 
 def test_draft4_exclusive_flags_read_their_own_minimum(grammars, tokenizer_builtin):
@@ -76,7 +48,7 @@ def test_draft4_exclusive_flags_read_their_own_minimum(grammars, tokenizer_built
               {"allOf": [{"type": "integer", "minimum": 5, "exclusiveMinimum": True}, {"minimum": 3}]}):  # fmt: skip
         schema = {"$schema": draft4, "type": "object", "properties": {"n": n}, "required": ["n"]}
         texts = [f'{{"n": {v}}}' for v in (2, 3, 4, 5, 6)] + ['{"n": 7, "more": ' + DEEP + "}"]
-        _exact(grammars, tokenizer_builtin, schema, texts)
+        assert_exact(grammars, tokenizer_builtin, schema, texts)
 
 
 def test_nullable_in_one_member_only(grammars, tokenizer_builtin):
@@ -85,8 +57,8 @@ def test_nullable_in_one_member_only(grammars, tokenizer_builtin):
     types, and accepted ``null``)."""
     texts = ["null", '"a"', '""', "1"]
     one = {"type": "string", "nullable": True}
-    assert _accepted(grammars, tokenizer_builtin, one, texts) == [True, True, True, False]
+    assert accepted_texts(grammars, tokenizer_builtin, one, texts) == [True, True, True, False]
     both = {"allOf": [one, {"type": "string"}]}
-    assert _accepted(grammars, tokenizer_builtin, both, texts) == [False, True, True, False]
+    assert accepted_texts(grammars, tokenizer_builtin, both, texts) == [False, True, True, False]
     each = {"allOf": [one, {"type": "string", "nullable": True, "minLength": 1}]}
-    assert _accepted(grammars, tokenizer_builtin, each, texts) == [True, True, False, False]
+    assert accepted_texts(grammars, tokenizer_builtin, each, texts) == [True, True, False, False]
