@@ -379,8 +379,8 @@ def _values(s: dict):
 
 def _signature(s: dict):
     """(possible types, possible scalar values or None, {required property: its scalar values},
-    required names, the names a closed object may have or None, {declared property: its _kinds},
-    its string pattern or None, its sizes per type: ``_sizes``)."""
+    required names, the names a closed object may have as (declared names, patterns) or None,
+    {declared property: its _kinds}, its string pattern or None, its sizes per type: ``_sizes``)."""
     types, values, pattern, sizes = _kinds(s)
     disc = {}
     props, req = s.get("properties"), s.get("required")
@@ -390,9 +390,10 @@ def _signature(s: dict):
             if isinstance(sub, dict) and _values(sub) is not None:
                 disc[name] = _values(sub)
     required = {r for r in req if isinstance(r, str)} if isinstance(req, list) else set()
-    closed = None  # the only names a closed object may have
-    if s.get("additionalProperties") is False and not s.get("patternProperties"):
-        closed = set(props) if isinstance(props, dict) else set()
+    closed = None  # the only names a closed object may have: (declared ones, patterns of the others)
+    pats = s.get("patternProperties") or {}
+    if s.get("additionalProperties") is False and isinstance(pats, dict) and all(isinstance(p, str) for p in pats):
+        closed = (set(props) if isinstance(props, dict) else set(), tuple(pats))
     # what a declared property's value may be, when it says: (types, scalar values or None)
     members = {}
     if isinstance(props, dict):
@@ -478,6 +479,15 @@ def _may_meet(pattern: str, other: str, other_is_pattern: bool = False) -> bool:
         return True
 
 
+def _cannot_have(closed: tuple | None, names: set) -> bool:
+    """Whether a closed object (``_signature``'s (declared names, patterns)) refuses one of ``names``:
+    declared nowhere and matching no pattern (an unreadable pattern matches every name)."""
+    if closed is None:
+        return False
+    declared, patterns = closed
+    return any(n not in declared and not any(_may_meet(p, n) for p in patterns) for n in names)
+
+
 def _apart(a, b) -> bool:
     if _values_apart((a[0], a[1], a[6], a[7]), (b[0], b[1], b[6], b[7])):
         return True
@@ -485,7 +495,7 @@ def _apart(a, b) -> bool:
         if any(not (a[2][k] & b[2][k]) for k in a[2].keys() & b[2].keys()):
             return True
         # one requires a property the other, closed, cannot have
-        if (b[4] is not None and a[3] - b[4]) or (a[4] is not None and b[3] - a[4]):
+        if _cannot_have(b[4], a[3]) or _cannot_have(a[4], b[3]):
             return True
         # a property one of them requires, whose values the two declare apart (types or constants):
         # an instance both take has it, with a value both take

@@ -1,6 +1,7 @@
-"""``oneOf`` branches told apart by the sizes they allow: ``maxItems: 1`` against ``minItems: 2``
-(likewise string lengths and member counts) share no value of that type, so where every type both
-branches take is told apart so, the ``oneOf`` needs no exclusivity.
+"""``oneOf`` branches told apart cheaply, so that the ``oneOf`` needs no exclusivity: by the sizes
+they allow (``maxItems: 1`` against ``minItems: 2``, likewise string lengths and member counts, on
+every type both take), or by a name one requires that the other, closed to its declared names and
+its ``patternProperties``, refuses.
 
 Exclusivity of recursive branches needs an intersection no context-free grammar holds (a
 SchemaError); proved apart, they compile exactly. Where the ranges meet, or a type is left unbounded
@@ -56,4 +57,27 @@ def test_sizes_that_meet_stay_exclusive(grammars, tokenizer_builtin, branches):
     """Where some value fits both branches, ``oneOf`` refuses it: the proof must not claim them apart."""
     schema = {"oneOf": branches}
     texts = ["[]", "[1]", "[1, 2]", "[1, 2, 3]", '"s"', "1", "{}"]
+    assert_exact(grammars, tokenizer_builtin, schema, texts)
+
+
+def test_closed_by_patterns_refuses_a_required_name(grammars, tokenizer_builtin):
+    """A branch closed to its patterns' names (``additionalProperties: false`` beside
+    ``patternProperties``) refuses a name another branch requires when no pattern matches it:
+    the platform pair ``{ios, android}`` against locale keys (o37786's colour selectors)."""
+    schema = {"oneOf": [
+        {"type": "object", "properties": {"ios": {"$ref": "#"}, "android": {"$ref": "#"}},
+         "required": ["ios", "android"], "additionalProperties": False},
+        {"type": "object", "patternProperties": {"^[a-z]{2,3}$": {"$ref": "#"}}, "additionalProperties": False,
+         "minProperties": 1},
+        {"type": "string"}]}  # fmt: skip
+    texts = ['{"ios": "a", "android": "b"}', '{"ios": "a"}', '{"en": "x", "de": {"fr": "y"}}', '{"android": "x"}',
+             "{}", '"s"', '{"ios": "a", "android": "b", "en": "c"}', '{"ios": {"android": "x", "ios": "y"}}']  # fmt: skip
+    assert_exact(grammars, tokenizer_builtin, schema, texts)
+
+
+def test_a_required_name_a_pattern_matches_stays_exclusive(grammars, tokenizer_builtin):
+    schema = {"oneOf": [
+        {"type": "object", "properties": {"ios": {"type": "string"}}, "required": ["ios"], "additionalProperties": False},
+        {"type": "object", "patternProperties": {"^i": {"type": "string"}}, "additionalProperties": False}]}  # fmt: skip
+    texts = ['{"ios": "a"}', '{"ix": "a"}', "{}", '{"ios": "a", "ix": "b"}', '{"x": "a"}']
     assert_exact(grammars, tokenizer_builtin, schema, texts)
