@@ -9,43 +9,18 @@ was used. Oracle: ``jsonschema``, with members in any order (``key_order="any"``
 
 from __future__ import annotations
 
-import json
-import warnings
-
-import jsonschema
 import pytest
+from json_schema_oracle import DEEP, assert_exact
 
-from guided.compile_service import CompileService
-
-DEEP = "[" * 13 + "1" + "]" * 13  # nests past the depth bound (10) a schema-free value would get
+from guided.grammar import GrammarCompiler
 
 
 @pytest.fixture(scope="module")
-def service(vocab_builtin):
-    s = CompileService(vocab_builtin, timeout_s=10.0, cache_size=4)
-    yield s
-    s.shutdown()
+def grammars(vocab_builtin):
+    return GrammarCompiler(vocab_builtin, cache_size=4)
 
 
-def _exact(service, tokenizer, schema: dict, texts: list[str]) -> None:
-    from guided.schema.compiler import compile_json_schema
-
-    validator = jsonschema.Draft202012Validator(schema)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        compiled = compile_json_schema(service.grammars, schema, key_order="any")
-    valid = 0
-    for text in texts:
-        matcher = compiled.matcher()
-        ids = tokenizer.encode(text, add_special_tokens=False)
-        accepted = all(matcher.accept_token(t) for t in ids) and matcher.is_accepting()
-        expected = validator.is_valid(json.loads(text))
-        valid += expected
-        assert accepted == expected, text
-    assert 0 < valid < len(texts)  # the texts test both ways
-
-
-def test_an_enum_beside_a_complement_is_its_values(service, tokenizer_builtin):
+def test_an_enum_beside_a_complement_is_its_values(grammars, tokenizer_builtin):
     """Two open objects that declare one member alike (``protocol: {enum: [sml]}``) and each require
     a name of their own. Beside a branch, the other's refusal "``protocol`` is not ``sml``" meets the
     branch's own ``enum``: an enum beside ``not`` (or any in-place applicator) is its values, filtered
@@ -62,10 +37,10 @@ def test_an_enum_beside_a_complement_is_its_values(service, tokenizer_builtin):
              '{"protocol": "d0", "device": "d"}', '{"device": "d", "local": true, "extra": ' + DEEP + ', "protocol": "sml"}',
              '{"protocol": "sml", "host": "h", "local": 1}', '{"protocol": "sml", "device": "d", "host": ' + DEEP + "}",
              '"text"', "[]"]  # fmt: skip
-    _exact(service, tokenizer_builtin, schema, texts)
+    assert_exact(grammars, tokenizer_builtin, schema, texts)
 
 
-def test_a_pattern_refused_beside_an_open_object(service, tokenizer_builtin):
+def test_a_pattern_refused_beside_an_open_object(grammars, tokenizer_builtin):
     """One branch requires ``device`` matching a pattern, the other requires ``host`` and leaves
     ``device`` to any value. The second branch's refusal of the first holds "``device`` is a string
     that does not match": the complemented pattern is taken among strings only, so no schema-free
@@ -77,10 +52,10 @@ def test_a_pattern_refused_beside_an_open_object(service, tokenizer_builtin):
     texts = ['{"device": "/dev/tty"}', '{"host": "h"}', '{"host": "h", "device": "/dev/tty"}',
              '{"host": "h", "device": "tty"}', '{"device": "tty"}', '{"host": "h", "device": ' + DEEP + "}",
              '{"device": "/dev/a", "more": ' + DEEP + "}", '{"host": "h", "device": "/dev/a/b"}', "{}"]  # fmt: skip
-    _exact(service, tokenizer_builtin, schema, texts)
+    assert_exact(grammars, tokenizer_builtin, schema, texts)
 
 
-def test_branches_sharing_a_base_refuse_only_what_is_their_own(service, tokenizer_builtin):
+def test_branches_sharing_a_base_refuse_only_what_is_their_own(grammars, tokenizer_builtin):
     """Inheritance: every branch is ``allOf: [{"$ref": base}, own]``. Beside a branch, which holds
     ``base`` already, the values another branch refuses are those its ``own`` part refuses: ``base``
     (here with an array of objects and a schema-free member) is never complemented. A branch whose
@@ -99,10 +74,10 @@ def test_branches_sharing_a_base_refuse_only_what_is_their_own(service, tokenize
              '{"enabled": true, "channels": [{"api": "x"}], "note": ' + DEEP + "}",
              '{"enabled": true, "channels": [{"api": 1}]}', '{"channels": [], "enabled": 1}',
              '{"enabled": true, "protocol": "sml", "device": "d", "note": ' + DEEP + "}", '"text"']  # fmt: skip
-    _exact(service, tokenizer_builtin, schema, texts)
+    assert_exact(grammars, tokenizer_builtin, schema, texts)
 
 
-def test_overlapping_inheriting_branches_take_members_in_any_order(service, tokenizer_builtin):
+def test_overlapping_inheriting_branches_take_members_in_any_order(grammars, tokenizer_builtin):
     """Past the permutation bound (more than 6 names at the place), members in any order come from
     a bag: the grammar takes members with repeats and the matcher refuses a name written twice.
     That holds under a ``oneOf`` of overlapping branches that are intersections themselves: their
@@ -119,4 +94,4 @@ def test_overlapping_inheriting_branches_take_members_in_any_order(service, toke
              '{"flag2": true, "host": "h", "device": "d", "protocol": "sml", "enabled": true}',
              '{"flag4": 1, "device": "d", "protocol": "sml", "enabled": true}',
              '{"device": "d", "protocol": "d0", "enabled": true}']  # fmt: skip
-    _exact(service, tokenizer_builtin, schema, texts)
+    assert_exact(grammars, tokenizer_builtin, schema, texts)
