@@ -80,7 +80,7 @@ from guided.schema.keywords import (
 )
 from guided.schema.merge import merge, merge_cases, split_if
 from guided.schema.numbers import PLAIN_NUMBER, integer_node, number_node, plain_number, saturated_number
-from guided.schema.object_bags import MAX_TRACKED_REQUIRED, value_bag
+from guided.schema.object_bags import value_bag
 from guided.schema.objects import any_order, object_node
 from guided.schema.options import SchemaOptions
 from guided.schema.recursion import Hole, has_hole, map_meets
@@ -751,19 +751,13 @@ class SchemaLowering:
         refusals and at most ``_SPREAD_CASES`` cases: no intersection with schema-free values below
         is left to a depth bound, nor one of whole objects to the automaton. A single refusal kept
         as the intersection made some masks 20x slower (o65945: 11 -> 212 ms, once its ``maxItems:
-        0`` branch was proved apart and left one refusal where there were two). Where a case of a
-        single refusal requires more names than a bag tracks, the refusal stays an ``anyOf`` that
-        ``_lower`` distributes, as before (the s65 finding on o65917; not reproduced since)."""
+        0`` branch was proved apart and left one refusal where there were two)."""
         both = {"allOf": members}
         if not 2 <= len(members) <= _SPREAD_REFUSALS + 1:
             return both
         parts = self._all_of_parts(both, base, [])
         cases = None if parts is None else merge_cases(
             parts, self._refuse_each_other, self._has_other_member, limit=_SPREAD_CASES, growth=4)
-        if cases is not None and len(members) == 2 and any(
-            len(c.get("required") or ()) > MAX_TRACKED_REQUIRED for c in cases["anyOf"] if isinstance(c, dict)
-        ):  # one refusal whose case requires more names than the bag tracks
-            return both
         return both if cases is None else cases
 
     def _unshared(self, subs: list, i: int, j: int, base: str) -> tuple | None:
