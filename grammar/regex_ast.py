@@ -23,6 +23,7 @@ __all__ = [
     "Seq",
     "Alt",
     "Cofinite",
+    "TrieLeft",
     "Repeat",
     "And",
     "Not",
@@ -44,6 +45,7 @@ __all__ = [
     "with_specials",
     "optional",
     "negate_ranges",
+    "trie_left",
 ]
 
 MAX_CODEPOINT = 0x10FFFF
@@ -145,6 +147,83 @@ class Cofinite(Alt):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_hash", hash(("Cofinite", tuple(map(_HASH, self.items)), self.body._hash)))
+
+
+class TrieLeft(Cofinite):
+    """Every string but ``words``, as the union by which the trie of the words is left (see
+    ``trie_left``): a ``Cofinite`` over ``body`` whose ``items`` are built the first time code reads
+    them. ``ExprPool.intern`` makes its expression from the words directly, without those nodes: an
+    object's other member names (every name but the declared ones) were thousands of AST nodes in a
+    big schema, built and then interned node by node, a third of its compile; nothing else reads them
+    in a compile. ``char(c)`` spells a character of a word, ``other(kids)`` the strings that begin
+    with a character none of ``kids`` (and go on in ``body``); both must return equal nodes for equal
+    arguments (they are memoised functions: equality and the hash compare them by identity)."""
+
+    __slots__ = ("words", "char", "other", "_items")
+
+    def __init__(self, words, char, other, body: Node):
+        words = tuple(sorted(set(words)))
+        for name, value in (("words", words), ("char", char), ("other", other), ("body", body), ("_items", None)):
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "_hash", hash(("TrieLeft", words, char, other, body._hash)))
+
+    @property
+    def items(self) -> tuple[Node, ...]:
+        built = self._items
+        if built is None:
+            built = _left(_trie(self.words), self.char, self.other, self.body).items
+            object.__setattr__(self, "_items", built)
+        return built
+
+    def trie(self) -> dict:
+        """The words' trie: a dict per node, a character to its child, ``None`` where a word ends."""
+        return _trie(self.words)
+
+    def __eq__(self, other) -> bool:
+        if self is other:
+            return True
+        if other.__class__ is not TrieLeft:
+            return NotImplemented
+        return (self._hash == other._hash and self.words == other.words and self.char is other.char
+                and self.other is other.other and self.body == other.body)  # fmt: skip
+
+    __hash__ = Node.__hash__
+
+    def __reduce__(self):
+        return (TrieLeft, (self.words, self.char, self.other, self.body))
+
+    def __repr__(self) -> str:
+        return f"TrieLeft(words={self.words!r})"
+
+
+def trie_left(words, char, other, body: Node) -> Node:
+    """The strings (of ``body``'s characters) that are none of ``words``, without complement: the trie
+    of the words, left at any point (a first character that is no child there, ``other(kids)``) or
+    ended at a node where no word ends (``TrieLeft``; with one word, the empty one: ``other(())``)."""
+    words = tuple(sorted(set(words)))
+    return other(()) if words == ("",) else TrieLeft(words, char, other, body)
+
+
+def _trie(words: tuple[str, ...]) -> dict:
+    trie: dict = {}
+    for w in words:
+        node = trie
+        for ch in w:
+            node = node.setdefault(ch, {})
+        node[None] = True
+    return trie
+
+
+def _left(node: dict, char, other, body: Node) -> Node:
+    """The strings left once the trie is at ``node`` (``TrieLeft.items``; ``ExprPool`` builds the same
+    expression from the trie)."""
+    kids = tuple(sorted(k for k in node if k is not None))
+    out = alt(
+        EPSILON if None not in node else EMPTY,
+        other(kids),
+        *(seq(char(k), _left(node[k], char, other, body)) for k in kids),
+    )
+    return Cofinite(out.items, body) if out.__class__ is Alt else out
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -7,7 +7,7 @@ every lexer state of the terminal without exploring its derivatives.
 
 from __future__ import annotations
 
-from guided.grammar.regex_ast import Alt, ByteSet, Chars, Node, Repeat, Seq
+from guided.grammar.regex_ast import Alt, ByteSet, Chars, Node, Repeat, Seq, TrieLeft
 
 __all__ = ["ALL_BYTES", "last_bytes", "may_be_empty"]
 
@@ -34,6 +34,8 @@ def _last_bytes(node, memo: dict) -> int:
                 r |= (1 << (min(hi, 0x7F) + 1)) - (1 << lo)
             if hi > 0x7F:
                 r |= CONTINUATION_BYTES
+    elif node.__class__ is TrieLeft:  # strings of its body's characters (its items are never built)
+        r = _last_bytes(node.body, memo)
     elif isinstance(node, Alt):
         r = 0
         for x in node.items:
@@ -58,6 +60,8 @@ def may_be_empty(node) -> bool:
         return False
     if isinstance(node, Seq):
         return all(may_be_empty(x) for x in node.items)
+    if node.__class__ is TrieLeft:
+        return "" not in node.words
     if isinstance(node, Alt):
         return any(may_be_empty(x) for x in node.items)
     if isinstance(node, Repeat):

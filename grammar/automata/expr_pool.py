@@ -26,7 +26,20 @@ from guided.grammar.automata.derivative_classes import MAX_HEADS
 from guided.grammar.automata.emptiness import Emptiness
 from guided.grammar.automata.utf8 import utf8_sequences
 from guided.grammar.automata.work_bound import WorkBound
-from guided.grammar.regex_ast import Alt, And, ByteSet, Chars, Cofinite, Node, Not, Repeat, Seq, any_string
+from guided.grammar.regex_ast import (
+    EPSILON,
+    Alt,
+    And,
+    ByteSet,
+    Chars,
+    Cofinite,
+    Node,
+    Not,
+    Repeat,
+    Seq,
+    TrieLeft,
+    any_string,
+)
 
 __all__ = ["ExprPool", "EMPTY_ID", "EPS_ID", "intern_common", "class_size"]
 
@@ -132,7 +145,7 @@ class ExprPool:
         return cls() if common is None else common.fork()
 
     _TRANSIENT = ("_lock", "kind", "nullable", "has_bool", "counter", "min_len", "args", "first", "emptiness",
-                  "bound", "_checked", "_units", "_cls_cache", "spent")  # fmt: skip
+                  "bound", "_checked", "_units", "_cls_cache", "spent", "_trie_parts")  # fmt: skip
 
     def __getstate__(self):
         """The arena and the Python-side tables, without the AST memo (rebuilt as nodes are interned
@@ -389,6 +402,9 @@ class ExprPool:
                     if r is not None:
                         done[id(n)] = r
                         continue
+                    if n.__class__ is TrieLeft:  # made from its words, never from its items' nodes
+                        done[id(n)] = memo[n] = self._intern_trie(n)
+                        continue
                     stack.append((n,))
                     cls = n.__class__
                     if cls is Seq or cls is Alt or cls is Cofinite or cls is And:
@@ -437,6 +453,65 @@ class ExprPool:
                     kind = "chars" if n.__class__ is Chars else "bytes"
                     self.char_class.setdefault(r, (kind, tuple(n.ranges)))
         return [r if r >= 0 else ids[-1 - r] for r in (done[id(n)] for n in nodes)]
+
+    def _intern_trie(self, node: TrieLeft) -> int:
+        """The expression of a ``TrieLeft``, made from its words' trie as one program: the union
+        ``regex_ast._left`` builds at each trie node (the empty string where no word ends, then
+        ``other(kids)``, then each child's ``char(c)`` and what is left below it), the same expression
+        its items intern to, without making or walking those nodes."""
+        eps, body = self.intern(EPSILON), self.intern(node.body)
+        parts = self.__dict__.setdefault("_trie_parts", {})  # (function, argument) -> its node's expression
+        char, other = node.char, node.other
+        # the trie in preorder, from the sorted words: node i's children (in order), whether a word ends
+        kids: list[list] = [[]]
+        ends = [False]
+        path = [0]  # the nodes along the previous word
+        prev = ""
+        for w in node.words:
+            k = 0
+            top = min(len(w), len(prev))
+            while k < top and w[k] == prev[k]:
+                k += 1
+            del path[k + 1 :]
+            for c in w[k:]:
+                kids[path[-1]].append((c, len(kids)))
+                path.append(len(kids))
+                kids.append([])
+                ends.append(False)
+            ends[path[-1]] = True
+            prev = w
+        prog: list[int] = []
+        unions: list[int] = []  # the instructions that make a trie node's union (a Cofinite one)
+        made = 0
+        ref = [0] * len(kids)  # a node's expression, or the ref of the instruction that makes it
+        for i in range(len(kids) - 1, -1, -1):  # a child comes after its parent in preorder
+            below = kids[i]
+            key = (other, tuple(c for c, _ in below))
+            e = parts.get(key)
+            if e is None:
+                e = parts[key] = self.intern(other(key[1]))
+            items = [e] if ends[i] else [eps, e]
+            for c, j in below:
+                x = parts.get((char, c))
+                if x is None:
+                    x = parts[char, c] = self.intern(char(c))
+                prog += (core.OP_SEQ, 2, x, ref[j])
+                items.append(-1 - made)
+                made += 1
+            if len(items) == 1:
+                ref[i] = items[0]
+                continue
+            prog += (core.OP_ALT, len(items), *items)
+            unions.append(made)
+            ref[i] = -1 - made
+            made += 1
+        if ref[0] >= 0:
+            return ref[0]
+        out = np.empty(made, dtype=np.int64)
+        self._run(core.intern_prog, np.array(prog, dtype=np.int64), out)
+        for i in unions:
+            self.cofinite.setdefault(int(out[i]), body)
+        return int(out[-1 - ref[0]])
 
     def _wide_id(self, wide: tuple) -> int:
         """The UTF-8 sequences of codepoint ranges >= 0x80 (memoized per pool; their byte sequences

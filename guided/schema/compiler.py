@@ -81,7 +81,7 @@ from guided.schema.options import SchemaOptions
 from guided.schema.pydantic_models import json_schema_for
 from guided.schema.recursion import SchemaCfg, has_hole, hole_memo, keep_hole_free
 from guided.schema.shapes import check_shapes
-from guided.schema.strings import ANY_STRING_BODY, ENC_ANY_CHAR, json_string, release_lowering_memos
+from guided.schema.strings import ANY_STRING_BODY, ENC_ANY_CHAR, ESCAPES, json_string
 from guided.schema.unique_plan import PlanError, UniquePlan, mentions_unique
 from guided.schema.unique_runtime import UniqueChecked
 
@@ -171,8 +171,6 @@ def json_schema_to_grammar(
         if isinstance(e, RecursionError):
             raise LimitError("the schema nests too deeply to compile (recursion limit)") from None
         raise
-    finally:
-        release_lowering_memos()
 
 
 def _lower(lowering: SchemaLowering) -> Node | CfgGrammar:
@@ -324,5 +322,6 @@ def _intern_common_lexemes() -> None:
     # date-time (in one schema of eight): its leap seconds are two thousand expressions, met by has_hole too
     date_time = json_string(format_node("date-time"))
     keep_hole_free(date_time)
-    intern_common([ANY_STRING_BODY, json_string(), *nodes, date_time], char_units=[ENC_ANY_CHAR])
+    # and the escapes every name other than the declared ones may begin with (``strings._other_than``)
+    intern_common([ANY_STRING_BODY, json_string(), *nodes, date_time, ESCAPES], char_units=[ENC_ANY_CHAR])
     _common_done.set()

@@ -33,6 +33,7 @@ from guided.grammar.regex_ast import (
     Not,
     Repeat,
     Seq,
+    TrieLeft,
     alt,
     repeat,
     seq,
@@ -43,7 +44,7 @@ __all__ = ["Hole", "SchemaCfg", "has_hole", "hole_memo", "hole_names", "fill_hol
 START = "root"
 _EMPTINESS_BUDGET = 20_000
 _scope = threading.local()  # the has_hole memo of the hole_memo() scope in progress, per thread
-_LEAVES = frozenset((Chars, ByteSet))  # hole-free by construction
+_LEAVES = frozenset((Chars, ByteSet, TrieLeft))  # hole-free by construction
 # ids of nodes kept for the life of the process (``keep_hole_free``) and of their subtrees: every
 # has_hole memo starts from them. Replaced, never modified (threads copy it without a lock).
 _HOLE_FREE: dict[int, bool] = {}
@@ -65,7 +66,7 @@ class Hole(Node):
     __hash__ = Node.__hash__
 
 
-_SKIPPED = frozenset((Chars, ByteSet, Hole, And, Not))  # nodes SchemaCfg._count does not count
+_SKIPPED = frozenset((Chars, ByteSet, TrieLeft, Hole, And, Not))  # nodes SchemaCfg._count does not count
 
 
 def has_hole(node: Node, memo: dict[int, bool] | None = None) -> bool:
@@ -86,6 +87,8 @@ def _has_hole(node: Node, memo: dict[int, bool]) -> bool:
     character leaves), so a call costs about one per new node."""
     if node.__class__ is Hole:
         out = True
+    elif node.__class__ in _LEAVES:
+        out = False
     elif isinstance(node, (Seq, Alt, And)):
         out = False
         for x in node.items:

@@ -17,13 +17,10 @@ import json
 from functools import lru_cache
 
 from guided.grammar.regex_ast import (
-    EMPTY,
-    EPSILON,
     Alt,
     And,
     ByteSet,
     Chars,
-    Cofinite,
     Node,
     Not,
     Repeat,
@@ -36,6 +33,7 @@ from guided.grammar.regex_ast import (
     negate_ranges,
     repeat,
     seq,
+    trie_left,
 )
 
 __all__ = [
@@ -47,6 +45,7 @@ __all__ = [
     "string_body",
     "ANY_STRING_BODY",
     "ENC_ANY_CHAR",
+    "ESCAPES",
     "RAW_RANGES",
 ]
 
@@ -61,15 +60,20 @@ def _escape(c: int) -> str:
     return _SHORT.get(c) or f"\\u00{_HEX[c >> 4]}{_HEX[c & 15]}"
 
 
-@lru_cache(maxsize=1024)
-def _encode_chars(ranges) -> Node:
+def _raw_part(ranges) -> list[tuple[int, int]]:
+    """The characters of ``ranges`` written as themselves."""
     raw = []
-    escaped = []
     for lo, hi in ranges:
         for a, b in RAW_RANGES:
             if max(lo, a) <= min(hi, b):
                 raw.append((max(lo, a), min(hi, b)))
-        escaped.extend(c for c in _ESCAPED if lo <= c <= hi)
+    return raw
+
+
+@lru_cache(maxsize=1024)
+def _encode_chars(ranges) -> Node:
+    raw = _raw_part(ranges)
+    escaped = [c for lo, hi in ranges for c in _ESCAPED if lo <= c <= hi]
     if len(escaped) == len(_ESCAPED):
         esc = _ALL_ESCAPES
     else:
@@ -78,6 +82,9 @@ def _encode_chars(ranges) -> Node:
 
 
 _ALL_ESCAPES = alt(*(literal(_escape(c)) for c in _ESCAPED))
+_ESCAPED_SET = frozenset(_ESCAPED)
+# every escape, left-factored: a backslash, then the rest of one (the same language as _ALL_ESCAPES)
+ESCAPES = seq(literal("\\"), alt(*(literal(_escape(c)[1:]) for c in _ESCAPED)))
 ANY_CHAR = any_char()
 ENC_ANY_CHAR = _encode_chars(ANY_CHAR.ranges)
 ANY_STRING_BODY = Repeat(ENC_ANY_CHAR, 0, None)
@@ -107,63 +114,30 @@ def encode(node: Node) -> Node:
 
 def none_of(words) -> Node:
     """The encoded strings (unquoted) whose decoded text is none of ``words``, without complement:
-    the trie of the words, left at any point (or ended at a node that is not a word's end). Built
-    encoded, so it costs no ``encode`` pass; ``none_of(w)`` is ``encode`` of the decoded trie."""
-    return _none_of(tuple(words))
+    the trie of the words, left at any point (or ended at a node that is not a word's end), a
+    ``TrieLeft``. Built encoded, so it costs no ``encode`` pass; ``none_of(w)`` is ``encode`` of the
+    decoded trie. Every string of the body's characters begins one of its strings (a ``Cofinite``
+    union), so the token side serves them from the string slice."""
+    return trie_left(words, _word_char, _other_than, ANY_STRING_BODY)
 
 
-# a memo for one lowering (emptied at its end: ``release_lowering_memos``): a compile asks for the same
-# names again and again, and each tree is the size of its names' spelling (hundreds of AST nodes); kept
-# past their grammars, they were the bulk of the objects every full pass of the garbage collector
-# walked in a long-lived process
-@lru_cache(maxsize=256)
-def _none_of(words: tuple) -> Node:
-    trie: dict = {}
-    for w in words:
-        node = trie
-        for ch in w:
-            node = node.setdefault(ch, {})
-        node[None] = True
-    return _leave(trie)
-
-
-def release_lowering_memos() -> None:
-    """Empty the memos of ``none_of`` trees, as a lowering ends (another schema rarely asks for the
-    same names; a lowering in progress on another thread only loses its hits)."""
-    _none_of.cache_clear()
-    _LEFT.clear()
-
-
-# the trees of ``_leave`` by their trie's shape, for one lowering (``release_lowering_memos``): the
-# objects of a schema share name suffixes ("...Name", "...Type"), and one tree per shape makes equal
-# subtrees one object, which interning then meets by identity instead of comparing them (a tree is
-# keyed by its children's ids; the entry keeps the children alive, so their ids stay theirs)
-_LEFT: dict[tuple, Node] = {}
-
-
-def _leave(node: dict) -> Node:
-    """The strings left once the trie is at ``node``: a ``Cofinite`` union (every string of the
-    body's characters begins one of them), so the token side serves them from the string slice."""
-    kids = tuple(sorted(k for k in node if k is not None))
-    subs = [_leave(node[k]) for k in kids]
-    key = (None in node, kids, tuple(map(id, subs)))
-    hit = _LEFT.get(key)
-    if hit is not None:
-        return hit
-    out = alt(
-        EPSILON if None not in node else EMPTY,
-        _other_than(kids),
-        *(seq(_encode_chars(((ord(k), ord(k)),)), sub) for k, sub in zip(kids, subs, strict=True)),
-    )
-    left = _LEFT[key] = Cofinite(out.items, ANY_STRING_BODY) if out.__class__ is Alt else out
-    return left
+def _word_char(c: str) -> Node:
+    """A character of a name, encoded (``_encode_chars`` keeps one node per character)."""
+    return _encode_chars(((ord(c), ord(c)),))
 
 
 @lru_cache(maxsize=1024)
 def _other_than(kids: tuple[str, ...]) -> Node:
     """Encoded strings that begin with a character none of ``kids`` (most trie nodes of names have one
-    or two children, from a small alphabet: the same few sets come back at every node)."""
-    return seq(_encode_chars(negate_ranges(tuple((ord(k), ord(k)) for k in kids))), ANY_STRING_BODY)
+    or two children, from a small alphabet: the same few sets come back at every node). Where every
+    escaped character is left (kids that are written raw), the escapes are one shared node, ``\\``
+    and then their tails (``ESCAPES``, a common expression): a compile interns a two-way union per
+    set of kids instead of a 35-way one (the same expression: the pool left-factors that one into
+    this)."""
+    ranges = negate_ranges(tuple((ord(k), ord(k)) for k in kids))
+    if any(ord(k) in _ESCAPED_SET for k in kids):
+        return seq(_encode_chars(ranges), ANY_STRING_BODY)
+    return seq(alt(chars(_raw_part(ranges)), ESCAPES), ANY_STRING_BODY)
 
 
 def quoted(body: Node) -> Node:

@@ -1,13 +1,21 @@
 """The names of an object's other members (``strings.none_of``): every encoded string but the declared
-names, built as the names' trie, with one tree per trie shape within a lowering."""
+names, as the names' trie (a ``TrieLeft``, interned from the words without building its items)."""
 
 from __future__ import annotations
 
 import json
+import pickle
+import random
 
+import pytest
+
+from guided.grammar import regex_ast
+from guided.grammar.automata.end_bytes import last_bytes, may_be_empty
 from guided.grammar.automata.expr_pool import EMPTY_ID, ExprPool
+from guided.grammar.compiler import GrammarCompiler
+from guided.grammar.regex_ast import Cofinite, TrieLeft, negate_ranges, seq
 from guided.schema import strings
-from guided.schema.compiler import json_schema_to_grammar
+from guided.schema.compiler import compile_json_schema
 from guided.schema.strings import none_of
 
 WORDS = ["name", "namespace", "kind", "apiVersion", "xName", "yName", "n"]
@@ -32,17 +40,72 @@ def test_every_string_but_the_names():
         assert not _matches(pool, e, json.dumps(s)[1:-1]), s
 
 
-def test_equal_suffixes_are_one_tree_until_the_lowering_ends():
-    """"xName" and "yName" leave the same strings after their first letter: one object, so interning
-    meets it by identity. The memo is emptied when a lowering ends."""
-    tree = none_of(["xName", "yName"])
-    after = {}
-    for item in tree.items:  # (x, what is left after x), (y, ...) among the other branches
-        if item.__class__.__name__ == "Seq" and len(item.items) == 2:
-            first = item.items[0]
-            if first.__class__.__name__ == "Chars" and first.ranges[0][0] in (ord("x"), ord("y")):
-                after[chr(first.ranges[0][0])] = item.items[1]
-    assert set(after) == {"x", "y"} and after["x"] is after["y"]
-    assert strings._LEFT
-    json_schema_to_grammar({"type": "object", "properties": {"a": {}, "b": {}}})
-    assert not strings._LEFT
+@pytest.mark.parametrize("alphabet", ["ab", 'ab"\\\n', "aé😀b", "xyzXYZ_-"])
+def test_the_words_intern_as_the_items_would(alphabet):
+    """The expression made straight from the words (``ExprPool._intern_trie``) is the one the union's
+    items intern to, with the same unions marked cofinite, whichever comes first."""
+    rng = random.Random(alphabet)
+    for _ in range(40):
+        words = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 5))) for _ in range(rng.randint(0, 8))]
+        node = none_of(words)
+        if node.__class__ is not TrieLeft:
+            assert sorted(set(words)) == [""]
+            continue
+        items = Cofinite(node.items, node.body)
+        for first, second in ((node, items), (items, node)):
+            pool = ExprPool()
+            e = pool.intern(first)
+            marked = dict(pool.cofinite)
+            assert pool.intern(second) == e, words
+            assert pool.cofinite == marked, words
+
+
+def test_a_compile_never_builds_the_items(monkeypatch, vocab_builtin):
+    """Objects with undeclared names compile and match without the union's nodes (a third of a big
+    schema's compile, when they were built and interned node by node)."""
+    def refuse(*_):
+        raise AssertionError("the items of a TrieLeft were built")
+
+    monkeypatch.setattr(regex_ast, "_left", refuse)
+    props = {n: {"type": "string"} for n in WORDS}
+    schema = {"type": "object", "properties": {**props, "inner": {"type": "object", "properties": props}}}
+    compiled = compile_json_schema(GrammarCompiler(vocab_builtin, cache_size=4), schema, key_order="any")
+    m = compiled.matcher()
+    assert m.accept_text('{"zz": [1], "inner": {"kind": "a", "q": {}}, "name": "x"}') and m.is_accepting()
+    m = compiled.matcher()
+    assert not m.accept_text('{"inner": {"kind": 1')
+    m = compiled.matcher()
+    assert not m.accept_text('{"kind": "a", "kind"')  # a name written twice
+
+
+def test_the_union_pickles_and_compares_by_its_words():
+    a, b = none_of(["b", "a", "a"]), none_of(["a", "b"])
+    assert a == b and hash(a) == hash(b) and a.words == ("a", "b")
+    assert pickle.loads(pickle.dumps(a)) == a
+    assert a != none_of(["a", "c"])
+    assert none_of([""]).__class__ is not TrieLeft  # every non-empty string
+
+
+def test_its_end_bytes_are_read_without_its_items(monkeypatch):
+    """``end_bytes`` answers for the union from its body (the bytes its strings can end with are those
+    of the body's characters): the same bytes the items give, without building them."""
+    words = ["a", "ab", 'q"', "é"]
+    node, items = none_of(words), Cofinite(none_of(words).items, none_of(words).body)
+    expected = (last_bytes(items), may_be_empty(items))
+
+    def refuse(*_):
+        raise AssertionError("the items of a TrieLeft were built")
+
+    monkeypatch.setattr(regex_ast, "_left", refuse)
+    assert (last_bytes(node), may_be_empty(node)) == expected
+    assert may_be_empty(none_of(["", "a"])) is False
+
+
+@pytest.mark.parametrize("kids", [(), ("a",), ("_", "z"), ("é", "😀"), ('"',), ("\\", "a"), ("\n",)])
+def test_a_first_other_character_is_every_encoded_one_but_the_kids(kids):
+    """``_other_than`` with its escapes as one shared node (``ESCAPES``) is the expression of the
+    plain encoding of the characters that are not ``kids`` (then any string)."""
+    plain = seq(strings._encode_chars(negate_ranges(tuple((ord(k), ord(k)) for k in kids))), strings.ANY_STRING_BODY)
+    for first, second in ((plain, strings._other_than(kids)), (strings._other_than(kids), plain)):
+        pool = ExprPool()
+        assert pool.intern(first) == pool.intern(second)
