@@ -43,7 +43,9 @@ def canon(nodes):
             if id(x) in num:
                 continue
             c = x.__class__
-            kids = x.items if c in (Seq, Alt, And) else (x.item,) if c in (Repeat, Not) else ()
+            # a Cofinite union (and a TrieLeft, whose items are built when read) by its items and body
+            cofinite = c is not Alt and isinstance(x, Alt)
+            kids = (*x.items, x.body) if cofinite else x.items if c in (Seq, Alt, And) else (x.item,) if c in (Repeat, Not) else ()
             if kids and not expanded:
                 stack.append((x, True))
                 stack.extend((k, False) for k in kids)
@@ -53,7 +55,7 @@ def canon(nodes):
             elif c is Repeat:
                 key = ("Repeat", num[id(x.item)], x.min, x.max)
             else:
-                key = (c.__name__, tuple(num[id(k)] for k in kids))
+                key = ("Cofinite" if cofinite else c.__name__, tuple(num[id(k)] for k in kids))
             if key not in table:
                 table[key] = len(rows)
                 rows.append(key)
