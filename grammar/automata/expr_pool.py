@@ -480,22 +480,22 @@ class ExprPool:
                 ends.append(False)
             ends[path[-1]] = True
             prev = w
+        # the parts not interned in this pool yet, all in one program (a call each cost more than the
+        # few instructions it ran)
+        sets = [(other, tuple(c for c, _ in below)) for below in kids]
+        new = list(dict.fromkeys([k for k in sets if k not in parts]
+                                 + [(char, c) for below in kids for c, _ in below if (char, c) not in parts]))  # fmt: skip
+        if new:
+            parts.update(zip(new, self.intern_many([f(x) for f, x in new]), strict=True))
         prog: list[int] = []
         unions: list[int] = []  # the instructions that make a trie node's union (a Cofinite one)
         made = 0
         ref = [0] * len(kids)  # a node's expression, or the ref of the instruction that makes it
         for i in range(len(kids) - 1, -1, -1):  # a child comes after its parent in preorder
-            below = kids[i]
-            key = (other, tuple(c for c, _ in below))
-            e = parts.get(key)
-            if e is None:
-                e = parts[key] = self.intern(other(key[1]))
+            e = parts[sets[i]]
             items = [e] if ends[i] else [eps, e]
-            for c, j in below:
-                x = parts.get((char, c))
-                if x is None:
-                    x = parts[char, c] = self.intern(char(c))
-                prog += (core.OP_SEQ, 2, x, ref[j])
+            for c, j in kids[i]:
+                prog += (core.OP_SEQ, 2, parts[char, c], ref[j])
                 items.append(-1 - made)
                 made += 1
             if len(items) == 1:
