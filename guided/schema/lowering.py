@@ -47,6 +47,7 @@ from guided.grammar import parse_regex
 from guided.grammar.regex_ast import (
     EMPTY,
     EPSILON,
+    Alt,
     Node,
     Not,
     alt,
@@ -127,6 +128,11 @@ def _closed_to(schema: dict, names) -> bool:
         and set(props) <= set(names)
     )
 
+
+
+def _same(p: Node, q: Node) -> bool:
+    """``p == q`` for regex AST nodes, by class first."""
+    return p is q or (p.__class__ is q.__class__ and p == q)
 
 class SchemaLowering:
     """One lowering run over one root schema (its resolver, budget, deadline and warnings)."""
@@ -580,13 +586,15 @@ class SchemaLowering:
     def conjoin(self, parts: list[Node], path: str | None = None, keyword: str | None = None) -> Node:
         """The intersection of parts; a complement (``Not``) among them is taken within the
         exponent-free values (outside ``NEG`` mode): positive parts beside one must be ``PLAIN``."""
-        if any(p == EMPTY for p in parts):
+        # (nodes of another class are never equal: compared by class first, without Python's reflected
+        # __eq__/__ne__ calls, a conjunction of a big schema's members cost a few percent of its compile)
+        if any(p.__class__ is Alt and not p.items for p in parts):
             return EMPTY
         negative = [p for p in parts if isinstance(p, Not)]
         anys = self.anys_p if negative and self.mode != NEG else self.anys
         any_ = self.any_value()
         universe = any_ if anys is self.anys else self._any_of(anys)
-        positive = [p for p in parts if p != any_ and p != universe and not isinstance(p, Not)]
+        positive = [p for p in parts if not (_same(p, any_) or _same(p, universe) or isinstance(p, Not))]
         if not positive and negative and universe == anys.hole:
             return self.meet(anys.excluding([n.item for n in negative]), path, "not")
         if not positive:
