@@ -81,7 +81,7 @@ from guided.schema.options import SchemaOptions
 from guided.schema.pydantic_models import json_schema_for
 from guided.schema.recursion import SchemaCfg, has_hole, hole_memo, keep_hole_free
 from guided.schema.shapes import check_shapes
-from guided.schema.strings import ANY_STRING_BODY, ENC_ANY_CHAR, ESCAPES, json_string
+from guided.schema.strings import ANY_STRING_BODY, ENC_ANY_CHAR, json_string, other_than, word_char
 from guided.schema.unique_plan import PlanError, UniquePlan, mentions_unique
 from guided.schema.unique_runtime import UniqueChecked
 
@@ -322,6 +322,10 @@ def _intern_common_lexemes() -> None:
     # date-time (in one schema of eight): its leap seconds are two thousand expressions, met by has_hole too
     date_time = json_string(format_node("date-time"))
     keep_hole_free(date_time)
-    # and the escapes every name other than the declared ones may begin with (``strings._other_than``)
-    intern_common([ANY_STRING_BODY, json_string(), *nodes, date_time, ESCAPES], char_units=[ENC_ANY_CHAR])
+    # and the pieces of an object's other names (``strings.none_of``) most trie nodes of its declared
+    # names need: what begins with a character other than one printable ASCII one (or than none), and that
+    # character (each compile otherwise interned its own, a few percent of a small schema's compile)
+    names = [*map(chr, range(0x20, 0x7F))]
+    name_parts = [other_than(()), *(other_than((c,)) for c in names), *map(word_char, names)]
+    intern_common([ANY_STRING_BODY, json_string(), *nodes, date_time, *name_parts], char_units=[ENC_ANY_CHAR])
     _common_done.set()

@@ -46,6 +46,8 @@ __all__ = [
     "ANY_STRING_BODY",
     "ENC_ANY_CHAR",
     "ESCAPES",
+    "other_than",
+    "word_char",
     "RAW_RANGES",
 ]
 
@@ -118,16 +120,16 @@ def none_of(words) -> Node:
     ``TrieLeft``. Built encoded, so it costs no ``encode`` pass; ``none_of(w)`` is ``encode`` of the
     decoded trie. Every string of the body's characters begins one of its strings (a ``Cofinite``
     union), so the token side serves them from the string slice."""
-    return trie_left(words, _word_char, _other_than, ANY_STRING_BODY)
+    return trie_left(words, word_char, other_than, ANY_STRING_BODY)
 
 
-def _word_char(c: str) -> Node:
+def word_char(c: str) -> Node:
     """A character of a name, encoded (``_encode_chars`` keeps one node per character)."""
     return _encode_chars(((ord(c), ord(c)),))
 
 
 @lru_cache(maxsize=1024)
-def _other_than(kids: tuple[str, ...]) -> Node:
+def other_than(kids: tuple[str, ...]) -> Node:
     """Encoded strings that begin with a character none of ``kids`` (most trie nodes of names have one
     or two children, from a small alphabet: the same few sets come back at every node). Where every
     escaped character is left (kids that are written raw), the escapes are one shared node, ``\\``

@@ -103,9 +103,9 @@ def test_its_end_bytes_are_read_without_its_items(monkeypatch):
 
 @pytest.mark.parametrize("kids", [(), ("a",), ("_", "z"), ("é", "😀"), ('"',), ("\\", "a"), ("\n",)])
 def test_a_first_other_character_is_every_encoded_one_but_the_kids(kids):
-    """``_other_than`` with its escapes as one shared node (``ESCAPES``) is the expression of the
+    """``other_than`` with its escapes as one shared node (``ESCAPES``) is the expression of the
     plain encoding of the characters that are not ``kids`` (then any string)."""
     plain = seq(strings._encode_chars(negate_ranges(tuple((ord(k), ord(k)) for k in kids))), strings.ANY_STRING_BODY)
-    for first, second in ((plain, strings._other_than(kids)), (strings._other_than(kids), plain)):
+    for first, second in ((plain, strings.other_than(kids)), (strings.other_than(kids), plain)):
         pool = ExprPool()
         assert pool.intern(first) == pool.intern(second)
