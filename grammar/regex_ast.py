@@ -175,10 +175,6 @@ class TrieLeft(Cofinite):
             object.__setattr__(self, "_items", built)
         return built
 
-    def trie(self) -> dict:
-        """The words' trie: a dict per node, a character to its child, ``None`` where a word ends."""
-        return _trie(self.words)
-
     def __eq__(self, other) -> bool:
         if self is other:
             return True
@@ -205,6 +201,7 @@ def trie_left(words, char, other, body: Node) -> Node:
 
 
 def _trie(words: tuple[str, ...]) -> dict:
+    """The words' trie: a dict per node, a character to its child, ``None`` where a word ends."""
     trie: dict = {}
     for w in words:
         node = trie

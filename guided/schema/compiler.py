@@ -322,9 +322,9 @@ def _intern_common_lexemes() -> None:
     # date-time (in one schema of eight): its leap seconds are two thousand expressions, met by has_hole too
     date_time = json_string(format_node("date-time"))
     keep_hole_free(date_time)
-    # and the pieces of an object's other names (``strings.none_of``) most trie nodes of its declared
-    # names need: what begins with a character other than one printable ASCII one (or than none), and that
-    # character (each compile otherwise interned its own, a few percent of a small schema's compile)
+    # and the pieces of an object's other names (``strings.none_of``) that most trie nodes of its
+    # declared names need: what begins with a character other than one printable ASCII one (or than
+    # none), and that character (each compile interned its own: a few percent of a small compile)
     names = [*map(chr, range(0x20, 0x7F))]
     name_parts = [other_than(()), *(other_than((c,)) for c in names), *map(word_char, names)]
     intern_common([ANY_STRING_BODY, json_string(), *nodes, date_time, *name_parts], char_units=[ENC_ANY_CHAR])

@@ -129,10 +129,10 @@ def _closed_to(schema: dict, names) -> bool:
     )
 
 
-
 def _same(p: Node, q: Node) -> bool:
     """``p == q`` for regex AST nodes, by class first."""
     return p is q or (p.__class__ is q.__class__ and p == q)
+
 
 class SchemaLowering:
     """One lowering run over one root schema (its resolver, budget, deadline and warnings)."""
