@@ -27,7 +27,6 @@ from guided.grammar.automata.emptiness import Emptiness
 from guided.grammar.automata.utf8 import utf8_sequences
 from guided.grammar.automata.work_bound import WorkBound
 from guided.grammar.regex_ast import (
-    EPSILON,
     Alt,
     And,
     ByteSet,
@@ -459,7 +458,7 @@ class ExprPool:
         ``regex_ast._left`` builds at each trie node (the empty string where no word ends, then
         ``other(kids)``, then each child's ``char(c)`` and what is left below it), the same expression
         its items intern to, without making or walking those nodes."""
-        eps, body = self.intern(EPSILON), self.intern(node.body)
+        body = self.intern(node.body)
         parts = self.__dict__.setdefault("_trie_parts", {})  # (function, argument) -> its node's expression
         char, other = node.char, node.other
         # the trie in preorder, from the sorted words: node i's children (in order), whether a word ends
@@ -493,7 +492,7 @@ class ExprPool:
         ref = [0] * len(kids)  # a node's expression, or the ref of the instruction that makes it
         for i in range(len(kids) - 1, -1, -1):  # a child comes after its parent in preorder
             e = parts[sets[i]]
-            items = [e] if ends[i] else [eps, e]
+            items = [e] if ends[i] else [EPS_ID, e]
             for c, j in kids[i]:
                 prog += (core.OP_SEQ, 2, parts[char, c], ref[j])
                 items.append(-1 - made)

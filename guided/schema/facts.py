@@ -22,6 +22,7 @@ from functools import lru_cache
 from guided.errors import GrammarError, LimitError, SchemaError
 from guided.grammar import ExprPool, parse_regex
 from guided.grammar.regex_ast import Alt, Chars, Node, Repeat, Seq, intersect, literal
+from guided.schema.shapes import is_count
 
 __all__ = ["TYPES", "ANNOTATIONS", "disjoint", "discriminator", "within", "json_equal", "json_value_key", "number_key"]
 
@@ -413,15 +414,11 @@ def _sizes(s: dict) -> dict:
     out = {}
     for t, (lo_key, hi_key) in _SIZE_KEYS.items():
         lo, hi = s.get(lo_key, 0), s.get(hi_key)
-        lo = lo if _count(lo) else 0
-        hi = hi if _count(hi) else None
+        lo = lo if is_count(lo) else 0
+        hi = hi if is_count(hi) else None
         if lo or hi is not None:
             out[t] = (lo, hi)
     return out
-
-
-def _count(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
 
 
 def _sizes_apart(a: tuple, b: tuple) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from guided.errors import SchemaError
 
-__all__ = ["check_shapes"]
+__all__ = ["check_shapes", "is_count"]
 
 _NUMBER = ("minimum", "maximum", "multipleOf")
 _BOUND = ("exclusiveMinimum", "exclusiveMaximum")  # a number; a boolean in draft-04
@@ -33,7 +33,8 @@ def _is_number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _is_count(v) -> bool:
+def is_count(v) -> bool:
+    """A size bound's value: a number, whole and not negative (``minItems``, ``maxLength`` ...)."""
     return _is_number(v) and v >= 0 and float(v).is_integer()
 
 
@@ -109,7 +110,7 @@ def _check_values(s: dict, path: str) -> None:
         if k in s and not (_is_number(s[k]) or isinstance(s[k], bool)):
             raise _bad(f"{k!r} must be a number, got {s[k]!r}", _pointer(path, k))
     for k in _COUNT + _COUNT_2019:
-        if k in s and not _is_count(s[k]):
+        if k in s and not is_count(s[k]):
             raise _bad(f"{k!r} must be a non-negative integer, got {s[k]!r}", _pointer(path, k))
     for k in _STRING:
         if k in s and not isinstance(s[k], str):

@@ -62,30 +62,26 @@ def _escape(c: int) -> str:
     return _SHORT.get(c) or f"\\u00{_HEX[c >> 4]}{_HEX[c & 15]}"
 
 
-def _raw_part(ranges) -> list[tuple[int, int]]:
-    """The characters of ``ranges`` written as themselves."""
+@lru_cache(maxsize=1024)
+def _encode_chars(ranges) -> Node:
+    """The encoded characters of ``ranges``: those written raw, and the escapes of the others. Where
+    every escaped character is in, the escapes are the one shared node ``ESCAPES``: the pool interns
+    a two-way union per class instead of a 35-way one it left-factors into the same expression."""
     raw = []
+    escaped = []
     for lo, hi in ranges:
         for a, b in RAW_RANGES:
             if max(lo, a) <= min(hi, b):
                 raw.append((max(lo, a), min(hi, b)))
-    return raw
-
-
-@lru_cache(maxsize=1024)
-def _encode_chars(ranges) -> Node:
-    raw = _raw_part(ranges)
-    escaped = [c for lo, hi in ranges for c in _ESCAPED if lo <= c <= hi]
+        escaped.extend(c for c in _ESCAPED if lo <= c <= hi)
     if len(escaped) == len(_ESCAPED):
-        esc = _ALL_ESCAPES
+        esc = ESCAPES
     else:
         esc = alt(*(literal(_escape(c)) for c in escaped))
     return alt(chars(raw), esc) if raw else esc
 
 
-_ALL_ESCAPES = alt(*(literal(_escape(c)) for c in _ESCAPED))
-_ESCAPED_SET = frozenset(_ESCAPED)
-# every escape, left-factored: a backslash, then the rest of one (the same language as _ALL_ESCAPES)
+# every escape, left-factored: a backslash, then the rest of one
 ESCAPES = seq(literal("\\"), alt(*(literal(_escape(c)[1:]) for c in _ESCAPED)))
 ANY_CHAR = any_char()
 ENC_ANY_CHAR = _encode_chars(ANY_CHAR.ranges)
@@ -131,15 +127,8 @@ def word_char(c: str) -> Node:
 @lru_cache(maxsize=1024)
 def other_than(kids: tuple[str, ...]) -> Node:
     """Encoded strings that begin with a character none of ``kids`` (most trie nodes of names have one
-    or two children, from a small alphabet: the same few sets come back at every node). Where every
-    escaped character is left (kids that are written raw), the escapes are one shared node, ``\\``
-    and then their tails (``ESCAPES``, a common expression): a compile interns a two-way union per
-    set of kids instead of a 35-way one (the same expression: the pool left-factors that one into
-    this)."""
-    ranges = negate_ranges(tuple((ord(k), ord(k)) for k in kids))
-    if any(ord(k) in _ESCAPED_SET for k in kids):
-        return seq(_encode_chars(ranges), ANY_STRING_BODY)
-    return seq(alt(chars(_raw_part(ranges)), ESCAPES), ANY_STRING_BODY)
+    or two children, from a small alphabet: the same few sets come back at every node)."""
+    return seq(_encode_chars(negate_ranges(tuple((ord(k), ord(k)) for k in kids))), ANY_STRING_BODY)
 
 
 def quoted(body: Node) -> Node:

@@ -13,7 +13,7 @@ from guided.grammar import regex_ast
 from guided.grammar.automata.end_bytes import last_bytes, may_be_empty
 from guided.grammar.automata.expr_pool import EMPTY_ID, ExprPool
 from guided.grammar.compiler import GrammarCompiler
-from guided.grammar.regex_ast import Cofinite, TrieLeft, negate_ranges, seq
+from guided.grammar.regex_ast import Cofinite, TrieLeft, alt, chars, literal, seq
 from guided.schema import strings
 from guided.schema.compiler import compile_json_schema
 from guided.schema.strings import none_of
@@ -103,9 +103,24 @@ def test_its_end_bytes_are_read_without_its_items(monkeypatch):
 
 @pytest.mark.parametrize("kids", [(), ("a",), ("_", "z"), ("é", "😀"), ('"',), ("\\", "a"), ("\n",)])
 def test_a_first_other_character_is_every_encoded_one_but_the_kids(kids):
-    """``other_than`` with its escapes as one shared node (``ESCAPES``) is the expression of the
-    plain encoding of the characters that are not ``kids`` (then any string)."""
-    plain = seq(strings._encode_chars(negate_ranges(tuple((ord(k), ord(k)) for k in kids))), strings.ANY_STRING_BODY)
+    """``other_than`` (its escapes one shared node, ``ESCAPES``, where all are in) is the expression of
+    the plain encoding of the characters that are not ``kids``, every escape spelled whole (then any
+    string)."""
+    others = [c for c in range(0x110000) if chr(c) not in kids and not 0xD800 <= c <= 0xDFFF]
+    raw = chars(_ranges(c for c in others if c >= 0x20 and c not in (0x22, 0x5C)))
+    escapes = [literal(json.dumps(chr(c))[1:-1]) for c in others if c < 0x20 or c in (0x22, 0x5C)]
+    plain = seq(alt(raw, *escapes), strings.ANY_STRING_BODY)
     for first, second in ((plain, strings.other_than(kids)), (strings.other_than(kids), plain)):
         pool = ExprPool()
         assert pool.intern(first) == pool.intern(second)
+
+
+def _ranges(codes) -> list[tuple[int, int]]:
+    """Sorted code points as inclusive ranges."""
+    out: list[list[int]] = []
+    for c in codes:
+        if out and out[-1][1] == c - 1:
+            out[-1][1] = c
+        else:
+            out.append([c, c])
+    return [(a, b) for a, b in out]
