@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+from functools import lru_cache
 
 from guided.errors import ConfigError
 from guided.limits import Limits
@@ -55,4 +56,16 @@ class SchemaOptions:
             raise ConfigError("max_depth must be None or >= 0")
 
     def key(self) -> dict:
-        return asdict(self)
+        """The options as plain values (``dataclasses.asdict``, which walks every field of ``limits``
+        again at each call: its dict is built once per ``Limits``)."""
+        out = {name: getattr(self, name) for name in _FIELDS}
+        out["limits"] = dict(_limits_key(self.limits))  # a copy: the cached one stays as built
+        return out
+
+
+_FIELDS = tuple(f.name for f in fields(SchemaOptions))
+
+
+@lru_cache(maxsize=64)
+def _limits_key(limits: Limits) -> dict:
+    return asdict(limits)
