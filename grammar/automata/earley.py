@@ -32,7 +32,7 @@ import numpy as np
 from guided.errors import GrammarError, LimitError
 from guided.grammar.automata import lex_table as lexing
 from guided.grammar.automata.end_bytes import ALL_BYTES, last_bytes
-from guided.grammar.automata.expr_pool import EMPTY_ID, EPS_ID, ExprPool, byte_classes
+from guided.grammar.automata.expr_pool import EMPTY_ID, EPS_ID, ExprPool
 from guided.grammar.automata.lex_table import DEAD, LEX_ACCEPTS, LEX_GOES_ON, TERM_SHIFT, UNKNOWN, LexTable
 from guided.grammar.automata.lex_table import step as lex_step
 from guided.grammar.automata.state_table import StateTable, grown
@@ -126,7 +126,7 @@ class CfgAutomaton(StateTable):
         for n, e in zip(self.term_names, self.term_expr, strict=True):
             if not pool.is_live(e) if pool.has_bool[e] else e == EMPTY_ID:
                 raise GrammarError(f"terminal {n!r} matches no string")
-        cls, reps = byte_classes(pool.byte_masks(*self.term_expr))
+        cls, reps = pool.byte_classes(*self.term_expr)
         self.class_map = np.asarray(cls, dtype=np.int32)  # [256] byte -> class
         self.reps = reps
         pool.reps = reps

@@ -706,6 +706,36 @@ def _derive_one(a, e, b):
 
 
 @numba.njit(cache=True)
+def byte_partition(a, roots):
+    """The bytes 0..255 partitioned by membership in every byte set reachable from roots (the BYTES
+    nodes, each once): (int32 [256], each byte's class; int64 [classes], each class's first byte),
+    classes numbered in the order of their first byte. Each set splits the classes found so far in
+    two, in byte order, so the numbering holds."""
+    cls = np.zeros(256, np.int32)
+    split = np.empty((256, 2), np.int32)
+    n = 1
+    for x in reachable_bytes(a, roots):
+        f = a[O_FIRST] + NW * x
+        split[:n] = -1
+        m = 0
+        for b in range(256):
+            inside = (a[f + (b >> 6)] >> (b & 63)) & 1
+            k = split[cls[b], inside]
+            if k < 0:
+                k = split[cls[b], inside] = m
+                m += 1
+            cls[b] = k
+        n = m
+    reps = np.empty(n, np.int64)
+    m = 0
+    for b in range(256):
+        if cls[b] == m:
+            reps[m] = b
+            m += 1
+    return cls, reps
+
+
+@numba.njit(cache=True)
 def reachable_bytes(a, roots):
     """The BYTES nodes reachable from roots (each once)."""
     seen = np.zeros(a[H_N], np.uint8)

@@ -345,9 +345,15 @@ class ExprPool:
             cache = self._cls_cache = {}
         r = cache.get(e)
         if r is None:
-            r = byte_classes(self.byte_masks(e))
+            r = self.byte_classes(e)
             cache[e] = r
         return r
+
+    def byte_classes(self, *roots: int) -> tuple[list[int], list[int]]:
+        """The bytes partitioned by membership in the byte sets of ``byte_masks(*roots)``, in one
+        compiled call: (class of each byte, one byte per class: classes numbered by their first byte)."""
+        cls, reps = core.byte_partition(self.arena, np.asarray(roots, dtype=np.int64))
+        return cls.tolist(), reps.tolist()
 
     def byte_masks(self, *roots: int) -> set[int]:
         """All byte sets occurring in the expressions (one walk: shared sub-expressions once)."""
@@ -637,28 +643,3 @@ def _mask(ranges) -> int:
     for lo, hi in ranges:
         m |= ((1 << (hi - lo + 1)) - 1) << lo
     return m
-
-
-def byte_classes(masks) -> tuple[list[int], list[int]]:
-    """Partition bytes 0..255 by membership in the given sets: (class of each byte, one byte per class)."""
-    sig: dict[bytes, int] = {}
-    cls = [0] * 256
-    reps: list[int] = []
-    for b, key in enumerate(_membership_rows(masks)):
-        c = sig.get(key)
-        if c is None:
-            c = sig[key] = len(reps)
-            reps.append(b)
-        cls[b] = c
-    return cls, reps
-
-
-def _membership_rows(masks) -> list[bytes]:
-    """Per byte 0..255, its membership in each set as packed bits (equal rows: equal membership)."""
-    mlist = list(masks)
-    if not mlist:
-        return [b""] * 256
-    raw = np.frombuffer(b"".join(m.to_bytes(32, "little") for m in mlist), dtype=np.uint8)
-    bits = np.unpackbits(raw.reshape(len(mlist), 32), axis=1, bitorder="little")  # [sets, 256]
-    rows = np.packbits(bits.T, axis=1)  # [256, ceil(sets / 8)]
-    return [row.tobytes() for row in rows]

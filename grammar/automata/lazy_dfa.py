@@ -27,7 +27,7 @@ from guided.grammar.automata import dfa_rows
 from guided.grammar.automata import expr_core as core
 from guided.grammar.automata.derivative_classes import MAX_HEADS
 from guided.grammar.automata.emptiness import FIRST_TRY
-from guided.grammar.automata.expr_pool import EMPTY_ID, ExprPool, byte_classes
+from guided.grammar.automata.expr_pool import EMPTY_ID, ExprPool
 from guided.grammar.automata.state_table import StateTable, grown
 from guided.grammar.regex_ast import alt, any_string, chars, complement, intersect, literal, repeat, seq
 
@@ -63,7 +63,7 @@ class LazyDFA(StateTable):
         self.max_states = max_states
         self.timeout_s = timeout_s  # bound of one lazy step (a row, a token's walk): LimitError past it
         self.work_s = 0.0  # seconds of lazy work done so far
-        cls, reps = byte_classes(pool.byte_masks(root))
+        cls, reps = pool.byte_classes(root)
         self.class_map = np.asarray(cls, dtype=np.int32)  # [256] byte -> class
         self.reps = reps  # one byte per class
         pool.reps = reps

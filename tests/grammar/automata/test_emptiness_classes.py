@@ -9,14 +9,14 @@ from grammar_oracle import BOOL_REGEX, live_by_whole_search
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from guided.grammar.automata.expr_pool import ExprPool, byte_classes
+from guided.grammar.automata.expr_pool import ExprPool
 from guided.grammar.regex_ast import alt, any_char, chars, intersect, literal, repeat, seq
 
 
 def _pool_with_global_classes(node):
     pool = ExprPool()
     e = pool.intern(node)
-    pool.reps = byte_classes(pool.byte_masks(e))[1]  # as LazyDFA sets them
+    pool.reps = pool.byte_classes(e)[1]  # as LazyDFA sets them
     return pool, e
 
 

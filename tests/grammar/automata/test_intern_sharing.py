@@ -1,5 +1,5 @@
 """Compile-time sharing in ``ExprPool``: the pool-wide intern memo, multi-root ``byte_masks`` and the
-vectorised ``byte_classes`` give the same expressions and classes as interning and partitioning each
+compiled ``byte_classes`` give the same expressions and classes as interning and partitioning each
 node on its own."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from grammar_oracle import boolean_regexes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from guided.grammar.automata.expr_pool import ExprPool, byte_classes
+from guided.grammar.automata.expr_pool import ExprPool
 from guided.grammar.automata.utf8 import utf8_sequences
 from guided.grammar.regex_ast import (
     Alt,
@@ -139,18 +139,6 @@ def _byte_classes_reference(masks):
     return cls, reps
 
 
-def test_byte_classes_match_the_reference():
-    rng = random.Random(7)
-    assert byte_classes(set()) == _byte_classes_reference(set())
-    for _ in range(200):
-        masks = set()
-        for _ in range(rng.randint(1, 40)):
-            lo = rng.randint(0, 255)
-            hi = rng.randint(lo, 255)
-            masks.add(((1 << (hi - lo + 1)) - 1) << lo if rng.random() < 0.7 else rng.getrandbits(256))
-        assert byte_classes(masks) == _byte_classes_reference(masks)
-
-
 def _chars_reference(pool: ExprPool, ranges) -> int:
     """A character class built the direct way: every UTF-8 sequence of every range, or'ed."""
     alts = []
@@ -211,3 +199,18 @@ def test_intern_words_are_the_arenas_words(mask):
     from guided.grammar.automata.expr_pool import _int64_words
 
     assert _int64_words(mask) == tuple(core.words(mask).tolist())
+
+
+@settings(max_examples=100, deadline=None)
+@given(nodes=st.lists(REGEX, min_size=1, max_size=4), seed=st.integers(0, 2**16))
+def test_pool_byte_classes_partition_the_reachable_sets(nodes, seed):
+    """``ExprPool.byte_classes`` (one compiled pass) gives the classes of the sets ``byte_masks``
+    collects, classes numbered by their first byte, for any set of roots."""
+    pool = ExprPool()
+    roots = [pool.intern(n) for n in nodes]
+    rng = random.Random(seed)
+    assert pool.byte_classes() == _byte_classes_reference(set())
+    for k in range(1, len(roots) + 1):
+        for _ in range(4):
+            picked = rng.sample(roots, k)
+            assert pool.byte_classes(*picked) == _byte_classes_reference(pool.byte_masks(*picked))
