@@ -164,7 +164,7 @@ class ExprPool:
         """A new pool holding this pool's expressions under the same ids, with its interning memos."""
         new = ExprPool.__new__(ExprPool)
         new.max_exprs = self.max_exprs
-        new.arena = self.arena.copy()  # every page written now, not in the fork's first masks
+        new.arena = _arena_fork(self.arena)
         new.char_class = dict(self.char_class)
         new.cofinite = dict(self.cofinite)
         new._interned = dict(self._interned)
@@ -599,6 +599,23 @@ def _split_ascii(ranges) -> tuple[int, tuple]:
 def _wide_sequences(wide: tuple) -> tuple[tuple[int, ...], ...]:
     """The UTF-8 byte-set sequences (each byte range as a 256-bit mask) of codepoint ranges >= 0x80."""
     return tuple(tuple(_mask(((a, b),)) for a, b in q) for lo, hi in wide for q in utf8_sequences(lo, hi))
+
+
+def _arena_fork(a: np.ndarray) -> np.ndarray:
+    """A copy of the arena for a fork: its header, hash table and memo whole, its node records and
+    children as far as they are used. The room past them is left unwritten (``expr_core._layout``
+    writes a record and children before anything reads them): the common arena is mostly room for
+    the fork's own expressions, and copying it all doubled what each compile copies."""
+    new = np.empty(len(a), dtype=a.dtype)
+    new[: core.HEADER] = a[: core.HEADER]
+    lo = int(a[core.O_KIND])
+    hi = lo + core.NW * int(a[core.H_N])
+    new[lo:hi] = a[lo:hi]
+    ht, kids = int(a[core.O_HT]), int(a[core.O_KIDS])
+    new[ht:kids] = a[ht:kids]  # the node hash table, the memo's keys and values
+    klen = int(a[core.H_KLEN])
+    new[kids : kids + klen] = a[kids : kids + klen]
+    return new
 
 
 def _arena_copy(a: np.ndarray) -> np.ndarray:

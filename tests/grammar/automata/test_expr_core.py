@@ -352,7 +352,8 @@ def test_unwritten_arena_memory_is_never_read():
 def test_a_pickle_copies_the_arena_in_use_and_zeros_the_rest():
     """A pickle writes only the regions in use (``_arena_copy``), with an empty memo and a full one:
     the same entries, and zeros where the source holds unwritten memory (a large arena's unused
-    regions); a fork copies the arena whole."""
+    regions); a fork copies the same regions (and leaves the rest unwritten), and derives the same
+    expressions as its source."""
     pool = ExprPool()
     e = pool.intern(alt(literal("abc"), seq(repeat(chars([(0x61, 0x7A)]), 2, 5), literal("!"))))
     for full in (False, True):
@@ -364,7 +365,10 @@ def test_a_pickle_copies_the_arena_in_use_and_zeros_the_rest():
         copy = safe_loads(pickle.dumps(pool)).arena
         assert _used_regions_equal(pool.arena, copy)
         assert not (copy == _GARBAGE).any()
-        assert np.array_equal(pool.fork().arena, pool.arena)
+        fork = pool.fork()
+        assert len(fork.arena) == len(pool.arena) and _used_regions_equal(pool.arena, fork.arena)
+        for b in b"abz!":
+            assert fork.deriv(e, b) == pool.deriv(e, b)
 
 
 def test_a_new_arena_has_its_header_and_table_keys_written_and_a_small_one_zeros():
