@@ -18,10 +18,11 @@ import numpy as np
 
 from guided.grammar.automata import expr_core as core
 
-__all__ = ["rows", "DONE", "GROW_STATES", "GROW_COLUMN", "NEEDS_SEARCH", "TOO_MANY_STATES", "TIMEOUT",
-           "UNSEEN", "DEAD"]  # fmt: skip
+__all__ = ["rows", "single", "DONE", "GROW_STATES", "GROW_COLUMN", "NEEDS_SEARCH", "TOO_MANY_STATES", "TIMEOUT",
+           "UNSEEN", "DEAD", "UNKNOWN"]  # fmt: skip
 
 DEAD = -1  # the state column's value of a dead expression (the DEAD transition)
+UNKNOWN = -2  # a transition not computed yet (rows may be partly filled by single steps)
 UNSEEN = -3  # the state column's value of an expression no row has met yet
 # rows() statuses beside the arena's (core.FULL, core.LIMIT, core.DEEP)
 DONE, GROW_STATES, GROW_COLUMN, NEEDS_SEARCH, TOO_MANY_STATES, TIMEOUT = 0, -10, -11, -12, -13, -14
@@ -113,4 +114,45 @@ def rows(a, todo, reps, class_of, max_heads, column, exprs, trans, computed, acc
         computed[s] = 1
         counts[1] = n
     counts[0] = len(todo)
+    return DONE, a
+
+
+@numba.njit(cache=True, nogil=True)
+def single(a, s, c, byte, reps, max_heads, column, exprs, trans, computed, accepting, counts, deadline,
+           search_budget):  # fmt: skip
+    """Build the one transition ``trans[s, c]`` (``byte``: a byte of class c), as ``rows`` builds a
+    whole row: for a walk along few paths (the vocabulary's long tokens), where a row makes a state of
+    every live derivative and the walk follows one. Arguments, statuses and the arena as ``rows``;
+    ``counts[1]``, the states so far, is updated."""
+    if deadline >= 0 and core.cycles_now() > deadline:
+        return TIMEOUT, a
+    d = core.deriv(a, exprs[s], byte)
+    while d == core.FULL:
+        a = core._grow(a)
+        d = core.deriv(a, exprs[s], byte)
+    if d < 0:
+        return d, a
+    if d >= len(column):
+        return GROW_COLUMN, a
+    st = column[d]
+    if st == UNSEEN:
+        v, a = _live(a, d, reps, max_heads, search_budget, deadline)
+        while v == core.FULL:
+            a = core._grow(a)
+            v, a = _live(a, d, reps, max_heads, search_budget, deadline)
+        if v < 0:
+            return v, a
+        st = DEAD
+        if v == 1:
+            n = counts[1]
+            if n + 1 > counts[2]:
+                return TOO_MANY_STATES, a
+            if n + 1 > len(computed):
+                return GROW_STATES, a
+            st = n
+            exprs[n] = d
+            accepting[n] = 1 if core._null(a, d) else 0
+            counts[1] = n + 1
+        column[d] = st
+    trans[s, c] = st
     return DONE, a

@@ -34,7 +34,7 @@ from guided.grammar.regex_ast import alt, any_string, chars, complement, interse
 __all__ = ["LazyDFA", "DEAD", "warm_up_core"]
 
 DEAD = -1
-UNKNOWN = -2  # a transition not computed yet (rows may be partly filled by single steps)
+UNKNOWN = dfa_rows.UNKNOWN  # a transition not computed yet (rows may be partly filled by single steps)
 WORK_FACTOR = 4  # all lazy work of one automaton: at most this many step bounds (timeout_s)
 NATIVE_ROWS = True  # mask walks build rows in compiled code (False: every round's rows in Python's call)
 
@@ -43,12 +43,13 @@ class NativeRows:
     """What a compiled trie walk needs to build rows itself (see ``LazyDFA.native_rows``); with
     ``native`` False the walk only reads the arrays and builds no row."""
 
-    __slots__ = ("native", "arena", "reps", "class_of", "column", "exprs", "trans", "computed", "accepting",
-                 "counts", "deadline", "search_budget")  # fmt: skip
+    __slots__ = ("native", "arena", "reps", "rep_bytes", "class_of", "column", "exprs", "trans", "computed",
+                 "accepting", "counts", "deadline", "search_budget")  # fmt: skip
 
     def __init__(self, dfa: LazyDFA, native: bool, deadline: int = -1, search_budget: int = 0):
         self.native = native
         self.arena, self.reps, self.class_of = dfa.pool.arena, dfa._rep_words, dfa.class_map
+        self.rep_bytes = dfa.rep_bytes  # one byte per class, for single transitions (``dfa_rows.single``)
         self.column, self.exprs, self.trans = dfa._column, dfa.exprs, dfa.trans
         self.computed, self.accepting = dfa.computed, dfa.accepting
         self.counts = np.array([0, dfa._n, dfa.max_states], dtype=np.int64)
@@ -66,6 +67,7 @@ class LazyDFA(StateTable):
         cls, reps = pool.byte_classes(root)
         self.class_map = np.asarray(cls, dtype=np.int32)  # [256] byte -> class
         self.reps = reps  # one byte per class
+        self.rep_bytes = np.asarray(reps, dtype=np.int64)
         pool.reps = reps
         self.n_classes = len(reps)
         self._rep_bits = sum(1 << b for b in reps)

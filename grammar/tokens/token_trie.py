@@ -11,7 +11,7 @@ import numba
 import numpy as np
 
 from guided.grammar.automata.derivative_classes import MAX_HEADS
-from guided.grammar.automata.dfa_rows import rows
+from guided.grammar.automata.dfa_rows import UNKNOWN, rows, single
 
 __all__ = ["TokenTrie", "trie_parents", "descendant_bytes", "next_tokens"]
 
@@ -52,16 +52,20 @@ class TokenTrie:
             self.node_byte, self.node_depth, self.node_end, self.tok_start, self.tok_end, self.token_ids,
             np.zeros(256, dtype=i32), np.zeros((1, 1), dtype=i32), np.ones(1, dtype=np.uint8), no_jobs, no_jobs,
             stacks, cont, no_jobs, no_jobs, stacks, cont, np.zeros(1, dtype=np.uint32), self.no_skip, -1,
-            False, 0, i64, i64, MAX_HEADS, np.zeros(1, dtype=i32), i64, u8, i64, -1, 0, i64,
+            False, 0, i64, i64, MAX_HEADS, np.zeros(1, dtype=i32), i64, u8, i64, -1, 0, i64, False, i64,
         )  # fmt: skip
 
     @property
     def n_nodes(self) -> int:
         return len(self.node_byte)
 
-    def fill(self, mask: np.ndarray, stack: np.ndarray, dfa, skipcap=None, hi: int = -1) -> None:
+    def fill(self, mask: np.ndarray, stack: np.ndarray, dfa, skipcap=None, hi: int = -1, thin: bool = False) -> None:
         """OR into mask (uint32 words) every token whose bytes lead from stack[0] to a live state,
         except in subtrees with ``skipcap[node] <= hi`` (their tokens are already in mask).
+
+        ``thin``: the walk follows few paths (the vocabulary's long tokens), so the transitions it takes
+        are built one by one (``dfa_rows.single``) instead of as whole rows, which make a state of
+        every live derivative of each state passed: ~6 per step, where the walk takes one.
 
         The walk runs in rounds: subtrees under states whose rows are not materialised yet are set
         aside (node range + the states above them), the automaton builds those rows together, and the next
@@ -86,7 +90,7 @@ class TokenTrie:
                     a.class_of, a.trans, a.computed, jobs_node, jobs_end, jobs_stack, jobs_cont,
                     out_node, out_end, out_stack, out_cont, mask, skipcap, hi,
                     a.native, _ROW_BUDGET, a.arena, a.reps, MAX_HEADS, a.column, a.exprs, a.accepting,
-                    a.counts, a.deadline, a.search_budget, todo,
+                    a.counts, a.deadline, a.search_budget, todo, thin, a.rep_bytes,
                 )  # fmt: skip
             depth = self.node_depth[out_node[:n_out]]
             dfa.materialize_many(np.unique(out_stack[np.arange(n_out), depth - 1]).tolist())
@@ -145,13 +149,15 @@ def _build(data, offsets, lcp):
 def _walk_batch(node_byte, node_depth, node_end, tok_start, tok_end, token_ids, class_map, trans, computed,
                 jobs_node, jobs_end, jobs_stack, jobs_cont, out_node, out_end, out_stack, out_cont, mask, skipcap,
                 hi, native, budget, arena, reps, max_heads, column, exprs, accepting, counts, deadline,
-                search_budget, todo):  # fmt: skip
+                search_budget, todo, thin, rep_bytes):  # fmt: skip
     """Walk each job's node range [jobs_node[j], jobs_end[j]) from its stack of states (one per depth).
 
     A node whose parent state has no row yet sets its remaining siblings aside in out (with the
     stack), unless ``native`` (the caller holds the automaton and its arena: ``LazyDFA.native_rows``)
-    and the row is built here (``dfa_rows.rows``, at most ``budget`` of them): a row it cannot build
-    (full arrays, a search past its first budget, the deadline) is set aside the same way. Returns
+    and the row is built here (``dfa_rows.rows``, at most ``budget`` of them; with ``thin``, only the
+    transition taken: ``dfa_rows.single``, a byte per class in ``rep_bytes``): a row or transition it
+    cannot build (full arrays, a search past its first budget, the deadline) is set aside the same way,
+    and the caller builds that state's row. Returns
     (entries in out, jobs finished, the arena: grown here when it was full); when out fills up, the
     last entry is the unfinished rest of the current job and the jobs after it are left for the caller.
     """
@@ -180,13 +186,21 @@ def _walk_batch(node_byte, node_depth, node_end, tok_start, tok_end, token_ids, 
                 continue
             d = node_depth[i]
             s = stack[d - 1]
-            if computed[s] == 0 and native and budget > 0 and s < len(computed):
+            c = class_map[node_byte[i]]
+            known = computed[s] != 0 or thin and trans[s, c] != UNKNOWN
+            if not known and native and budget > 0 and s < len(computed):
                 budget -= 1
-                todo[0] = s
-                counts[0] = 0
-                _, arena = rows(arena, todo, reps, class_map, max_heads, column, exprs, trans, computed, accepting,
-                                counts, deadline, search_budget)  # fmt: skip
-            if computed[s] == 0:
+                if thin:
+                    _, arena = single(arena, s, c, rep_bytes[c], reps, max_heads, column, exprs, trans, computed,
+                                      accepting, counts, deadline, search_budget)  # fmt: skip
+                    known = trans[s, c] != UNKNOWN
+                else:
+                    todo[0] = s
+                    counts[0] = 0
+                    _, arena = rows(arena, todo, reps, class_map, max_heads, column, exprs, trans, computed,
+                                    accepting, counts, deadline, search_budget)  # fmt: skip
+                    known = computed[s] != 0
+            if not known:
                 if n_out >= cap - 1:  # keep the last slot for the rest of this job
                     out_node[n_out] = i
                     out_end[n_out] = stop
@@ -200,7 +214,7 @@ def _walk_batch(node_byte, node_depth, node_end, tok_start, tok_end, token_ids, 
                 n_out += 1
                 i = ends[d - 1]  # the remaining siblings go with the set-aside entry
                 continue
-            t = trans[s, class_map[node_byte[i]]]
+            t = trans[s, c]
             if t < 0:
                 i = node_end[i]
                 continue
