@@ -30,6 +30,7 @@ import numba
 import numpy as np
 
 from guided.errors import GrammarError, LimitError
+from guided.grammar.automata import expr_core as core
 from guided.grammar.automata import lex_table as lexing
 from guided.grammar.automata.end_bytes import ALL_BYTES, last_bytes
 from guided.grammar.automata.expr_pool import EMPTY_ID, EPS_ID, ExprPool
@@ -145,19 +146,30 @@ class CfgAutomaton(StateTable):
     def _compile_rules(self, g: CfgGrammar) -> None:
         names = ["<start>", *g.rules]
         nt = {n: i for i, n in enumerate(names)}
+        arena = self.pool.arena  # whether each terminal matches the empty string: its nullable column
+        empty = (arena[arena[core.O_NULL] + core.NW * np.asarray(self.term_expr, dtype=np.int64)] != 0).tolist()
         prods: list[tuple[int, tuple[int, ...]]] = [(0, (nt[g.start],))]
+        term_index, known = self.term_index, nt.get
         for rule in g.rules.values():
+            head = nt[rule.name]
             for a in rule.alternatives:
-                prods.append((nt[rule.name], tuple(self._symbol(s, nt, names, prods) for s in a)))
+                body = []
+                for s in a:  # a nonterminal's id (>= 0), or ~terminal
+                    i = known(s)
+                    if i is None:
+                        t = term_index[s]
+                        i = self._optional(s, t, nt, names, prods) if empty[t] else ~t
+                    body.append(i)
+                prods.append((head, tuple(body)))
         self.nt_names = names
         next_sym: list[int] = []
         lhs: list[int] = []
         first_items: list[list[int]] = [[] for _ in names]
-        for head, body in prods:
+        for head, body in prods:  # an item per dot position: the symbol after the dot, or COMPLETE
             first_items[head].append(len(next_sym))
-            for k in range(len(body) + 1):
-                next_sym.append(body[k] if k < len(body) else COMPLETE)
-                lhs.append(head)
+            next_sym += body
+            next_sym.append(COMPLETE)
+            lhs += [head] * (len(body) + 1)
         # tuples of ints once built: the collector stops tracking them, where it would visit every
         # item of a list at every full pass (a large grammar has ~100k items)
         self.next_sym, self.lhs = tuple(next_sym), tuple(lhs)
@@ -166,14 +178,9 @@ class CfgAutomaton(StateTable):
         self.start_item = 0
         self.accept_item = 1  # <start> -> S .
 
-    def _symbol(self, s: str, nt: dict, names: list, prods: list) -> int:
-        """Nonterminal id (>= 0) or ~terminal; a terminal matching the empty string becomes (T | empty)."""
-        if s in nt:
-            return nt[s]
-        t = self.term_index[s]
+    def _optional(self, s: str, t: int, nt: dict, names: list, prods: list) -> int:
+        """The nonterminal (T | empty) that stands for terminal s (index t), which matches the empty string."""
         e = self.term_expr[t]
-        if not self.pool.nullable[e]:
-            return ~t
         key = f"{s}?"
         if key not in nt:
             nt[key] = len(names)
@@ -760,13 +767,31 @@ class CfgAutomaton(StateTable):
 
 
 def _nullable(n: int, prods) -> list[bool]:
+    """Which of the n nonterminals derive the empty string: a worklist over the productions, each
+    waiting on the nonterminals of its body (terminals never are: nullable ones became ``T?``
+    nonterminals), where passes over every production until none changed took one pass per level."""
     out = [False] * n
-    changed = True
-    while changed:
-        changed = False
-        for head, body in prods:
-            if not out[head] and all(s >= 0 and out[s] for s in body):
-                out[head] = changed = True
+    waiting: list[list[int]] = [[] for _ in range(n)]  # nonterminal -> the productions it occurs in, per occurrence
+    left: list[int] = []  # per production: the occurrences of body symbols not known nullable
+    ready = []
+    for i, (head, body) in enumerate(prods):
+        if any(s < 0 for s in body):
+            left.append(-1)
+            continue
+        left.append(len(body))
+        for s in body:
+            waiting[s].append(i)
+        if not body:
+            ready.append(head)
+    while ready:
+        head = ready.pop()
+        if out[head]:
+            continue
+        out[head] = True
+        for i in waiting[head]:
+            left[i] -= 1
+            if left[i] == 0:
+                ready.append(prods[i][0])
     return out
 
 

@@ -11,7 +11,7 @@ from cfg_oracle import ChartOracle
 
 from guided.errors import GrammarError
 from guided.grammar.automata.cfg_recognizer import CfgState
-from guided.grammar.automata.earley import CfgAutomaton
+from guided.grammar.automata.earley import CfgAutomaton, _nullable
 from guided.grammar.cfg_ir import CfgGrammar, Rule, Terminal
 from guided.grammar.regex_ast import EMPTY, chars, literal, repeat, seq
 
@@ -99,3 +99,29 @@ def test_productive_symbols_match_the_definition(seed):
     rules["q"] = Rule("q", (("p",), ("A", "q")))
     chain = CfgGrammar(rules, {"A": Terminal("A", TERMINALS["A"])}, "r0")
     assert chain._productive() == _productive_by_sweeps(chain) == {"A", *(f"r{i}" for i in range(201))}
+
+
+def _nullable_by_passes(n, prods):
+    """The definition: passes over every production until none changes."""
+    out = [False] * n
+    changed = True
+    while changed:
+        changed = False
+        for head, body in prods:
+            if not out[head] and all(s >= 0 and out[s] for s in body):
+                out[head] = changed = True
+    return out
+
+
+def test_nullable_nonterminals_match_the_fixed_point():
+    """``earley._nullable`` (a worklist) finds the nonterminals the fixed point of passes finds, on
+    random grammars: empty bodies, terminals (negative), repeated symbols, chains and cycles."""
+    rng = random.Random(5)
+    for _ in range(400):
+        n = rng.randint(1, 12)
+        prods = []
+        for _ in range(rng.randint(1, 30)):
+            body = tuple(rng.choice([rng.randrange(n), ~rng.randrange(3)]) if rng.random() < 0.8 else rng.randrange(n)
+                         for _ in range(rng.choice([0, 0, 1, 1, 2, 3, 4])))  # fmt: skip
+            prods.append((rng.randrange(n), body))
+        assert _nullable(n, prods) == _nullable_by_passes(n, prods), prods
