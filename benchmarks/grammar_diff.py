@@ -31,7 +31,9 @@ WORKER = r"""
 import hashlib, json, sys, warnings
 warnings.simplefilter("ignore")
 from guided.grammar.cfg_ir import CfgGrammar
+from guided.grammar import regex_ast
 from guided.grammar.regex_ast import And, Alt, ByteSet, Chars, Not, Repeat, Seq
+Recursive = getattr(regex_ast, "Recursive", None)  # (versions before it: none)
 from guided.schema.compiler import json_schema_to_grammar
 
 def canon(nodes):
@@ -52,6 +54,8 @@ def canon(nodes):
                 continue
             if c in (Chars, ByteSet):
                 key = (c.__name__, x.ranges)
+            elif c is Recursive:  # by its definition (its body holds the leaf itself)
+                key = ("Recursive", repr(canon(x.definition)))
             elif c is Repeat:
                 key = ("Repeat", num[id(x.item)], x.min, x.max)
             else:

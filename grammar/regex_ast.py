@@ -11,6 +11,7 @@ they simplify trivial cases and keep character ranges sorted and merged.
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass
 from operator import attrgetter
 
@@ -46,6 +47,8 @@ __all__ = [
     "optional",
     "negate_ranges",
     "trie_left",
+    "Recursive",
+    "recursive",
 ]
 
 MAX_CODEPOINT = 0x10FFFF
@@ -221,6 +224,96 @@ def _left(node: dict, char, other, body: Node) -> Node:
         *(seq(char(k), _left(node[k], char, other, body)) for k in kids),
     )
     return Cofinite(out.items, body) if out.__class__ is Alt else out
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Recursive(Node):
+    """A language defined in terms of itself (made by ``recursive``): the leaf stands for its
+    ``body``, in which the leaf itself occurs, each time after at least one byte (a JSON value inside
+    an array or an object). Such a language is not regular, but its derivatives are expressions like
+    any other (the body's, with the leaf still unexpanded inside): the lazy DFA builds the states a
+    text reaches, nested as deep as it nests. Equal by name (one per definition in a process); it
+    pickles as its definition."""
+
+    name: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash(("Recursive", self.name)))
+
+    def __eq__(self, other) -> bool:
+        return other.__class__ is Recursive and other.name == self.name
+
+    def __ne__(self, other) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = Node.__hash__
+
+    def __reduce__(self):
+        template, marker, _, first_bytes, min_len = _RECURSIVE[self.name]
+        return (recursive, (template, marker, first_bytes, min_len))
+
+    @property
+    def body(self) -> Node:
+        return _RECURSIVE[self.name][2]
+
+    @property
+    def definition(self) -> tuple[Node, Node]:
+        """(template, marker), as ``recursive`` took them: no cycle, unlike the body."""
+        return _RECURSIVE[self.name][:2]
+
+    @property
+    def first_bytes(self) -> int:
+        """The bytes its strings may begin with (a 256-bit set)."""
+        return _RECURSIVE[self.name][3]
+
+    @property
+    def min_len(self) -> int:
+        """The length of its shortest string."""
+        return _RECURSIVE[self.name][4]
+
+
+# name -> (template, marker, body, first bytes, shortest length); (template, marker) -> name
+_RECURSIVE: dict[str, tuple] = {}
+_RECURSIVE_NAMES: dict[tuple[Node, Node], str] = {}
+_RECURSIVE_LOCK = threading.Lock()
+
+
+def recursive(template: Node, marker: Node, first_bytes: int, min_len: int) -> Recursive:
+    """The language L = ``template`` with every node equal to ``marker`` replaced by L, as a
+    ``Recursive`` leaf (one per (template, marker) in the process). Every marker must follow at least
+    one byte in the template; ``first_bytes`` is the 256-bit set of the bytes L's strings begin with
+    and ``min_len`` the length of its shortest one, which the leaf's expression needs before its body
+    is interned (``ExprPool`` checks them against the body). The template's unions, concatenations,
+    repeats, intersections and complements are rebuilt down to the markers (nothing else may hold
+    one)."""
+    key = (template, marker)
+    with _RECURSIVE_LOCK:
+        name = _RECURSIVE_NAMES.get(key)
+        if name is None:
+            name = f"rec{len(_RECURSIVE)}"
+            leaf = Recursive(name)
+            _RECURSIVE[name] = (template, marker, _substituted(template, marker, leaf, {}), first_bytes, min_len)
+            _RECURSIVE_NAMES[key] = name
+    return Recursive(name)
+
+
+def _substituted(node: Node, marker: Node, leaf: Node, memo: dict) -> Node:
+    got = memo.get(id(node))
+    if got is not None:
+        return got
+    cls = node.__class__
+    if node == marker:
+        out = leaf
+    elif cls is Seq or cls is Alt or cls is And:
+        items = tuple(_substituted(x, marker, leaf, memo) for x in node.items)
+        out = node if all(a is b for a, b in zip(items, node.items, strict=True)) else cls(items)
+    elif cls is Repeat or cls is Not:
+        item = _substituted(node.item, marker, leaf, memo)
+        out = node if item is node.item else Repeat(item, node.min, node.max) if cls is Repeat else Not(item)
+    else:
+        out = node
+    memo[id(node)] = out
+    return out
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -30,7 +30,9 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-K_EMPTY, K_EPS, K_BYTES, K_CAT, K_OR, K_AND, K_NOT, K_REP = range(8)
+K_EMPTY, K_EPS, K_BYTES, K_CAT, K_OR, K_AND, K_NOT, K_REP, K_REC = range(9)
+# K_REC: a language defined by itself (``make_rec``), a0 its body, in which each reference to it follows
+# at least one byte: its derivative is its body's, and every walk of the expression DAG stops at it
 INF = -1
 NEVER = 1 << 40
 FULL, LIMIT, DEEP = -2, -3, -4
@@ -333,6 +335,27 @@ def make_not(a, x):
                  1 if _null(a, x) else 0)  # fmt: skip
 
 
+@numba.njit(cache=True)
+def make_rec(a, f0, f1, f2, f3, min_len):
+    """A new K_REC node (never shared: each is its own language) whose body ``set_rec_body`` gives
+    once it is interned (the body refers to the node); the bytes it may start with and its shortest
+    length are given here, as constructors read them while the body is built. Or FULL / LIMIT."""
+    n = a[H_N]
+    if n >= a[H_MAX]:
+        return LIMIT
+    if n >= a[H_NCAP] or 2 * (n + 1) > a[H_HCAP]:
+        return FULL
+    e = _add(a, K_REC, -1, 0, 0, f0, f1, f2, f3, False, False, 0, min_len)
+    a[a[O_LIVE] + NW * e] = LIVE_YES
+    return e
+
+
+@numba.njit(cache=True)
+def set_rec_body(a, e, body):
+    """Give the K_REC node e its body (once, before anything derives e)."""
+    a[a[O_A0] + NW * e] = body
+
+
 @numba.njit(cache=True, inline="always")
 def rep_span(lo, hi, min_len):
     """The bytes a string must exceed for the counters of x{lo,hi} to tell it apart (x at least
@@ -633,7 +656,7 @@ def deriv(a, e, b):
                 c = a[base + j]
                 if _known(a, c, b) < 0:
                     stack, top = _push(stack, top, c)
-        elif k == K_NOT or k == K_REP:
+        elif k == K_NOT or k == K_REP or k == K_REC:
             if _known(a, a0, b) < 0:
                 stack, top = _push(stack, top, a0)
         if top > mark:
@@ -702,6 +725,8 @@ def _derive_one(a, e, b):
         if rest < 0:
             return rest
         return make_cat(a, _known(a, a0, b), rest)
+    if k == K_REC:
+        return _known(a, a0, b)
     return 0
 
 
@@ -757,7 +782,7 @@ def reachable_bytes(a, roots):
             o = kids + a[a[O_A0] + NW * x]
             for j in range(a[a[O_A1] + NW * x]):
                 stack.append(a[o + j])
-        elif k == K_NOT or k == K_REP:
+        elif k == K_NOT or k == K_REP or k == K_REC:
             stack.append(a[a[O_A0] + NW * x])
     return np.array(out, dtype=np.int64) if len(out) else np.zeros(0, np.int64)
 
@@ -933,7 +958,7 @@ def head_masks(a, e, max_heads, out):
             base = a[O_KIDS] + a[a[O_A0] + NW * x]
             for j in range(c):
                 stack, top = _push(stack, top, a[base + j])
-        elif k == K_NOT or k == K_REP:
+        elif k == K_NOT or k == K_REP or k == K_REC:
             stack, top = _push(stack, top, a[a[O_A0] + NW * x])
     return n
 
@@ -1380,6 +1405,8 @@ def completion_bound(a, e):
         v = 0
         if k == K_BYTES:
             v = 1
+        elif k == K_REC:  # its completions nest without bound
+            v = NEVER
         elif k == K_CAT:
             h, t = a[a[O_A0] + NW * x], a[a[O_A1] + NW * x]
             v = max(_memo_get(a, BOUND_KEY + h) + a[a[O_MINLEN] + NW * t], _memo_get(a, BOUND_KEY + t))

@@ -34,6 +34,7 @@ from guided.grammar.regex_ast import (
     Cofinite,
     Node,
     Not,
+    Recursive,
     Repeat,
     Seq,
     TrieLeft,
@@ -43,7 +44,7 @@ from guided.grammar.regex_ast import (
 __all__ = ["ExprPool", "EMPTY_ID", "EPS_ID", "intern_common", "class_size"]
 
 EMPTY_ID, EPS_ID = 0, 1
-K_EMPTY, K_EPS, K_BYTES, K_CAT, K_OR, K_AND, K_NOT, K_REP = range(8)
+K_EMPTY, K_EPS, K_BYTES, K_CAT, K_OR, K_AND, K_NOT, K_REP, K_REC = range(9)
 INF = -1
 ALL_BYTES = (1 << 256) - 1
 
@@ -410,6 +411,9 @@ class ExprPool:
                     if n.__class__ is TrieLeft:  # made from its words, never from its items' nodes
                         done[id(n)] = memo[n] = self._intern_trie(n)
                         continue
+                    if n.__class__ is Recursive:
+                        done[id(n)] = memo[n] = self._intern_recursive(n)
+                        continue
                     stack.append((n,))
                     cls = n.__class__
                     if cls is Seq or cls is Alt or cls is Cofinite or cls is And:
@@ -458,6 +462,19 @@ class ExprPool:
                     kind = "chars" if n.__class__ is Chars else "bytes"
                     self.char_class.setdefault(r, (kind, tuple(n.ranges)))
         return [r if r >= 0 else ids[-1 - r] for r in (done[id(n)] for n in nodes)]
+
+    def _intern_recursive(self, node: Recursive) -> int:
+        """The expression of a ``Recursive`` leaf (K_REC): made first, with the bytes its strings begin
+        with and its shortest length, so that its body (which refers to it) is interned around it;
+        then given its body. Those two and the body's must agree, and no string of the body is empty."""
+        e = self._run(core.make_rec, *_int64_words(node.first_bytes), node.min_len)
+        self._interned[node] = e
+        body = self.intern(node.body)
+        if self.first[body] != node.first_bytes or self.min_len[body] != node.min_len or self.nullable[body]:
+            raise GrammarError(f"recursive language {node.name}: its body's first bytes or length differ from its own")
+        with self._lock:
+            core.set_rec_body(self.arena, e, body)
+        return e
 
     def _intern_trie(self, node: TrieLeft) -> int:
         """The expression of a ``TrieLeft``, made from its words' trie as one program: the union
@@ -580,6 +597,8 @@ class _Args(_Column):
             return a0
         if k == K_REP:
             return a0, int(a[r + 2]), int(a[r + 3])
+        if k == K_REC:
+            return a0
         return None
 
 

@@ -1,7 +1,9 @@
 """AnyValue: the languages of schema-free JSON values (``true``, ``{}``, open ``additionalProperties``).
 
 By default a schema-free value is the nonterminal ``any`` (a ``Hole`` in the regex AST): scalars, or
-an array or object of ``any`` values, nesting without bound. Its array and object branches are what
+an array or object of ``any`` values, nesting without bound. Where no other nonterminal is left, the
+compiler makes it a ``Recursive`` leaf of one regex (``compiler._with_value_leaves``), else a rule
+of the context-free grammar. Its array and object branches are what
 the lowering builds for ``{"type": "array"}`` and ``{"type": "object"}`` (open), so those schemas
 share them. ``bounded(d)`` is the regular language of values nesting at most ``d`` arrays/objects
 deep: the explicit ``any_depth`` option, and the fallback where a schema-free value sits under an

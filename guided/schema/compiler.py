@@ -68,9 +68,9 @@ from typing import Any
 from guided.errors import GrammarError, LimitError, SchemaError
 from guided.grammar import intern_common, quiet_collector
 from guided.grammar.cfg_ir import CfgGrammar
-from guided.grammar.regex_ast import EMPTY, Node
+from guided.grammar.regex_ast import EMPTY, Node, recursive
 from guided.limits import check_schema
-from guided.schema.any_value import ANY
+from guided.schema.any_value import ANY, ANY_NAMES, ANY_PLAIN
 from guided.schema.drafts import for_draft
 from guided.schema.dynamic_refs import static_dynamic_refs
 from guided.schema.formats import format_node
@@ -79,7 +79,16 @@ from guided.schema.key_order import KeyOrder, has_bag, repeats_names, root_place
 from guided.schema.lowering import SchemaLowering
 from guided.schema.options import SchemaOptions
 from guided.schema.pydantic_models import json_schema_for
-from guided.schema.recursion import SchemaCfg, has_hole, hole_memo, keep_hole_free
+from guided.schema.recursion import (
+    Hole,
+    SchemaCfg,
+    fill_holes,
+    has_hole,
+    hole_memo,
+    hole_names,
+    keep_hole_free,
+    map_meets,
+)
 from guided.schema.shapes import check_shapes
 from guided.schema.strings import ANY_STRING_BODY, ENC_ANY_CHAR, json_string, other_than, word_char
 from guided.schema.unique_plan import PlanError, UniquePlan, mentions_unique
@@ -123,8 +132,10 @@ def json_schema_to_grammar(
     names_runtime: bool = False,
     **options,
 ) -> Node | CfgGrammar:
-    """The language of a JSON Schema's instances: a regex AST node when it is regular, else a
-    ``CfgGrammar`` (recursive ``$ref`` cycles, schema-free values nesting without bound).
+    """The language of a JSON Schema's instances: a regex AST node, else a ``CfgGrammar`` (where a
+    recursive ``$ref`` cycle is left). Schema-free values (``{}``, open objects' other members) nest
+    without bound: in a regex they are ``Recursive`` leaves, whose derivatives the regular engine
+    takes; in a grammar, the nonterminal ``any``.
 
     Parameters
     ----------
@@ -181,10 +192,46 @@ def _lower(lowering: SchemaLowering) -> Node | CfgGrammar:
         return node
     if ANY not in lowering.rules:
         lowering.rules[ANY] = lowering.anys.body()
+    regular = _with_value_leaves(lowering, node)
+    if regular is not None:
+        return regular
     seconds = lowering.deadline - time.monotonic()
     return SchemaCfg(
         lowering.rules, lambda m: meet_one(lowering, m, None, None), seconds, separator=lowering.sep
     ).grammar(node)
+
+
+# the bytes a JSON value begins with: a string, a number, true, false, null, an array, an object
+_VALUE_FIRST = sum(1 << b for b in b'"-0123456789tfn[{')
+
+
+def _with_value_leaves(lowering: SchemaLowering, node: Node) -> Node | None:
+    """The language as one regex when its only nonterminals are the schema-free values (``any``,
+    ``any_p``): each becomes a ``Recursive`` leaf (a JSON value, nesting without bound, whose
+    derivatives the regular engine takes like any other expression's), after the intersections
+    above them are resolved as ``SchemaCfg`` resolves them (``meet_one``). None when another
+    nonterminal (a recursive ``$ref``) is left: the context-free path."""
+
+    def fix(meet: Node) -> Node:
+        return meet_one(lowering, meet, None, None)
+
+    node = map_meets(node, fix)
+    names = hole_names(node)
+    if not names <= ANY_NAMES:
+        return None
+    leaves: dict[str, Node] = {}
+    for name in sorted(names):
+        body = lowering.rules.get(name) or (lowering.anys_p if name == ANY_PLAIN else lowering.anys).body()
+        if hole_names(body) != {name} or map_meets(body, fix) != body:  # (no intersection in it)
+            return None
+        leaf = leaves[name] = recursive(body, Hole(name), _VALUE_FIRST, 1)
+        if leaf.name not in _COMMON_VALUES:  # every later compile with these options copies its expression
+            intern_common([leaf])
+            _COMMON_VALUES.add(leaf.name)
+    return fill_holes(node, lambda hole: leaves[hole.name])
+
+
+_COMMON_VALUES: set[str] = set()  # the Recursive leaves (schema-free values) among the common expressions
 
 
 def json_schema_to_node(schema: Any, *, registry: dict | None = None, **options) -> Node:

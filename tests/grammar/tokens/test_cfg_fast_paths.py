@@ -20,6 +20,7 @@ from guided.grammar import GrammarCompiler
 from guided.grammar.automata.cfg_recognizer import CfgState
 from guided.grammar.automata.earley import CfgAutomaton
 from guided.grammar.automata.slice_forms import slice_candidate
+from guided.grammar.cfg_ir import CfgGrammar
 from guided.grammar.compiler import warm_up
 from guided.grammar.frontends.gbnf_grammar import parse_gbnf
 from guided.grammar.frontends.lark_grammar import parse_lark
@@ -228,8 +229,14 @@ def test_threads_walking_one_cold_grammar_get_the_serial_masks():
     )
 
 
+def _context_free(schema: dict):
+    """The schema's grammar, or an array of itself kept context-free by a recursive $ref: alone, an open
+    object's schema-free values are leaves of one regex (``regex_ast.Recursive``)."""
+    return json_schema_to_grammar({"anyOf": [schema, {"type": "array", "items": {"$ref": "#"}}]}, key_order="any")
+
+
 # an object whose other keys are any string but its names (``X* & ~"ab" & ~"a_c"``, as protobuf's JSON
-# schemas write each field twice), beside schema-free values (which make the grammar context-free)
+# schemas write each field twice), beside schema-free values, in a context-free grammar
 OTHER_KEYS = {"type": "object", "properties": {"ab": {"type": "integer"}},
               "patternProperties": {"^a_c$": {"type": "integer"}}, "additionalProperties": True}  # fmt: skip
 KEY_TOKENS = sorted(set(byte_splits('{}"ab:c, 1x_')) | {b'{"', b'"ab', b'ab"', b"a_c", b'":', b'"a', b"cx", b'": 1'})
@@ -241,7 +248,7 @@ def test_other_keys_take_the_string_slice_and_stay_exact():
     (infinitely many keys remain, whatever is written), so the string body's unbounded slice serves
     it (``slice_forms._intersection_form``; before, each first visit inside such a key walked the
     whole vocabulary); the masks equal the byte-level recognizer's, token by token."""
-    g = json_schema_to_grammar(OTHER_KEYS, key_order="any")
+    g = _context_free(OTHER_KEYS)
     compiled = compile_cfg(KEY_VOCAB, g, regular_fast_path=False)
     oracle = CfgAutomaton(g)
     m = compiled.matcher()
@@ -289,7 +296,7 @@ def test_trie_keys_and_nonempty_strings_take_the_string_slice_and_stay_exact():
     the keys take the string body's unbounded slice at their start, inside a name's prefix and past
     a whole name, as the value does; the masks equal the byte-level recognizer's, token by token
     (before, such keys had no slice: each first visit walked the whole vocabulary)."""
-    g = json_schema_to_grammar(TRIE_KEYS, key_order="any")
+    g = _context_free(TRIE_KEYS)
     compiled = compile_cfg(TRIE_VOCAB, g, regular_fast_path=False)
     oracle = CfgAutomaton(g)
     for path in ((b'{"',), (b'{"', b"a"), (b'{"', b"ab"), (b'{"', b"ac", b'":"')):
@@ -378,6 +385,8 @@ def _both_step_sides(monkeypatch, vocab, schema, paths) -> dict:
     from guided.grammar.automata import lex_table
 
     g = json_schema_to_grammar(schema, key_order="any")
+    if not isinstance(g, CfgGrammar):  # kept context-free by a member that nests the object itself
+        g = json_schema_to_grammar({**schema, "properties": {**schema["properties"], "self": {"$ref": "#"}}}, key_order="any")
     made = []
     add = lex_table.LexTable.add
 

@@ -64,7 +64,8 @@ def _accepts(compiled, tokenizer, text: str) -> bool:
 
 def _check(compiler, tokenizer, schema, instances, registry=None):
     compiled = compile_json_schema(compiler, schema, registry=registry)
-    assert isinstance(getattr(compiled, "compiled", compiled), CompiledCfg)  # (inside the name check)
+    grammar = getattr(compiled, "compiled", compiled)  # (inside the name check)
+    assert isinstance(grammar, CompiledCfg) or _has_json_values(grammar)
     validator = jsonschema.Draft202012Validator(schema)
     for text in instances:
         try:
@@ -83,22 +84,62 @@ def test_non_recursive_schemas_stay_regular():
         assert not isinstance(json_schema_to_grammar(schema), CfgGrammar)
 
 
-def test_recursion_and_schema_free_values_are_context_free():
-    for schema in (TREE, LINKED, {}, True, {"type": "object"}, {"type": "array"}):
+def _has_json_values(compiled) -> bool:
+    """Whether a grammar of the regular engine holds a schema-free value (a K_REC expression)."""
+    from guided.grammar.automata.expr_pool import K_REC
+
+    pool = getattr(compiled, "pool", None)
+    return pool is not None and any(pool.kind[e] == K_REC for e in range(len(pool)))
+
+
+def _json_value_leaves(node) -> set:
+    from guided.grammar.regex_ast import Recursive
+
+    found, stack, seen = set(), [node], set()
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if isinstance(x, Recursive):
+            found.add(x)
+        stack.extend(getattr(x, "items", ()) or ((x.item,) if hasattr(x, "item") else ()))
+    return found
+
+
+def test_recursion_is_context_free():
+    for schema in (TREE, LINKED):
         assert isinstance(json_schema_to_grammar(schema), CfgGrammar)
+
+
+def test_schema_free_values_are_recursive_leaves_of_a_regex():
+    """Without a recursive $ref, the only nonterminal is the schema-free value: it becomes a
+    ``Recursive`` leaf of one regex (the regular engine derives through it), one leaf per lowering
+    options, shared by every schema compiled with them."""
+    leaves = [_json_value_leaves(json_schema_to_grammar(s)) for s in ({}, True, {"type": "object"}, {"type": "array"})]
+    assert all(len(x) == 1 for x in leaves) and len(set().union(*leaves)) == 1
+    (leaf,) = leaves[0]
+    assert _json_value_leaves(leaf.body) == {leaf}  # the value nests inside itself
+    compact = _json_value_leaves(json_schema_to_grammar({}, whitespace="compact"))
+    assert len(compact) == 1 and compact != leaves[0]
 
 
 # holes under an intersection that on_meet replaces (their parents become regular pieces), shared
 # definitions, repeats over holes, alternatives of both kinds
+def _with_recursion(schema: dict) -> dict:
+    """The schema or an array of itself: a recursive $ref keeps it on the context-free path."""
+    return {"anyOf": [schema, {"type": "array", "items": {"$ref": "#"}}]}
+
+
 BUILDER_SCHEMAS = [
     TREE,
     LINKED,
-    {},
-    {"allOf": [{"enum": [{"bar": 8}]}, {"not": {"not": {"oneOf": [
+    _with_recursion({}),
+    _with_recursion({"allOf": [{"enum": [{"bar": 8}]}, {"not": {"not": {"oneOf": [
         {"properties": {"bar": {}, "baz": {}}, "required": ["bar"]},
-        {"properties": {"foo": {}}, "required": ["foo"]}]}}}]},
-    {"allOf": [{"enum": [{"bar": 2, "foo": "quux"}]}, {"not": {
-        "properties": {"bar": {"type": "integer"}, "baz": {"type": "null"}}, "required": ["bar", "baz"]}}]},
+        {"properties": {"foo": {}}, "required": ["foo"]}]}}}]}),
+    _with_recursion({"allOf": [{"enum": [{"bar": 2, "foo": "quux"}]}, {"not": {
+        "properties": {"bar": {"type": "integer"}, "baz": {"type": "null"}}, "required": ["bar", "baz"]}}]}),
     {"type": "object", "properties": {"a": {"$ref": "#"}, "b": {"$ref": "#"}, "c": {"type": "array",
         "items": {"anyOf": [{"$ref": "#"}, {"type": "string"}]}, "minItems": 2, "maxItems": 4}}},
 ]  # fmt: skip
@@ -486,7 +527,8 @@ def _viable(text: str, validator) -> bool:
 def test_masks_match_brute_force(schema):
     vocab = _tiny_vocab()
     compiled = compile_json_schema(GrammarCompiler(vocab), schema)
-    assert isinstance(getattr(compiled, "compiled", compiled), CompiledCfg)  # (inside the name check)
+    grammar = getattr(compiled, "compiled", compiled)  # (inside the name check)
+    assert isinstance(grammar, CompiledCfg) or _has_json_values(grammar)
     validator = jsonschema.Draft202012Validator(schema)
     rng = np.random.default_rng(0)
     eos = vocab.size - 1
