@@ -16,7 +16,17 @@ So do three other forms, each of which every X-string begins:
 
 from __future__ import annotations
 
-from guided.grammar.automata.expr_pool import INF, K_AND, K_CAT, K_NOT, K_OR, K_REP, ExprPool, class_size
+from guided.grammar.automata.expr_pool import (
+    INF,
+    K_AND,
+    K_CAT,
+    K_NOT,
+    K_OR,
+    K_REC,
+    K_REP,
+    ExprPool,
+    class_size,
+)
 
 __all__ = ["slice_candidate", "wider"]
 
@@ -116,7 +126,7 @@ def _finite(pool: ExprPool, e: int) -> bool:
     if e in memo:
         return memo[e]
     k = pool.kind[e]
-    if pool.has_bool[e]:
+    if pool.has_bool[e] or k == K_REC:  # (a recursive language nests without bound)
         r = False
     elif k == K_REP:
         r = pool.args[e][2] != INF and _finite(pool, pool.args[e][0])

@@ -184,7 +184,9 @@ def json_schema_to_grammar(
         raise
 
 
-def _lower(lowering: SchemaLowering) -> Node | CfgGrammar:
+def _lower(lowering: SchemaLowering, leaves: bool = True) -> Node | CfgGrammar:
+    """The lowering's language; with ``leaves`` False, schema-free values stay nonterminals even where
+    no other one is left (the context-free grammar's lexemes, for ``_intern_common_lexemes``)."""
     node = lowering.lower_root()
     if node == EMPTY:
         raise SchemaError("the schema accepts no instance")
@@ -192,7 +194,7 @@ def _lower(lowering: SchemaLowering) -> Node | CfgGrammar:
         return node
     if ANY not in lowering.rules:
         lowering.rules[ANY] = lowering.anys.body()
-    regular = _with_value_leaves(lowering, node)
+    regular = _with_value_leaves(lowering, node) if leaves else None
     if regular is not None:
         return regular
     seconds = lowering.deadline - time.monotonic()
@@ -364,8 +366,10 @@ def _intern_common_lexemes() -> None:
     schema's grammar contains them, so each compile copies them instead of building them again."""
     if _common_done.is_set():
         return
-    free = json_schema_to_grammar({})
-    nodes = [t.node for t in free.terminals.values()] if isinstance(free, CfgGrammar) else [free]
+    free = json_schema_to_grammar({})  # a Recursive leaf, for regular grammars with schema-free values
+    with hole_memo():  # the same value as a nonterminal, for context-free ones: its terminals
+        grammar = _lower(SchemaLowering({}, SchemaOptions(), None), leaves=False)
+    nodes = [free, *(t.node for t in grammar.terminals.values())]
     # date-time (in one schema of eight): its leap seconds are two thousand expressions, met by has_hole too
     date_time = json_string(format_node("date-time"))
     keep_hole_free(date_time)
