@@ -32,17 +32,33 @@ __all__ = ["slice_candidate", "wider"]
 
 def slice_candidate(pool: ExprPool, e: int) -> tuple[tuple, int] | None:
     """(character class key, max repeats or INF) when e is ``X{lo,hi} rest``, or a union with such a
-    live branch: every token of at most hi X-characters is then allowed (see Slice)."""
+    live branch, or such a union followed by more, nested (a member name due in an open object: a
+    declared name or any other, then the rest of it): every token of at most hi X-characters is then
+    allowed (see Slice)."""
     memo = pool.__dict__.setdefault("_slice_memo", {})
     if e in memo:
         return memo[e]
+    best = memo[e] = _branch_form(pool, e, _UNION_DEPTH)
+    return best
+
+
+_UNION_DEPTH = 4  # unions (and unions followed by more) looked into, nested
+
+
+def _branch_form(pool: ExprPool, e: int, depth: int):
+    """e's form, or the widest form of a live branch of the union e is or begins with (``(A | B) rest``
+    allows what ``A rest`` and ``B rest`` allow; rest is live wherever the whole is)."""
     best = _slice_form(pool, e)
-    if best is None and pool.kind[e] == K_OR:
-        for x in pool.args[e]:
-            c = _slice_form(pool, x)
-            if c is not None and (best is None or wider(c[1], best[1])) and pool.is_live(x):
-                best = c
-    memo[e] = best
+    if best is not None or not depth:
+        return best
+    k = pool.kind[e]
+    union = e if k == K_OR else pool.args[e][0] if k == K_CAT else -1
+    if union < 0 or pool.kind[union] != K_OR:
+        return None
+    for x in pool.args[union]:
+        c = _branch_form(pool, x, depth - 1)
+        if c is not None and (best is None or wider(c[1], best[1])) and pool.is_live(x):
+            best = c
     return best
 
 
