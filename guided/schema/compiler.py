@@ -217,20 +217,31 @@ def _with_value_leaves(lowering: SchemaLowering, node: Node) -> Node | None:
     def fix(meet: Node) -> Node:
         return meet_one(lowering, meet, None, None)
 
-    node = map_meets(node, fix)
-    names = hole_names(node)
-    if not names <= ANY_NAMES:
-        return None
     leaves: dict[str, Node] = {}
-    for name in sorted(names):
-        body = lowering.rules.get(name) or (lowering.anys_p if name == ANY_PLAIN else lowering.anys).body()
-        if hole_names(body) != {name} or map_meets(body, fix) != body:  # (no intersection in it)
-            return None
-        leaf = leaves[name] = recursive(body, Hole(name), _VALUE_FIRST, 1)
-        if leaf.name not in _COMMON_VALUES:  # every later compile with these options copies its expression
-            intern_common([leaf])
-            _COMMON_VALUES.add(leaf.name)
-    return fill_holes(node, lambda hole: leaves[hole.name])
+
+    def leaf(hole: Hole) -> Node:
+        got = leaves.get(hole.name)
+        if got is None:
+            name = hole.name
+            if name not in ANY_NAMES:
+                raise _OtherNonterminal
+            body = lowering.rules.get(name) or (lowering.anys_p if name == ANY_PLAIN else lowering.anys).body()
+            if hole_names(body) != {name} or map_meets(body, fix) != body:  # (no intersection in it)
+                raise _OtherNonterminal
+            got = leaves[name] = recursive(body, Hole(name), _VALUE_FIRST, 1)
+            if got.name not in _COMMON_VALUES:  # every later compile with these options copies its expression
+                intern_common([got])
+                _COMMON_VALUES.add(got.name)
+        return got
+
+    try:
+        return fill_holes(node, leaf, meets=fix)
+    except _OtherNonterminal:
+        return None
+
+
+class _OtherNonterminal(Exception):
+    """A nonterminal other than the schema-free values is left (``_with_value_leaves``)."""
 
 
 _COMMON_VALUES: set[str] = set()  # the Recursive leaves (schema-free values) among the common expressions

@@ -174,20 +174,22 @@ def hole_names(node: Node) -> set[str]:
 
 
 def fill_holes(
-    node: Node, fill: Callable[[Hole], Node], memo: dict[int, Node] | None = None, key=None
+    node: Node, fill: Callable[[Hole], Node], memo: dict[int, Node] | None = None, key=None, meets=None
 ) -> Node:
     """The node with every hole replaced by ``fill(hole)`` (a hole-free node); hole-free subtrees are
     kept as they are (same objects), so only the paths down to the holes are rebuilt. Calls that pass
     the same ``key`` promise the same ``fill``: inside ``hole_memo()`` they share one memo, so nested
-    intersections filled alike rebuild each subtree once in the scope, not once per level."""
+    intersections filled alike rebuild each subtree once in the scope, not once per level. With
+    ``meets``, an intersection or complement with a hole below is replaced by ``meets(it)`` (hole-free,
+    as ``map_meets`` does) in the same pass."""
     holes = _memo_for(node)
     if memo is None:
         fills = getattr(_scope, "fills", None) if key is not None else None
         memo = {} if fills is None or holes is not _scope.memo else fills.setdefault(key, {})
-    return _fill(node, fill, memo, holes)
+    return _fill(node, fill, memo, holes, meets)
 
 
-def _fill(node: Node, fill: Callable[[Hole], Node], memo: dict[int, Node], holes: dict[int, bool]) -> Node:
+def _fill(node: Node, fill: Callable[[Hole], Node], memo: dict[int, Node], holes: dict[int, bool], meets=None) -> Node:
     hit = memo.get(id(node))
     if hit is not None:
         return hit
@@ -195,8 +197,10 @@ def _fill(node: Node, fill: Callable[[Hole], Node], memo: dict[int, Node], holes
         out = node
     elif isinstance(node, Hole):
         out = fill(node)
+    elif meets is not None and isinstance(node, (And, Not)):
+        out = meets(node)
     elif isinstance(node, (Seq, Alt, And)):
-        items = [_fill(x, fill, memo, holes) for x in node.items]
+        items = [_fill(x, fill, memo, holes, meets) for x in node.items]
         out = (
             seq(*items)
             if isinstance(node, Seq)
@@ -205,9 +209,9 @@ def _fill(node: Node, fill: Callable[[Hole], Node], memo: dict[int, Node], holes
             else And(tuple(items))
         )
     elif isinstance(node, Not):
-        out = Not(_fill(node.item, fill, memo, holes))
+        out = Not(_fill(node.item, fill, memo, holes, meets))
     else:
-        out = repeat(_fill(node.item, fill, memo, holes), node.min, node.max)
+        out = repeat(_fill(node.item, fill, memo, holes, meets), node.min, node.max)
     memo[id(node)] = out
     return out
 
