@@ -39,7 +39,7 @@ from guided.grammar.regex_ast import (
     seq,
 )
 
-__all__ = ["Hole", "SchemaCfg", "has_hole", "hole_memo", "hole_names", "fill_holes", "map_meets", "START"]
+__all__ = ["Hole", "SchemaCfg", "has_hole", "hole_memo", "hole_names", "has_meet", "fill_holes", "map_meets", "START"]
 
 START = "root"
 _EMPTINESS_BUDGET = 20_000
@@ -444,6 +444,11 @@ def _surely_empty(pool: ExprPool, node: Node, meets: dict[int, bool]) -> bool:
         return not pool.is_live(pool.intern(node), _EMPTINESS_BUDGET)
     except LimitError:
         return False
+
+
+def has_meet(node: Node) -> bool:
+    """Whether an intersection or complement occurs in the node."""
+    return _has_meet(node, {})
 
 
 def _has_meet(node: Node, memo: dict[int, bool]) -> bool:
