@@ -48,6 +48,16 @@ def _live(a, d, reps, max_heads, search_budget, deadline):
 
 
 @numba.njit(cache=True, nogil=True)
+def _live_grown(a, d, reps, max_heads, search_budget, deadline):
+    """``_live``, the arena grown (and the search made again) while it is full."""
+    v, a = _live(a, d, reps, max_heads, search_budget, deadline)
+    while v == core.FULL:
+        a = core._grow(a)
+        v, a = _live(a, d, reps, max_heads, search_budget, deadline)
+    return v, a
+
+
+@numba.njit(cache=True, nogil=True)
 def rows(a, todo, reps, class_of, max_heads, column, exprs, trans, computed, accepting, counts, deadline,
          search_budget):  # fmt: skip
     """Build the rows of the states ``todo`` (skipping computed ones) in order.
@@ -83,10 +93,7 @@ def rows(a, todo, reps, class_of, max_heads, column, exprs, trans, computed, acc
             if d >= len(column):
                 return GROW_COLUMN, a
             if column[d] == UNSEEN:
-                v, a = _live(a, d, reps, max_heads, search_budget, deadline)
-                while v == core.FULL:
-                    a = core._grow(a)
-                    v, a = _live(a, d, reps, max_heads, search_budget, deadline)
+                v, a = _live_grown(a, d, reps, max_heads, search_budget, deadline)
                 if v < 0:
                     return v, a
                 new += v
@@ -136,10 +143,7 @@ def single(a, s, c, byte, reps, max_heads, column, exprs, trans, computed, accep
         return GROW_COLUMN, a
     st = column[d]
     if st == UNSEEN:
-        v, a = _live(a, d, reps, max_heads, search_budget, deadline)
-        while v == core.FULL:
-            a = core._grow(a)
-            v, a = _live(a, d, reps, max_heads, search_budget, deadline)
+        v, a = _live_grown(a, d, reps, max_heads, search_budget, deadline)
         if v < 0:
             return v, a
         st = DEAD
