@@ -212,8 +212,8 @@ def _with_value_leaves(lowering: SchemaLowering, node: Node) -> Node | None:
     """The language as one regex when its only nonterminals are the schema-free values (``any``,
     ``any_p``): each becomes a ``Recursive`` leaf (a JSON value, nesting without bound, whose
     derivatives the regular engine takes like any other expression's), after the intersections
-    above them are resolved as ``SchemaCfg`` resolves them (``meet_one``). None when another
-    nonterminal (a recursive ``$ref``) is left: the context-free path."""
+    above them are resolved as ``SchemaCfg`` resolves them (``meet_one``). None (the context-free
+    path) when another nonterminal (a recursive ``$ref``) is left, or an intersection or complement."""
 
     def fix(meet: Node) -> Node:
         return meet_one(lowering, meet, None, None)
