@@ -195,29 +195,31 @@ def _lower(lowering: SchemaLowering, leaves: bool = True) -> Node | CfgGrammar:
         return node
     if ANY not in lowering.rules:
         lowering.rules[ANY] = lowering.anys.body()
-    regular = _with_value_leaves(lowering, node) if leaves else None
+    resolved: dict[int, tuple[Node, Node]] = {}  # intersection (by identity) -> (it, its replacement)
+
+    def fix(meet: Node) -> Node:
+        hit = resolved.get(id(meet))
+        if hit is None:
+            hit = resolved[id(meet)] = (meet, meet_one(lowering, meet, None, None))
+        return hit[1]
+
+    regular = _with_value_leaves(lowering, node, fix) if leaves else None
     if regular is not None:
         return regular
-    seconds = lowering.deadline - time.monotonic()
-    return SchemaCfg(
-        lowering.rules, lambda m: meet_one(lowering, m, None, None), seconds, separator=lowering.sep
-    ).grammar(node)
+    seconds = lowering.deadline - time.monotonic()  # (intersections the try above resolved are not again)
+    return SchemaCfg(lowering.rules, fix, seconds, separator=lowering.sep).grammar(node)
 
 
 # the bytes a JSON value begins with: a string, a number, true, false, null, an array, an object
 _VALUE_FIRST = sum(1 << b for b in b'"-0123456789tfn[{')
 
 
-def _with_value_leaves(lowering: SchemaLowering, node: Node) -> Node | None:
+def _with_value_leaves(lowering: SchemaLowering, node: Node, fix) -> Node | None:
     """The language as one regex when its only nonterminals are the schema-free values (``any``,
     ``any_p``): each becomes a ``Recursive`` leaf (a JSON value, nesting without bound, whose
     derivatives the regular engine takes like any other expression's), after the intersections
-    above them are resolved as ``SchemaCfg`` resolves them (``meet_one``). None (the context-free
-    path) when another nonterminal (a recursive ``$ref``) is left, or an intersection or complement."""
-
-    def fix(meet: Node) -> Node:
-        return meet_one(lowering, meet, None, None)
-
+    above them are resolved by ``fix`` (as ``SchemaCfg`` resolves them). None (the context-free path)
+    when another nonterminal (a recursive ``$ref``) is left, or an intersection or complement."""
     leaves: dict[str, Node] = {}
 
     def leaf(hole: Hole) -> Node:
