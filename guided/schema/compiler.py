@@ -88,7 +88,6 @@ from guided.schema.recursion import (
     hole_memo,
     hole_names,
     keep_hole_free,
-    map_meets,
 )
 from guided.schema.shapes import check_shapes
 from guided.schema.strings import ANY_STRING_BODY, ENC_ANY_CHAR, json_string, other_than, word_char
@@ -229,7 +228,7 @@ def _with_value_leaves(lowering: SchemaLowering, node: Node, fix) -> Node | None
             if name not in ANY_NAMES:
                 raise _OtherNonterminal
             body = lowering.rules.get(name) or (lowering.anys_p if name == ANY_PLAIN else lowering.anys).body()
-            if hole_names(body) != {name} or map_meets(body, fix) != body:  # (no intersection in it)
+            if hole_names(body) != {name} or has_meet(body):
                 raise _OtherNonterminal
             got = leaves[name] = recursive(body, Hole(name), _VALUE_FIRST, 1)
             if got.name not in _COMMON_VALUES:  # every later compile with these options copies its expression
