@@ -1237,12 +1237,14 @@ def _ref(out, r):
 
 
 @numba.njit(cache=True)
-def intern_prog(a, prog, out):
-    """Run an intern program (above): out[i] = the expression of instruction i. Returns the number
-    of instructions, or a constructor's status (FULL: grow and run it all again; interning makes
-    the rerun give the same ids)."""
-    i = 0
-    k = 0
+def intern_prog(a, prog, out, at):
+    """Run an intern program (above) from where ``at`` says (the next instruction's offset in prog,
+    its index): out[k] = the expression of instruction k. Returns the number of instructions, or a
+    constructor's status (FULL: grow the arena and call again with the same ``at``, which then
+    resumes at the instruction that found no room; interning makes its partial work found again,
+    and the instructions done before keep their ids in the grown arena)."""
+    i = at[0]
+    k = at[1]
     scratch = np.empty(16, np.int64)
     while i < len(prog):
         op, n = prog[i], prog[i + 1]
@@ -1290,6 +1292,7 @@ def intern_prog(a, prog, out):
         out[k] = r
         k += 1
         i = p + n
+        at[0], at[1] = i, k
     return k
 
 

@@ -452,7 +452,7 @@ class ExprPool:
         ids: list[int] = []
         if made:
             out = np.empty(len(made), dtype=np.int64)
-            self._run(core.intern_prog, np.array(prog, dtype=np.int64), out)
+            self._run(core.intern_prog, np.array(prog, dtype=np.int64), out, np.zeros(2, dtype=np.int64))
             ids = out.tolist()
             for n, r in zip(made, ids, strict=True):
                 memo[n] = r
@@ -530,7 +530,7 @@ class ExprPool:
         if ref[0] >= 0:
             return ref[0]
         out = np.empty(made, dtype=np.int64)
-        self._run(core.intern_prog, np.array(prog, dtype=np.int64), out)
+        self._run(core.intern_prog, np.array(prog, dtype=np.int64), out, np.zeros(2, dtype=np.int64))
         for i in unions:
             self.cofinite.setdefault(int(out[i]), body)
         return int(out[-1 - ref[0]])
