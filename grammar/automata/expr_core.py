@@ -1302,12 +1302,21 @@ def or_factored(a, items, n):
     of a big alternation of literals, an enum, then touches one branch per byte, not every word).
     The items' chains of heads (right-nested concatenations) go into a trie, at most FACTOR_DEPTH
     heads deep; each trie node is then the union of what ends there and its children's head
-    followed by their union, built from the leaves up."""
-    cap = 4 * n + 16
+    followed by their union, built from the leaves up.
+
+    A trie node that one item alone has reached keeps that item's rest of chain unexpanded (``rest``:
+    the concatenation whose head the node is), and is expanded one head further when another item
+    reaches it. Fully expanded, such a path of single children gives back the item's own chain (the
+    concatenations are interned), so its value is the chain's tail as it is: the union is the same,
+    but the work is the heads items share, not every head of every item (alternatives that are
+    whole object bodies are hundreds of heads long and share a few)."""
+    cap = 2 * n + 16
     t_head = np.empty(cap, np.int64)
     first_child = np.full(cap, -1, np.int64)
     next_sib = np.empty(cap, np.int64)
     first_leaf = np.full(cap, -1, np.int64)
+    rest = np.full(cap, -1, np.int64)  # >= 0: the node is unexpanded, reached by item owner[node] alone
+    owner = np.empty(cap, np.int64)
     next_leaf = np.empty(n, np.int64)
     leaf = np.empty(n, np.int64)
     t_head[0] = -1
@@ -1322,28 +1331,54 @@ def or_factored(a, items, n):
             key = (np.int64(v), h)
             if key in child:
                 c = child[key]
+                if rest[c] >= 0:  # a second item here: the first one's chain goes one head further
+                    if nt == cap:
+                        cap *= 2
+                        t_head, first_child, next_sib = _resized(t_head, cap, 0), _resized(first_child, cap, -1), _resized(next_sib, cap, 0)
+                        first_leaf, rest = _resized(first_leaf, cap, -1), _resized(rest, cap, -1)
+                        owner = _resized(owner, cap, 0)
+                    j, y = owner[c], a[a[O_A1] + NW * rest[c]]
+                    rest[c] = -1
+                    # (past FACTOR_DEPTH too: no later item goes that deep, and an unexpanded node's
+                    # value is the chain, as a leaf would be)
+                    if kind_of(a, y) == K_CAT:
+                        g = a[a[O_A0] + NW * y]
+                        t_head[nt], rest[nt], owner[nt] = g, y, j
+                        next_sib[nt] = first_child[c]
+                        first_child[c] = nt
+                        child[(np.int64(c), g)] = nt
+                        nt += 1
+                    else:
+                        leaf[j] = y
+                        next_leaf[j] = first_leaf[c]
+                        first_leaf[c] = j
             else:
                 if nt == cap:
                     cap *= 2
-                    t_head = _resized(t_head, cap, 0)
-                    first_child = _resized(first_child, cap, -1)
-                    next_sib = _resized(next_sib, cap, 0)
-                    first_leaf = _resized(first_leaf, cap, -1)
+                    t_head, first_child, next_sib = _resized(t_head, cap, 0), _resized(first_child, cap, -1), _resized(next_sib, cap, 0)
+                    first_leaf, rest = _resized(first_leaf, cap, -1), _resized(rest, cap, -1)
+                    owner = _resized(owner, cap, 0)
                 c = nt
                 nt += 1
-                t_head[c] = h
+                t_head[c], rest[c], owner[c] = h, x, i
                 next_sib[c] = first_child[v]
                 first_child[v] = c
                 child[key] = c
+                x = -1  # the item stays in the unexpanded node
+                break
             v = c
             x = a[a[O_A1] + NW * x]
             depth += 1
-        leaf[i] = x
-        next_leaf[i] = first_leaf[v]
-        first_leaf[v] = i
+        if x >= 0:
+            leaf[i] = x
+            next_leaf[i] = first_leaf[v]
+            first_leaf[v] = i
     value = np.empty(nt, np.int64)
     parts = np.empty(16, np.int64)
     for v in range(nt - 1, -1, -1):  # a child's index is larger than its parent's
+        if rest[v] >= 0:
+            value[v] = a[a[O_A1] + NW * rest[v]]
+            continue
         m = 0
         j = first_leaf[v]
         while j >= 0:

@@ -175,6 +175,27 @@ def test_a_union_of_thousands_of_words_is_factored_while_the_arena_grows():
     assert pool.nullable[d] and pool.deriv(d, ord("0")) == 0
 
 
+def test_unions_of_long_chains_are_factored_as_the_rule_says_past_the_depth_limit_too():
+    # words hundreds of bytes long, sharing prefixes of every length (none, a few heads, past
+    # FACTOR_DEPTH), one a prefix of another, repeated, ending in a non-literal tail: the factoring
+    # expands a path one item alone reached only when another item reaches it
+    rng = random.Random(11)
+    for _ in range(30):
+        stem = "".join(rng.choice("ab") for _ in range(core.FACTOR_DEPTH + 60))
+        words = []
+        for _ in range(rng.randint(core.FACTOR_MIN, 12)):
+            cut = rng.choice([0, 1, 3, 40, core.FACTOR_DEPTH - 1, core.FACTOR_DEPTH, core.FACTOR_DEPTH + 1,
+                              core.FACTOR_DEPTH + 30, len(stem)])  # fmt: skip
+            tail = "".join(rng.choice("abc") for _ in range(rng.randint(0, 30)))
+            end = rng.choice([seq(), repeat(literal("c"), 0, None), alt(literal("x"), literal("yz"))])
+            words.append(seq(literal(stem[:cut] + tail), end))
+        words.append(rng.choice(words))  # an item twice
+        pool = ExprPool()
+        e = pool.intern(alt(*words))
+        n = len(pool)
+        assert _by_constructors(pool, alt(*words)) == e and len(pool) == n
+
+
 # ---------------------------------------------------------------------------------- counter clamping
 _ABC = b"abc"
 
