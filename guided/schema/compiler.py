@@ -82,6 +82,7 @@ from guided.schema.pydantic_models import json_schema_for
 from guided.schema.recursion import (
     Hole,
     SchemaCfg,
+    blocks_filling,
     fill_holes,
     has_hole,
     has_meet,
@@ -236,15 +237,25 @@ def _with_value_leaves(lowering: SchemaLowering, node: Node, fix) -> Node | None
                 _COMMON_VALUES.add(got.name)
         return got
 
-    try:
-        out = fill_holes(node, leaf, meets=fix)
-    except _OtherNonterminal:
-        return None
     # an intersection or complement (a oneOf's exclusions, say) beside the leaves: the context-free
     # path, for now. In one regex, its derivatives carry the whole rest of the document along: rows
     # of states in such schemas cost ~5 ms each, and single masks took 0.3-1.2 s where the lexer's
-    # smaller lexemes took 0.1-0.2 s (MaskBench: o17529, helm-testsuite, tye-schema)
-    return None if has_meet(out) else out
+    # smaller lexemes took 0.1-0.2 s (MaskBench: o17529, helm-testsuite, tye-schema). Told before
+    # the filling where the node shows it (the filling cost such schemas ~10 ms for nothing), and
+    # after it where a resolved intersection's replacement holds one
+    if blocks_filling(node, ANY_NAMES):
+        return None
+    fixed: list[Node] = []
+
+    def meet(m: Node) -> Node:
+        fixed.append(fix(m))
+        return fixed[-1]
+
+    try:
+        out = fill_holes(node, leaf, meets=meet)
+    except _OtherNonterminal:
+        return None
+    return None if any(has_meet(x) for x in fixed) else out
 
 
 class _OtherNonterminal(Exception):

@@ -446,6 +446,34 @@ def _surely_empty(pool: ExprPool, node: Node, meets: dict[int, bool]) -> bool:
         return False
 
 
+def blocks_filling(node: Node, names: frozenset[str]) -> bool:
+    """Whether filling the node's holes, the intersections above them resolved apart (``fill_holes``
+    with ``meets``), would still leave an intersection or complement (one with no hole below), or a
+    hole named otherwise than ``names`` (one not below an intersection). One walk, which stops at
+    the first; an intersection with a hole below is not entered (its replacement is another's to
+    check)."""
+    holes = _memo_for(node)
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        x = stack.pop()
+        cls = x.__class__
+        if cls in _LEAVES or id(x) in seen:
+            continue
+        seen.add(id(x))
+        if cls is Hole:
+            if x.name not in names:
+                return True
+        elif cls is And or cls is Not:
+            if not has_hole(x, holes):
+                return True
+        elif cls is Seq or cls is Alt:
+            stack.extend(x.items)
+        elif cls is Repeat:
+            stack.append(x.item)
+    return False
+
+
 def has_meet(node: Node) -> bool:
     """Whether an intersection or complement occurs in the node."""
     return _has_meet(node, {})
