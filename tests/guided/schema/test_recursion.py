@@ -18,9 +18,12 @@ from shared_data import shared_path
 from guided.errors import SchemaError
 from guided.grammar.cfg_ir import CfgGrammar
 from guided.grammar.compiler import GrammarCompiler
+from guided.grammar.regex_ast import And, Not, alt, literal, repeat, seq
 from guided.grammar.tokens.compiled_cfg import CompiledCfg
 from guided.grammar.vocab import Vocabulary
+from guided.schema.any_value import ANY, ANY_NAMES
 from guided.schema.compiler import compile_json_schema, json_schema_to_grammar, json_schema_to_node
+from guided.schema.recursion import Hole, blocks_filling, has_meet
 
 TREE = {
     "$defs": {
@@ -122,6 +125,29 @@ def test_schema_free_values_are_recursive_leaves_of_a_regex():
     assert _json_value_leaves(leaf.body) == {leaf}  # the value nests inside itself
     compact = _json_value_leaves(json_schema_to_grammar({}, whitespace="compact"))
     assert len(compact) == 1 and compact != leaves[0]
+
+
+def test_an_intersection_beside_the_schema_free_values_keeps_the_context_free_path():
+    # a oneOf of two patterns is an intersection with no hole below: beside an open object's other
+    # members (schema-free values) the schema stays context-free; closed, it is one regex with it
+    one_of = {"oneOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "b$"}]}
+    schema = {"type": "object", "properties": {"a": one_of}}
+    assert isinstance(json_schema_to_grammar(schema), CfgGrammar)
+    closed = json_schema_to_grammar({**schema, "additionalProperties": False})
+    assert not isinstance(closed, CfgGrammar) and has_meet(closed)
+    assert not isinstance(json_schema_to_grammar({"type": "object", "properties": {"a": {"type": "string"}}}), CfgGrammar)
+
+
+def test_what_blocks_filling_the_holes():
+    a, b = literal("a"), literal("b")
+    free, other = Hole(ANY), Hole("def")
+    assert not blocks_filling(seq(a, free, repeat(alt(b, free), 0, None)), ANY_NAMES)
+    assert blocks_filling(seq(a, free, alt(b, other)), ANY_NAMES)  # another nonterminal
+    assert blocks_filling(seq(free, And((a, b))), ANY_NAMES)  # an intersection no filling resolves
+    assert blocks_filling(seq(free, repeat(Not(a), 1, 2)), ANY_NAMES)
+    # below an intersection, the holes are the resolution's: neither blocks
+    assert not blocks_filling(seq(free, And((seq(a, other), seq(a, free)))), ANY_NAMES)
+    assert not blocks_filling(alt(b, Not(seq(a, other))), ANY_NAMES)
 
 
 # holes under an intersection that on_meet replaces (their parents become regular pieces), shared
