@@ -49,6 +49,7 @@ __all__ = [
     "trie_left",
     "Recursive",
     "recursive",
+    "Let",
 ]
 
 MAX_CODEPOINT = 0x10FFFF
@@ -272,6 +273,20 @@ class Recursive(Node):
         return _RECURSIVE[self.name][4]
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class Let(Node):
+    """``body`` in which every node equal to ``names[i]`` (a placeholder: a node of a class of the
+    caller's, compared by structural equality) stands for ``values[i]`` (an expression without
+    placeholders, a ``Recursive`` leaf say). Only as the root of what ``ExprPool.intern`` is given:
+    interning takes each placeholder as its value where it meets it, so the body's paths down to
+    the placeholders are never rebuilt to put the values in (a schema's open objects each hold the
+    schema-free value: that rebuilt nearly the whole schema)."""
+
+    body: Node
+    names: tuple[Node, ...]
+    values: tuple[Node, ...]
+
+
 # name -> (template, marker, body, first bytes, shortest length); (template, marker) -> name
 _RECURSIVE: dict[str, tuple] = {}
 _RECURSIVE_NAMES: dict[tuple[Node, Node], str] = {}
@@ -348,7 +363,7 @@ class Not(Node):
         object.__setattr__(self, "_hash", hash(("Not", self.item._hash)))
 
 
-_PLAIN = frozenset((Chars, ByteSet, Seq, Alt, Cofinite, Repeat, And, Not))
+_PLAIN = frozenset((Chars, ByteSet, Seq, Alt, Cofinite, Repeat, And, Not, Let))
 
 
 # Pairs of distinct nodes found equal, by their ids, with the two nodes (kept alive, so that the ids

@@ -32,6 +32,7 @@ from guided.grammar.regex_ast import (
     ByteSet,
     Chars,
     Cofinite,
+    Let,
     Node,
     Not,
     Recursive,
@@ -370,8 +371,15 @@ class ExprPool:
         hash): the terminals of a grammar share most of their subtrees (JSON strings, numbers, the
         schema-free value), often as equal copies rather than the same objects, and each is
         interned once. The new nodes become one program (``expr_core.intern_prog``: children
-        before parents) that compiled code runs in one call.
+        before parents) that compiled code runs in one call. A ``Let`` root binds its placeholders
+        for the pool's lifetime (a pool of its own: ``with_common`` forks one per grammar).
         """
+        if node.__class__ is Let:  # the placeholders first: the body's walk finds them interned
+            values = self.intern_many(node.values)
+            for name, value in zip(node.names, values, strict=True):
+                if self._interned.setdefault(name, value) != value:
+                    raise GrammarError(f"placeholder {name!r} stands for two expressions in one pool")
+            node = node.body
         r = self._interned.get(node)
         return r if r is not None else self.intern_many((node,))[0]
 

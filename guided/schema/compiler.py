@@ -68,7 +68,7 @@ from typing import Any
 from guided.errors import GrammarError, LimitError, SchemaError
 from guided.grammar import intern_common, quiet_collector
 from guided.grammar.cfg_ir import CfgGrammar
-from guided.grammar.regex_ast import EMPTY, Node, recursive
+from guided.grammar.regex_ast import EMPTY, Let, Node, recursive
 from guided.limits import check_schema
 from guided.schema.any_value import ANY, ANY_NAMES, ANY_PLAIN
 from guided.schema.drafts import for_draft
@@ -82,13 +82,13 @@ from guided.schema.pydantic_models import json_schema_for
 from guided.schema.recursion import (
     Hole,
     SchemaCfg,
-    blocks_filling,
     fill_holes,
     has_hole,
     has_meet,
     hole_memo,
     hole_names,
     keep_hole_free,
+    survey_holes,
 )
 from guided.schema.shapes import check_shapes
 from guided.schema.strings import ANY_STRING_BODY, ENC_ANY_CHAR, json_string, other_than, word_char
@@ -131,6 +131,7 @@ def json_schema_to_grammar(
     registry: dict | None = None,
     unique_runtime: UniquePlan | PlanError | str | None = None,
     names_runtime: bool = False,
+    _bind: bool = False,
     **options,
 ) -> Node | CfgGrammar:
     """The language of a JSON Schema's instances: a regex AST node, else a ``CfgGrammar`` (where a
@@ -177,7 +178,7 @@ def json_schema_to_grammar(
     lowering.unique_refusal = unique_runtime if isinstance(unique_runtime, (str, PlanError)) else None
     try:
         with hole_memo():  # one has_hole memo for the whole lowering (see has_hole)
-            return _lower(lowering)
+            return _lower(lowering, bind=_bind)
     except BaseException as e:
         lowering.abandon()
         if isinstance(e, RecursionError):
@@ -185,9 +186,10 @@ def json_schema_to_grammar(
         raise
 
 
-def _lower(lowering: SchemaLowering, leaves: bool = True) -> Node | CfgGrammar:
+def _lower(lowering: SchemaLowering, leaves: bool = True, bind: bool = False) -> Node | CfgGrammar:
     """The lowering's language; with ``leaves`` False, schema-free values stay nonterminals even where
-    no other one is left (the context-free grammar's lexemes, for ``_intern_common_lexemes``)."""
+    no other one is left (the context-free grammar's lexemes, for ``_intern_common_lexemes``). With
+    ``bind``, a regex may come as a ``Let`` (see ``_with_value_leaves``)."""
     node = lowering.lower_root()
     if node == EMPTY:
         raise SchemaError("the schema accepts no instance")
@@ -203,7 +205,7 @@ def _lower(lowering: SchemaLowering, leaves: bool = True) -> Node | CfgGrammar:
             hit = resolved[id(meet)] = (meet, meet_one(lowering, meet, None, None))
         return hit[1]
 
-    regular = _with_value_leaves(lowering, node, fix) if leaves else None
+    regular = _with_value_leaves(lowering, node, fix, bind) if leaves else None
     if regular is not None:
         return regular
     seconds = lowering.deadline - time.monotonic()  # (intersections the try above resolved are not again)
@@ -214,12 +216,16 @@ def _lower(lowering: SchemaLowering, leaves: bool = True) -> Node | CfgGrammar:
 _VALUE_FIRST = sum(1 << b for b in b'"-0123456789tfn[{')
 
 
-def _with_value_leaves(lowering: SchemaLowering, node: Node, fix) -> Node | None:
+def _with_value_leaves(lowering: SchemaLowering, node: Node, fix, bind: bool = False) -> Node | None:
     """The language as one regex when its only nonterminals are the schema-free values (``any``,
     ``any_p``): each becomes a ``Recursive`` leaf (a JSON value, nesting without bound, whose
     derivatives the regular engine takes like any other expression's), after the intersections
     above them are resolved by ``fix`` (as ``SchemaCfg`` resolves them). None (the context-free path)
-    when another nonterminal (a recursive ``$ref``) is left, or an intersection or complement."""
+    when another nonterminal (a recursive ``$ref``) is left, or an intersection or complement.
+
+    With ``bind`` and no intersection above a hole, the node is not rebuilt: a ``Let`` binds each
+    hole to its leaf, which interning puts in place (rebuilding the paths down to the holes, every
+    open object's, cost ~15% of a typical compile)."""
     leaves: dict[str, Node] = {}
 
     def leaf(hole: Hole) -> Node:
@@ -243,8 +249,16 @@ def _with_value_leaves(lowering: SchemaLowering, node: Node, fix) -> Node | None
     # smaller lexemes took 0.1-0.2 s (MaskBench: o17529, helm-testsuite, tye-schema). Told before
     # the filling where the node shows it (the filling cost such schemas ~10 ms for nothing), and
     # after it where a resolved intersection's replacement holds one
-    if blocks_filling(node, ANY_NAMES):
+    survey = survey_holes(node, ANY_NAMES)
+    if survey is None:
         return None
+    names, meets_above = survey
+    if bind and not meets_above:
+        try:
+            holes = tuple(Hole(name) for name in sorted(names))
+            return Let(node, holes, tuple(leaf(h) for h in holes)) if holes else node
+        except _OtherNonterminal:
+            return None
     fixed: list[Node] = []
 
     def meet(m: Node) -> Node:
@@ -322,7 +336,7 @@ def _compile_json_schema(compiler, schema: Any, registry: dict | None, options: 
         key,
         lambda: json_schema_to_grammar(
             schema, registry=registry, options=opts, unique_runtime=checks.found[0] or checks.found[1],
-            names_runtime=checks.found[2],
+            names_runtime=checks.found[2], _bind=True,
         ),
     )
     # one wrapper per grammar, kept on it, so the run-time checks' plans live exactly as long as the

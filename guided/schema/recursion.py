@@ -200,7 +200,8 @@ def _fill(node: Node, fill: Callable[[Hole], Node], memo: dict[int, Node], holes
     elif meets is not None and isinstance(node, (And, Not)):
         out = meets(node)
     elif isinstance(node, (Seq, Alt, And)):
-        items = [_fill(x, fill, memo, holes, meets) for x in node.items]
+        # (character leaves, most of an object's items, without a call)
+        items = [x if x.__class__ in _LEAVES else _fill(x, fill, memo, holes, meets) for x in node.items]
         out = (
             seq(*items)
             if isinstance(node, Seq)
@@ -446,14 +447,17 @@ def _surely_empty(pool: ExprPool, node: Node, meets: dict[int, bool]) -> bool:
         return False
 
 
-def blocks_filling(node: Node, names: frozenset[str]) -> bool:
-    """Whether filling the node's holes, the intersections above them resolved apart (``fill_holes``
-    with ``meets``), would still leave an intersection or complement (one with no hole below), or a
-    hole named otherwise than ``names`` (one not below an intersection). One walk, which stops at
-    the first; an intersection with a hole below is not entered (its replacement is another's to
-    check)."""
+def survey_holes(node: Node, names: frozenset[str]) -> tuple[set[str], bool] | None:
+    """What filling the node's holes (``fill_holes`` with ``meets``: the intersections above holes
+    resolved apart) meets: None where it would still leave an intersection or complement (one with
+    no hole below) or a hole named otherwise than ``names`` (one not below an intersection); else
+    (the names of the holes not below an intersection, whether an intersection has a hole below).
+    One walk, which stops at the first obstacle; an intersection with a hole below is not entered
+    (its replacement is another's to check)."""
     holes = _memo_for(node)
     seen: set[int] = set()
+    found: set[str] = set()
+    meets = False
     stack = [node]
     while stack:
         x = stack.pop()
@@ -463,15 +467,17 @@ def blocks_filling(node: Node, names: frozenset[str]) -> bool:
         seen.add(id(x))
         if cls is Hole:
             if x.name not in names:
-                return True
+                return None
+            found.add(x.name)
         elif cls is And or cls is Not:
             if not has_hole(x, holes):
-                return True
+                return None
+            meets = True
         elif cls is Seq or cls is Alt:
-            stack.extend(x.items)
+            stack += [y for y in x.items if y.__class__ not in _LEAVES]
         elif cls is Repeat:
             stack.append(x.item)
-    return False
+    return found, meets
 
 
 def has_meet(node: Node) -> bool:

@@ -13,7 +13,7 @@ import pytest
 from guided.errors import GrammarError
 from guided.grammar.automata.expr_pool import ExprPool
 from guided.grammar.automata.lazy_dfa import LazyDFA
-from guided.grammar.regex_ast import Chars, Recursive, alt, literal, optional, recursive, repeat, seq
+from guided.grammar.regex_ast import Chars, Let, Recursive, alt, literal, optional, recursive, repeat, seq
 
 MARK = Chars(((0x40, 0x40),))  # "@": the template's stand-in for the language itself
 # V = n | [ (V (, V)*)? ]
@@ -82,3 +82,30 @@ def test_it_pickles_as_its_definition():
     back = pickle.loads(pickle.dumps(seq(literal("<"), leaf)))
     assert back == seq(literal("<"), leaf) and isinstance(back.items[-1], Recursive)
     assert pickle.loads(pickle.dumps(leaf)).body == leaf.body
+
+
+def test_a_let_binds_its_placeholders_where_interning_meets_them():
+    from guided.schema.recursion import Hole  # a placeholder class (the schema compiler's nonterminal)
+
+    leaf = recursive(TEMPLATE, MARK, FIRST, 1)
+    slot = Hole("v")
+
+    def shape(x):
+        return seq(literal("<"), x, repeat(seq(literal(";"), alt(x, literal("z"))), 0, 3), literal(">"))
+
+    pool = ExprPool()
+    e = pool.intern(Let(shape(slot), (slot,), (leaf,)))
+    n = len(pool)
+    assert pool.intern(shape(leaf)) == e and len(pool) == n  # the expression of the leaf put in place
+    dfa = LazyDFA(pool, e)
+    for text, ok in (("<[n,[]];z;n>", True), ("<n;[n];[[]]>", True), ("<n;q>", False), ("<[n>", False)):
+        s = dfa.walk(0, text.encode())
+        assert (s >= 0 and bool(dfa.accepting[s])) == ok, text
+    bound = Let(shape(slot), (slot,), (leaf,))
+    assert pickle.loads(pickle.dumps(bound)) == bound
+    with pytest.raises(GrammarError, match="stands for two"):  # one pool, one meaning
+        pool.intern(Let(shape(slot), (slot,), (literal("q"),)))
+    with pytest.raises(GrammarError, match="not a regex AST node"):
+        ExprPool().intern(shape(slot))  # unbound
+    with pytest.raises(GrammarError, match="not a regex AST node"):
+        ExprPool().intern(seq(literal("a"), bound))  # a Let is a root only

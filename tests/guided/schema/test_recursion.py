@@ -18,12 +18,12 @@ from shared_data import shared_path
 from guided.errors import SchemaError
 from guided.grammar.cfg_ir import CfgGrammar
 from guided.grammar.compiler import GrammarCompiler
-from guided.grammar.regex_ast import And, Not, alt, literal, repeat, seq
+from guided.grammar.regex_ast import And, Let, Not, alt, literal, repeat, seq
 from guided.grammar.tokens.compiled_cfg import CompiledCfg
 from guided.grammar.vocab import Vocabulary
-from guided.schema.any_value import ANY, ANY_NAMES
+from guided.schema.any_value import ANY, ANY_NAMES, ANY_PLAIN
 from guided.schema.compiler import compile_json_schema, json_schema_to_grammar, json_schema_to_node
-from guided.schema.recursion import Hole, blocks_filling, has_meet
+from guided.schema.recursion import Hole, has_meet, survey_holes
 
 TREE = {
     "$defs": {
@@ -127,6 +127,18 @@ def test_schema_free_values_are_recursive_leaves_of_a_regex():
     assert len(compact) == 1 and compact != leaves[0]
 
 
+def test_a_compile_binds_the_schema_free_values_where_no_intersection_is_above_them():
+    # what compile_json_schema interns: the lowering's node as it is, its holes bound to the leaves
+    # (a Let), the same expression as the node rebuilt with the leaves in place
+    from guided.grammar.automata.expr_pool import ExprPool
+
+    schema = {"type": "object", "properties": {"a": {"type": "array", "items": {}}, "b": {"type": "object"}}}
+    bound, filled = json_schema_to_grammar(schema, _bind=True), json_schema_to_grammar(schema)
+    assert isinstance(bound, Let) and set(bound.values) == _json_value_leaves(filled) and not isinstance(filled, Let)
+    pool = ExprPool()
+    assert pool.intern(bound) == pool.intern(filled)
+
+
 def test_an_intersection_beside_the_schema_free_values_keeps_the_context_free_path():
     # a oneOf of two patterns is an intersection with no hole below: beside an open object's other
     # members (schema-free values) the schema stays context-free; closed, it is one regex with it
@@ -138,16 +150,16 @@ def test_an_intersection_beside_the_schema_free_values_keeps_the_context_free_pa
     assert not isinstance(json_schema_to_grammar({"type": "object", "properties": {"a": {"type": "string"}}}), CfgGrammar)
 
 
-def test_what_blocks_filling_the_holes():
+def test_what_filling_the_holes_meets():
     a, b = literal("a"), literal("b")
-    free, other = Hole(ANY), Hole("def")
-    assert not blocks_filling(seq(a, free, repeat(alt(b, free), 0, None)), ANY_NAMES)
-    assert blocks_filling(seq(a, free, alt(b, other)), ANY_NAMES)  # another nonterminal
-    assert blocks_filling(seq(free, And((a, b))), ANY_NAMES)  # an intersection no filling resolves
-    assert blocks_filling(seq(free, repeat(Not(a), 1, 2)), ANY_NAMES)
-    # below an intersection, the holes are the resolution's: neither blocks
-    assert not blocks_filling(seq(free, And((seq(a, other), seq(a, free)))), ANY_NAMES)
-    assert not blocks_filling(alt(b, Not(seq(a, other))), ANY_NAMES)
+    free, plain, other = Hole(ANY), Hole(ANY_PLAIN), Hole("def")
+    assert survey_holes(seq(a, free, repeat(alt(b, plain), 0, None)), ANY_NAMES) == ({ANY, ANY_PLAIN}, False)
+    assert survey_holes(seq(a, free, alt(b, other)), ANY_NAMES) is None  # another nonterminal
+    assert survey_holes(seq(free, And((a, b))), ANY_NAMES) is None  # an intersection no filling resolves
+    assert survey_holes(seq(free, repeat(Not(a), 1, 2)), ANY_NAMES) is None
+    # below an intersection, the holes are the resolution's: neither is an obstacle nor counted
+    assert survey_holes(seq(free, And((seq(a, other), seq(a, plain)))), ANY_NAMES) == ({ANY}, True)
+    assert survey_holes(alt(b, Not(seq(a, other))), ANY_NAMES) == (set(), True)
 
 
 # holes under an intersection that on_meet replaces (their parents become regular pieces), shared
