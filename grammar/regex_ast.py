@@ -57,6 +57,7 @@ Ranges = tuple[tuple[int, int], ...]
 
 
 _HASH = attrgetter("_hash")  # a child's cached hash, read without a Python-level __hash__ call
+_MEET = attrgetter("_meet")  # whether a child holds an intersection or complement (``Node.has_meet``)
 
 
 class Node:
@@ -70,10 +71,17 @@ class Node:
     in the unpickling process (string hashes differ between processes).
     """
 
-    __slots__ = ("_hash",)
+    __slots__ = ("_hash", "_meet")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_hash", hash((type(self).__name__, *self._fields())))
+        object.__setattr__(self, "_meet", False)  # (node types that hold others set their own)
+
+    @property
+    def has_meet(self) -> bool:
+        """Whether an intersection or complement (``And``, ``Not``) occurs in the node: set when the
+        node is built, from its children's (a ``Recursive`` leaf's body is not looked into)."""
+        return self._meet
 
     def _fields(self) -> tuple:
         return tuple(getattr(self, f) for f in self.__match_args__)
@@ -104,6 +112,7 @@ class Chars(Node):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_hash", hash(("Chars", self.ranges)))
+        object.__setattr__(self, "_meet", False)
 
 
 _ASCII = tuple(Chars(((o, o),)) for o in range(128))  # the one node of each ASCII character (literal)
@@ -117,6 +126,7 @@ class ByteSet(Node):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_hash", hash(("ByteSet", self.ranges)))
+        object.__setattr__(self, "_meet", False)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -127,6 +137,7 @@ class Seq(Node):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_hash", hash(("Seq", tuple(map(_HASH, self.items)))))
+        object.__setattr__(self, "_meet", any(map(_MEET, self.items)))
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -137,6 +148,7 @@ class Alt(Node):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_hash", hash(("Alt", tuple(map(_HASH, self.items)))))
+        object.__setattr__(self, "_meet", any(map(_MEET, self.items)))
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -151,6 +163,7 @@ class Cofinite(Alt):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_hash", hash(("Cofinite", tuple(map(_HASH, self.items)), self.body._hash)))
+        object.__setattr__(self, "_meet", self.body._meet or any(map(_MEET, self.items)))
 
 
 class TrieLeft(Cofinite):
@@ -170,6 +183,7 @@ class TrieLeft(Cofinite):
         for name, value in (("words", words), ("char", char), ("other", other), ("body", body), ("_items", None)):
             object.__setattr__(self, name, value)
         object.__setattr__(self, "_hash", hash(("TrieLeft", words, char, other, body._hash)))
+        object.__setattr__(self, "_meet", body._meet)  # (its items: characters and ``other``'s classes)
 
     @property
     def items(self) -> tuple[Node, ...]:
@@ -240,6 +254,7 @@ class Recursive(Node):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_hash", hash(("Recursive", self.name)))
+        object.__setattr__(self, "_meet", False)
 
     def __eq__(self, other) -> bool:
         return other.__class__ is Recursive and other.name == self.name
@@ -285,6 +300,10 @@ class Let(Node):
     body: Node
     names: tuple[Node, ...]
     values: tuple[Node, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash(("Let", self.body._hash, self.names, self.values)))
+        object.__setattr__(self, "_meet", self.body._meet or any(map(_MEET, self.values)))
 
 
 # name -> (template, marker, body, first bytes, shortest length); (template, marker) -> name
@@ -341,6 +360,7 @@ class Repeat(Node):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_hash", hash(("Repeat", self.item._hash, self.min, self.max)))
+        object.__setattr__(self, "_meet", self.item._meet)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -351,6 +371,7 @@ class And(Node):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_hash", hash(("And", tuple(map(_HASH, self.items)))))
+        object.__setattr__(self, "_meet", True)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -361,6 +382,7 @@ class Not(Node):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_hash", hash(("Not", self.item._hash)))
+        object.__setattr__(self, "_meet", True)
 
 
 _PLAIN = frozenset((Chars, ByteSet, Seq, Alt, Cofinite, Repeat, And, Not, Let))

@@ -481,8 +481,9 @@ def survey_holes(node: Node, names: frozenset[str]) -> tuple[set[str], bool] | N
 
 
 def has_meet(node: Node) -> bool:
-    """Whether an intersection or complement occurs in the node."""
-    return _has_meet(node, {})
+    """Whether an intersection or complement occurs in the node (``Node.has_meet``: known since the
+    node was built)."""
+    return node.has_meet
 
 
 def _has_meet(node: Node, memo: dict[int, bool]) -> bool:

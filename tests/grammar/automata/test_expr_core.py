@@ -160,6 +160,25 @@ def test_a_whole_ast_interned_in_one_call_is_the_expression_its_constructors_bui
         assert len(pool) == n  # every node the constructors ask for was there already
 
 
+def _meets_by_walk(node) -> bool:
+    if isinstance(node, (And, Not)):
+        return True
+    if isinstance(node, (Seq, Alt)):
+        return any(_meets_by_walk(x) for x in node.items)
+    return isinstance(node, Repeat) and _meets_by_walk(node.item)
+
+
+def test_whether_a_node_holds_an_intersection_is_known_since_it_was_built():
+    rng = random.Random(5)
+    seen = set()
+    for _ in range(300):
+        node = _random_ast(rng, 4)
+        assert node.has_meet == _meets_by_walk(node)
+        assert pickle.loads(pickle.dumps(node)).has_meet == node.has_meet
+        seen.add(node.has_meet)
+    assert seen == {True, False}
+
+
 def test_a_union_of_thousands_of_words_is_factored_while_the_arena_grows():
     words = [literal(f"key{i:04d}") for i in range(3000)]
     pool = ExprPool()
