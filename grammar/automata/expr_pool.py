@@ -53,11 +53,11 @@ ALL_BYTES = (1 << 256) - 1
 _common: ExprPool | None = None  # what ExprPool.with_common copies; replaced, never modified
 # per-expression memos kept in a pool's __dict__ (here and by ``slice_forms``): a fork copies them (a
 # copied answer about a character class stays true: the fork's new classes could only widen it)
-_MEMOS = ("_slice_memo", "_form_memo", "_class_in_memo", "_finite_memo")
+_MEMOS = ("_slice_memo", "_form_memo", "_class_in_memo", "_finite_memo", "_trie_parts")
 _common_lock = threading.Lock()
 
 
-def intern_common(nodes, char_units=()) -> None:
+def intern_common(nodes, char_units=(), trie_parts=()) -> None:
     """Add AST nodes to the expressions every ``ExprPool.with_common()`` pool starts with.
 
     For languages nearly every grammar of a front end contains (JSON strings, numbers, whitespace
@@ -70,12 +70,18 @@ def intern_common(nodes, char_units=()) -> None:
     Schema's ``maxLength`` beside a ``pattern``, both over the same encoded characters).
     Each char unit's widest character class (``widest_class_in``: a search over every class the
     pool knows) is found here once, and every fork starts knowing it.
+
+    ``trie_parts``: pairs ``(f, x)`` of a ``TrieLeft``'s ``char`` or ``other`` function and an
+    argument, whose node ``f(x)`` most trie nodes need: every fork starts knowing its expression.
     """
     global _common
     with _common_lock:
         pool = ExprPool() if _common is None else _common.fork()
         for node in nodes:
             pool.intern(node)
+        parts = pool.__dict__.setdefault("_trie_parts", {})
+        for f, x in trie_parts:
+            parts[(f, x)] = pool.intern(f(x))
         pool.char_units = tuple(sorted({*pool.char_units, *(pool.intern(x) for x in char_units)}))
         for x in pool.char_units:
             pool.widest_class_in(x)

@@ -15,7 +15,7 @@ from guided.grammar.automata.expr_pool import EMPTY_ID, ExprPool
 from guided.grammar.compiler import GrammarCompiler
 from guided.grammar.regex_ast import Cofinite, TrieLeft, alt, chars, literal, seq
 from guided.schema import strings
-from guided.schema.compiler import compile_json_schema
+from guided.schema.compiler import _intern_common_lexemes, compile_json_schema
 from guided.schema.strings import none_of
 
 WORDS = ["name", "namespace", "kind", "apiVersion", "xName", "yName", "n"]
@@ -40,10 +40,16 @@ def test_every_string_but_the_names():
         assert not _matches(pool, e, json.dumps(s)[1:-1]), s
 
 
+@pytest.mark.parametrize("common", [False, True], ids=["own-pool", "common-pool"])
 @pytest.mark.parametrize("alphabet", ["ab", 'ab"\\\n', "aé😀b", "xyzXYZ_-"])
-def test_the_words_intern_as_the_items_would(alphabet):
+def test_the_words_intern_as_the_items_would(alphabet, common):
     """The expression made straight from the words (``ExprPool._intern_trie``) is the one the union's
-    items intern to, with the same unions marked cofinite, whichever comes first."""
+    items intern to, with the same unions marked cofinite, whichever comes first; in a pool of the
+    common expressions too, whose forks know the trie parts most names need (``intern_common``)."""
+    if common:
+        _intern_common_lexemes()
+        assert ExprPool.with_common()._trie_parts, "the common pool holds no trie parts"
+    new_pool = ExprPool.with_common if common else ExprPool
     rng = random.Random(alphabet)
     for _ in range(40):
         words = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 5))) for _ in range(rng.randint(0, 8))]
@@ -53,7 +59,7 @@ def test_the_words_intern_as_the_items_would(alphabet):
             continue
         items = Cofinite(node.items, node.body)
         for first, second in ((node, items), (items, node)):
-            pool = ExprPool()
+            pool = new_pool()
             e = pool.intern(first)
             marked = dict(pool.cofinite)
             assert pool.intern(second) == e, words
