@@ -56,6 +56,13 @@ FALLBACK_ANY_DEPTH = 10
 _PROBE_BUDGET = 20_000
 
 
+# (options key, plain, the lowering state the value's array and object read) -> (kinds, whether building
+# them handed out the plain value's nonterminal)
+_KINDS: dict[tuple, tuple[tuple[Node, Node, Node], bool]] = {}
+_KINDS_MAX = 256
+_BODIES: dict[tuple, tuple[tuple[Node, Node, Node], Node]] = {}  # kinds -> (them, their union)
+
+
 class AnyValue:
     """The schema-free value languages of one lowering run (``lowering``: its ``SchemaLowering``)."""
 
@@ -70,15 +77,27 @@ class AnyValue:
         self.fallback_depth = FALLBACK_ANY_DEPTH if depth is None else depth
 
     def kinds(self) -> tuple[Node, Node, Node]:
-        """(scalars, arrays of ``any``, objects of ``any``)."""
-        if self._kinds is None:
+        """(scalars, arrays of ``any``, objects of ``any``).
 
+        The same nodes for every lowering whose options and state the schema-free array and object
+        read are the same (``_KINDS``): one compile built them again and again (with the walks that
+        compared the new nodes to the old ones: ~7% of a median compile)."""
+        if self._kinds is None:
             lowering = self.lowering
-            place, base = KeyOrder(lowering.resolver, []), lowering.resolver.root_base
-            with lowering.in_mode(lowering.PLAIN if self.plain else lowering.FREE):
-                arr = array_node(lowering, {}, "#", base, place)
-                obj = object_node(lowering, {"additionalProperties": True}, "#", base, place)
-            self._kinds = (self.scalars(), arr, obj)
+            key = (lowering.options.values(), self.plain, lowering.closes_objects, lowering.negations, lowering.literal,
+                   lowering.names_runtime, bool(lowering.unique_runtime), lowering.probing, lowering.unrolling)  # fmt: skip
+            hit = _KINDS.get(key)
+            if hit is None:
+                place, base = KeyOrder(lowering.resolver, []), lowering.resolver.root_base
+                used = lowering.plain_used
+                with lowering.in_mode(lowering.PLAIN if self.plain else lowering.FREE):
+                    arr = array_node(lowering, {}, "#", base, place)
+                    obj = object_node(lowering, {"additionalProperties": True}, "#", base, place)
+                hit = (self.scalars(), arr, obj), lowering.plain_used and not used
+                if len(_KINDS) < _KINDS_MAX:
+                    _KINDS[key] = hit
+            self._kinds = hit[0]
+            lowering.plain_used |= hit[1]  # (what building them would have noted)
         return self._kinds
 
     def scalars(self) -> Node:
@@ -86,8 +105,14 @@ class AnyValue:
         return alt(literal("null"), literal("true"), literal("false"), number, json_string())
 
     def body(self) -> Node:
-        """The body of the ``any`` nonterminal."""
-        return alt(*self.kinds())
+        """The body of the ``any`` nonterminal (one node for equal kinds)."""
+        kinds = self.kinds()
+        got = _BODIES.get(kinds)
+        if got is None or any(a is not b for a, b in zip(got[0], kinds, strict=True)):
+            got = (kinds, alt(*kinds))
+            if len(_BODIES) < _KINDS_MAX:
+                _BODIES[kinds] = got
+        return got[1]
 
     def bounded(self, d: int) -> Node:
         """Every JSON value nesting at most ``d`` arrays/objects deep (a regular language)."""

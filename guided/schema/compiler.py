@@ -235,9 +235,15 @@ def _with_value_leaves(lowering: SchemaLowering, node: Node, fix, bind: bool = F
             if name not in ANY_NAMES:
                 raise _OtherNonterminal
             body = lowering.rules.get(name) or (lowering.anys_p if name == ANY_PLAIN else lowering.anys).body()
-            if hole_names(body) != {name} or has_meet(body):
+            known = _LEAF_OF.get(id(body))  # (the body is most often the one node of its options: AnyValue.body)
+            if known is None or known[0] is not body:
+                value = None if hole_names(body) != {name} or has_meet(body) else recursive(body, Hole(name), _VALUE_FIRST, 1)
+                known = (body, value)
+                if len(_LEAF_OF) < 256:
+                    _LEAF_OF[id(body)] = known  # (the body kept alive with its id)
+            if known[1] is None:
                 raise _OtherNonterminal
-            got = leaves[name] = recursive(body, Hole(name), _VALUE_FIRST, 1)
+            got = leaves[name] = known[1]
             if got.name not in _COMMON_VALUES:  # every later compile with these options copies its expression
                 intern_common([got])
                 _COMMON_VALUES.add(got.name)
@@ -285,6 +291,7 @@ class _OtherNonterminal(Exception):
     """A nonterminal other than the schema-free values is left (``_with_value_leaves``)."""
 
 
+_LEAF_OF: dict[int, tuple[Node, Node | None]] = {}  # id(a value's body) -> (it, its leaf, or None: not one)
 _COMMON_VALUES: set[str] = set()  # the Recursive leaves (schema-free values) among the common expressions
 
 

@@ -62,6 +62,10 @@ class SchemaOptions:
         out["limits"] = dict(_limits_key(self.limits))  # a copy: the cached one stays as built
         return out
 
+    def values(self) -> tuple:
+        """The fields' values, as a hashable key (``limits`` is frozen)."""
+        return tuple(getattr(self, name) for name in _FIELDS)
+
 
 _FIELDS = tuple(f.name for f in fields(SchemaOptions))
 
