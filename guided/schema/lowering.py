@@ -39,6 +39,7 @@ import json
 import time
 import warnings
 from contextlib import contextmanager
+from functools import lru_cache
 
 import jsonschema
 
@@ -145,14 +146,10 @@ class SchemaLowering:
         self.registry = registry
         self._mentions_unevaluated: bool | None = None  # _unevaluated(), on first need
         self.resolver = SchemaResolver(root if isinstance(root, dict) else {}, registry)
-        ws = (
-            EPSILON
-            if options.whitespace == "compact"
-            else repeat(chars([(9, 10), (13, 13), (32, 32)]), 0, options.max_ws)
-        )
-        self.ws = ws
-        self.sep = seq(ws, literal(","), ws)
-        self.colon = seq(ws, literal(":"), ws)
+        # one object of each per whitespace option in the process: the context-free path finds the
+        # separator by identity (``recursion._HoleRules``), in the schema-free values too (shared by
+        # lowerings: ``any_value._KINDS``)
+        self.ws, self.sep, self.colon = _punctuation(options.whitespace, options.max_ws)
         self.deadline = time.monotonic() + options.timeout_s
         self.visited = 0
         self.active: dict[int, int] = {}  # id(schema reached by $ref) -> times on the current path
@@ -988,6 +985,13 @@ class SchemaLowering:
     def any_kinds(self, name: str) -> tuple[Node, Node, Node]:
         """(scalars, arrays, objects) of the schema-free nonterminal ``name``."""
         return (self.anys_p if name == ANY_PLAIN else self.anys).kinds()
+
+
+@lru_cache(maxsize=64)
+def _punctuation(whitespace: str, max_ws: int) -> tuple[Node, Node, Node]:
+    """(whitespace, ``ws , ws``, ``ws : ws``) of the whitespace options."""
+    ws = EPSILON if whitespace == "compact" else repeat(chars([(9, 10), (13, 13), (32, 32)]), 0, max_ws)
+    return ws, seq(ws, literal(","), ws), seq(ws, literal(":"), ws)
 
 
 def _checked(checker, value, lowering: SchemaLowering, sibling: dict, path: str) -> bool:
