@@ -139,6 +139,21 @@ def test_a_compile_binds_the_schema_free_values_where_no_intersection_is_above_t
     assert pool.intern(bound) == pool.intern(filled)
 
 
+def test_the_schema_free_value_is_built_once_per_options():
+    # its kinds, their union and the separator inside are the same objects for every lowering with
+    # the same options (the context-free path finds separators by identity), others for other options
+    from guided.schema.lowering import SchemaLowering
+    from guided.schema.options import SchemaOptions
+
+    def lowering(**options):
+        return SchemaLowering({"type": "object"}, SchemaOptions(**options), None)
+
+    a, b, c = lowering(), lowering(), lowering(whitespace="compact")
+    assert a.anys.body() is b.anys.body() and a.sep is b.sep and a.anys_p.body() is b.anys_p.body()
+    assert c.anys.body() != a.anys.body() and c.sep != a.sep
+    assert lowering(max_ws=2).anys.body() != a.anys.body()
+
+
 def test_an_intersection_beside_the_schema_free_values_keeps_the_context_free_path():
     # a oneOf of two patterns is an intersection with no hole below: beside an open object's other
     # members (schema-free values) the schema stays context-free; closed, it is one regex with it
