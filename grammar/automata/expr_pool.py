@@ -52,7 +52,8 @@ ALL_BYTES = (1 << 256) - 1
 
 _common: ExprPool | None = None  # what ExprPool.with_common copies; replaced, never modified
 # per-expression memos kept in a pool's __dict__ (here and by ``slice_forms``): a fork copies them (a
-# copied answer about a character class stays true: the fork's new classes could only widen it)
+# copied answer about a character class stays true: the fork's new classes could only widen it); and
+# ``_intern_trie``'s parts, (function, argument) -> expression, which hold as ``_interned`` does
 _MEMOS = ("_slice_memo", "_form_memo", "_class_in_memo", "_finite_memo", "_trie_parts")
 _common_lock = threading.Lock()
 
