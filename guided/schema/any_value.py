@@ -56,11 +56,10 @@ FALLBACK_ANY_DEPTH = 10
 _PROBE_BUDGET = 20_000
 
 
-# (options key, plain, the lowering state the value's array and object read) -> (kinds, whether building
-# them handed out the plain value's nonterminal)
-_KINDS: dict[tuple, tuple[tuple[Node, Node, Node], bool]] = {}
+# (options key, plain, the lowering state the value's array and object read) -> (kinds, their union,
+# whether building them handed out the plain value's nonterminal)
+_KINDS: dict[tuple, tuple[tuple[Node, Node, Node], Node, bool]] = {}
 _KINDS_MAX = 256
-_BODIES: dict[tuple, tuple[tuple[Node, Node, Node], Node]] = {}  # kinds -> (them, their union)
 
 
 class AnyValue:
@@ -73,6 +72,7 @@ class AnyValue:
         self.sibling: AnyValue | None = None  # the other one of the run (kinds that mean the same)
         self._bounded: dict[int, Node] = {}
         self._kinds: tuple[Node, Node, Node] | None = None
+        self._body: Node | None = None  # their union (``body``)
         depth = lowering.options.any_depth
         self.fallback_depth = FALLBACK_ANY_DEPTH if depth is None else depth
 
@@ -93,11 +93,12 @@ class AnyValue:
                 with lowering.in_mode(lowering.PLAIN if self.plain else lowering.FREE):
                     arr = array_node(lowering, {}, "#", base, place)
                     obj = object_node(lowering, {"additionalProperties": True}, "#", base, place)
-                hit = (self.scalars(), arr, obj), lowering.plain_used and not used
+                kinds = (self.scalars(), arr, obj)
+                hit = kinds, alt(*kinds), lowering.plain_used and not used
                 if len(_KINDS) < _KINDS_MAX:
                     _KINDS[key] = hit
-            self._kinds = hit[0]
-            lowering.plain_used |= hit[1]  # (what building them would have noted)
+            self._kinds, self._body = hit[0], hit[1]
+            lowering.plain_used |= hit[2]  # (what building them would have noted)
         return self._kinds
 
     def scalars(self) -> Node:
@@ -105,14 +106,9 @@ class AnyValue:
         return alt(literal("null"), literal("true"), literal("false"), number, json_string())
 
     def body(self) -> Node:
-        """The body of the ``any`` nonterminal (one node for equal kinds)."""
-        kinds = self.kinds()
-        got = _BODIES.get(kinds)
-        if got is None or any(a is not b for a, b in zip(got[0], kinds, strict=True)):
-            got = (kinds, alt(*kinds))
-            if len(_BODIES) < _KINDS_MAX:
-                _BODIES[kinds] = got
-        return got[1]
+        """The body of the ``any`` nonterminal (one node per ``_KINDS`` entry)."""
+        self.kinds()
+        return self._body
 
     def bounded(self, d: int) -> Node:
         """Every JSON value nesting at most ``d`` arrays/objects deep (a regular language)."""

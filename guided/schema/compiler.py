@@ -255,25 +255,27 @@ def _with_value_leaves(lowering: SchemaLowering, node: Node, fix, bind: bool = F
     # smaller lexemes took 0.1-0.2 s (MaskBench: o17529, helm-testsuite, tye-schema). Told before
     # the filling where the node shows it (the filling cost such schemas ~10 ms for nothing), and
     # after it where a resolved intersection's replacement holds one
+    def bound(names) -> Node | None:
+        try:
+            holes = tuple(Hole(name) for name in sorted(names))
+            return Let(node, holes, tuple(leaf(h) for h in holes))
+        except _OtherNonterminal:
+            leaves.clear()
+            return None
+
     if bind and not node.has_meet and ANY_NAMES.issuperset(lowering.rules):
         # no intersection anywhere, and no nonterminal but the values (their rules: ANY always,
         # ANY_PLAIN where the lowering used it): bound without a walk of the node. (A body that
         # refers to another value is a reason to look whether the node holds that name at all.)
-        try:
-            holes = tuple(Hole(name) for name in sorted(lowering.rules))
-            return Let(node, holes, tuple(leaf(h) for h in holes))
-        except _OtherNonterminal:
-            leaves.clear()
+        out = bound(lowering.rules)
+        if out is not None:
+            return out
     survey = survey_holes(node, ANY_NAMES)
     if survey is None:
         return None
     names, meets_above = survey
     if bind and not meets_above:
-        try:
-            holes = tuple(Hole(name) for name in sorted(names))
-            return Let(node, holes, tuple(leaf(h) for h in holes)) if holes else node
-        except _OtherNonterminal:
-            return None
+        return bound(names)
     fixed: list[Node] = []
 
     def meet(m: Node) -> Node:

@@ -348,13 +348,8 @@ class SchemaCfg:
         b = self.builder
         pool = ExprPool.with_common()  # the grammar's compile starts from it (CfgGrammar.pool)
         left = max(self.deadline - time.monotonic(), 0.05)
-        meets: dict[int, bool] = {}  # _has_meet memo shared by the terminals (they share subtrees)
         with pool.bound.limit(left, "checking the terminals of a JSON Schema grammar"):
-            live = {
-                n: t
-                for n, t in b.terminals.items()
-                if t.node != EMPTY and not _surely_empty(pool, t.node, meets)
-            }
+            live = {n: t for n, t in b.terminals.items() if t.node != EMPTY and not _surely_empty(pool, t.node)}
         draft = CfgGrammar(dict(b.rules), live, START)
         good = draft._productive()
         if START not in good:
@@ -436,10 +431,10 @@ class _HoleRules(GrammarBuilder):
         return pieces
 
 
-def _surely_empty(pool: ExprPool, node: Node, meets: dict[int, bool]) -> bool:
+def _surely_empty(pool: ExprPool, node: Node) -> bool:
     """Whether a terminal with an intersection or complement inside matches nothing (the plain
     constructors already reduce an empty language without them to EMPTY)."""
-    if not _has_meet(node, meets):
+    if not node.has_meet:
         return False
     try:
         return not pool.is_live(pool.intern(node), _EMPTINESS_BUDGET)
@@ -484,25 +479,3 @@ def has_meet(node: Node) -> bool:
     """Whether an intersection or complement occurs in the node (``Node.has_meet``: known since the
     node was built)."""
     return node.has_meet
-
-
-def _has_meet(node: Node, memo: dict[int, bool]) -> bool:
-    hit = memo.get(id(node))
-    if hit is None:
-        cls = node.__class__
-        if cls is And or cls is Not:
-            hit = True
-        elif cls is Seq or cls is Alt:
-            hit = False
-            for x in node.items:
-                if x.__class__ not in _LEAVES:
-                    h = memo.get(id(x))
-                    if h if h is not None else _has_meet(x, memo):
-                        hit = True
-                        break
-        elif cls is Repeat:
-            hit = _has_meet(node.item, memo)
-        else:
-            hit = False
-        memo[id(node)] = hit
-    return hit
