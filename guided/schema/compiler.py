@@ -90,6 +90,7 @@ from guided.schema.recursion import (
     keep_hole_free,
     survey_holes,
 )
+from guided.schema.resolver import shared_copies
 from guided.schema.shapes import check_shapes
 from guided.schema.strings import ANY_STRING_BODY, ENC_ANY_CHAR, json_string, other_than, word_char
 from guided.schema.unique_plan import PlanError, UniquePlan, mentions_unique
@@ -169,6 +170,8 @@ def json_schema_to_grammar(
     schema = for_draft(schema_dict(schema))
     check_schema(schema, opts.limits)  # sizes, depth, counts: LimitError naming the limit and JSON pointer
     check_shapes(schema)  # malformed keywords: SchemaError naming the keyword and JSON pointer
+    if opts.max_depth is None:  # (unrolling counts a cycle's levels by schema identity)
+        schema = shared_copies(schema)  # a copy of a subschema is lowered once (resolver.shared_copies)
     lowering = SchemaLowering(schema, opts, registry)
     static = static_dynamic_refs(schema, registry, lowering.resolver)  # dynamic references that are plain $refs
     if static[0] is not schema or static[1] is not registry:

@@ -7,12 +7,13 @@ registry (``{uri: schema}``) is a ``SchemaError``.
 
 from __future__ import annotations
 
+import json
 from urllib.parse import unquote, urldefrag, urljoin
 
 from guided.errors import SchemaError
 from guided.limits import DATA_KEYWORDS
 
-__all__ = ["SchemaResolver", "DEFAULT_BASE", "join_uri", "escape_pointer"]
+__all__ = ["SchemaResolver", "DEFAULT_BASE", "join_uri", "escape_pointer", "shared_copies"]
 
 DEFAULT_BASE = "https://schema.invalid/root.json"
 
@@ -163,6 +164,72 @@ def _schema_id(schema: dict, keys: tuple[str, ...]):
         if isinstance(sid, str) and (key == "$id" or "$ref" not in schema):
             return sid
     return None
+
+
+def shared_copies(root):
+    """``root`` with its copies made one object: subschemas equal as JSON (member order included,
+    ``1``, ``1.0`` and ``true`` told apart) under the same base URI become the first of them, so
+    whatever is keyed by a schema's identity (the lowering's memo, its places) meets a copy as the
+    schema already met. Real schemas repeat subschemas (one anonymous ``allOf`` written in two
+    properties; whole definitions pasted twice): each copy was lowered again, for an equal language.
+
+    Copies only what changes (``root`` itself when nothing does); values of data keywords
+    (``enum``, ``const``, ...) are compared as JSON and kept as they are. Base URIs follow the
+    resolver's rules (``_index``), so a shared object has one base wherever it sits."""
+    if not isinstance(root, dict):
+        return root
+    id_keys = _id_keywords(root.get("$schema"))
+    classes: dict[tuple, tuple[object, int]] = {}
+
+    def walk(node, base: str):
+        if isinstance(node, list):
+            keys, out, changed = [], [], False
+            for item in node:
+                new, key = walk(item, base) if isinstance(item, (dict, list)) else (item, _atom(item))
+                keys.append(key)
+                out.append(new)
+                changed = changed or new is not item
+            key = ("list", tuple(keys))
+        else:
+            sid = _schema_id(node, id_keys)
+            inner = join_uri(base, sid) if isinstance(sid, str) and not sid.startswith("#") else base
+            keys, out, changed = [], {}, False
+            for name, value in node.items():
+                if name in DATA_KEYWORDS:
+                    new, vkey = value, _data(value)
+                elif isinstance(value, (dict, list)):
+                    new, vkey = walk(value, inner)
+                else:
+                    new, vkey = value, _atom(value)
+                keys.append((name, vkey))
+                out[name] = new
+                changed = changed or new is not value
+            key = ("dict", base, tuple(keys))
+        hit = classes.get(key)
+        if hit is None:
+            hit = classes[key] = (out if changed else node, len(classes))
+        return hit
+
+    return walk(root, join_uri(DEFAULT_BASE, sid) if isinstance(sid := _schema_id(root, id_keys), str) else DEFAULT_BASE)[0]
+
+
+def _atom(value) -> tuple:
+    """A JSON scalar as ``shared_copies`` compares it: by type and value (a float by its spelling:
+    ``0.0`` and ``-0.0`` apart); anything unhashable is equal to nothing else."""
+    if isinstance(value, float):
+        return (float, repr(value))
+    try:
+        hash(value)
+    except TypeError:
+        return (id, id(value))
+    return (type(value), value)
+
+
+def _data(value) -> tuple:
+    try:
+        return ("data", json.dumps(value))
+    except (TypeError, ValueError):
+        return (id, id(value))
 
 
 def escape_pointer(key: str) -> str:
