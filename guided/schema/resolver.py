@@ -166,26 +166,42 @@ def _schema_id(schema: dict, keys: tuple[str, ...]):
     return None
 
 
-def shared_copies(root):
-    """``root`` with its copies made one object: subschemas equal as JSON (member order included,
-    ``1``, ``1.0`` and ``true`` told apart) under the same base URI become the first of them, so
-    whatever is keyed by a schema's identity (the lowering's memo, its places) meets a copy as the
-    schema already met. Real schemas repeat subschemas (one anonymous ``allOf`` written in two
-    properties; whole definitions pasted twice): each copy was lowered again, for an equal language.
+# what ``shared_copies`` reads a key's value as, in a schema: a map of schemas, or schemas
+_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"})
+_SCHEMA_VALUES = frozenset(
+    {"allOf", "anyOf", "oneOf", "prefixItems", "items", "not", "if", "then", "else", "additionalItems", "contains",
+     "additionalProperties", "unevaluatedProperties", "unevaluatedItems", "propertyNames", "contentSchema"}
+)  # fmt: skip
+# annotations no pass reads (``keywords.INTERPRETED`` holds none of them), dropped from schemas
+_DROPPED = frozenset({"title", "description", "$comment", "markdownDescription"})
+_SCHEMA, _MAP, _OTHER = 0, 1, 2
 
-    Copies only what changes (``root`` itself when nothing does); values of data keywords
-    (``enum``, ``const``, ...) are compared as JSON and kept as they are. Base URIs follow the
-    resolver's rules (``_index``), so a shared object has one base wherever it sits."""
+
+def shared_copies(root):
+    """``root`` as the lowering reads it, with its copies made one object: subschemas equal as JSON
+    (member order included, ``1``, ``1.0`` and ``true`` told apart) under the same base URI become
+    the first of them, so whatever is keyed by a schema's identity (the lowering's memo, its places)
+    meets a copy as the schema already met. Real schemas repeat subschemas (one anonymous ``allOf``
+    written in two properties; whole definitions pasted twice, often with other descriptions): each
+    copy was lowered again, for an equal language.
+
+    Annotations no pass reads (``title``, ``description``, ``$comment``, ``markdownDescription``
+    with a scalar value, and ``examples``) are dropped from schemas first, so copies that differ
+    only there are copies too; only in schemas: a property named ``title`` stays (``properties``
+    is read as a map of schemas, and what is under an unknown keyword is kept whole). Copies only
+    what changes (``root`` itself when nothing does); values of data keywords (``enum``, ``const``,
+    ...) are compared as JSON and kept as they are. Base URIs follow the resolver's rules
+    (``_index``), so a shared object has one base wherever it sits."""
     if not isinstance(root, dict):
         return root
     id_keys = _id_keywords(root.get("$schema"))
     classes: dict[tuple, tuple[object, int]] = {}
 
-    def walk(node, base: str):
+    def walk(node, base: str, role: int):
         if isinstance(node, list):
             keys, out, changed = [], [], False
             for item in node:
-                new, key = walk(item, base) if isinstance(item, (dict, list)) else (item, _atom(item))
+                new, key = walk(item, base, role) if isinstance(item, (dict, list)) else (item, _atom(item))
                 keys.append(key)
                 out.append(new)
                 changed = changed or new is not item
@@ -195,12 +211,19 @@ def shared_copies(root):
             inner = join_uri(base, sid) if isinstance(sid, str) and not sid.startswith("#") else base
             keys, out, changed = [], {}, False
             for name, value in node.items():
+                container = isinstance(value, (dict, list))
+                if role == _SCHEMA and (name == "examples" or name in _DROPPED and not container):
+                    changed = True
+                    continue
                 if name in DATA_KEYWORDS:
                     new, vkey = value, _data(value)
-                elif isinstance(value, (dict, list)):
-                    new, vkey = walk(value, inner)
-                else:
+                elif not container:
                     new, vkey = value, _atom(value)
+                elif role == _SCHEMA:
+                    sub = _MAP if name in _SCHEMA_MAPS else _SCHEMA if name in _SCHEMA_VALUES else _OTHER
+                    new, vkey = walk(value, inner, sub if isinstance(value, dict) or sub != _MAP else _OTHER)
+                else:
+                    new, vkey = walk(value, inner, _SCHEMA if role == _MAP and isinstance(value, dict) else _OTHER)
                 keys.append((name, vkey))
                 out[name] = new
                 changed = changed or new is not value
@@ -210,7 +233,8 @@ def shared_copies(root):
             hit = classes[key] = (out if changed else node, len(classes))
         return hit
 
-    return walk(root, join_uri(DEFAULT_BASE, sid) if isinstance(sid := _schema_id(root, id_keys), str) else DEFAULT_BASE)[0]
+    sid = _schema_id(root, id_keys)
+    return walk(root, join_uri(DEFAULT_BASE, sid) if isinstance(sid, str) else DEFAULT_BASE, _SCHEMA)[0]
 
 
 def _atom(value) -> tuple:
