@@ -191,11 +191,13 @@ def shared_copies(root):
     is read as a map of schemas, and what is under an unknown keyword is kept whole). Copies only
     what changes (``root`` itself when nothing does); values of data keywords (``enum``, ``const``,
     ...) are compared as JSON and kept as they are. Base URIs follow the resolver's rules
-    (``_index``), so a shared object has one base wherever it sits."""
+    (``_index``), and a shared object has one base wherever it sits: an object of ``root`` met
+    under two bases becomes two."""
     if not isinstance(root, dict):
         return root
     id_keys = _id_keywords(root.get("$schema"))
     classes: dict[tuple, tuple[object, int]] = {}
+    bases: dict[int, str] = {}  # id(dict met) -> the base it was first met under
 
     def walk(node, base: str, role: int):
         if isinstance(node, list):
@@ -227,6 +229,9 @@ def shared_copies(root):
                 keys.append((name, vkey))
                 out[name] = new
                 changed = changed or new is not value
+            # an object the caller put under two bases (a dict built in Python, used twice) is two
+            # objects here, as the resolver keeps one base per object
+            changed = changed or bases.setdefault(id(node), base) != base
             key = ("dict", base, tuple(keys))
         hit = classes.get(key)
         if hit is None:
