@@ -323,10 +323,10 @@ def json_schema_to_node(schema: Any, *, registry: dict | None = None, **options)
 
 
 def cache_key(schema: Any, options: SchemaOptions, registry: dict | None = None) -> str:
-    """The canonical JSON of (schema, options, registry): equal keys compile to equal grammars."""
-    return json.dumps(
-        [schema_dict(schema), options.key(), registry or {}], sort_keys=True, ensure_ascii=False
-    )
+    """The JSON of (schema, options, registry): equal keys compile to equal grammars. Members keep
+    their order: the order of ``properties`` is the declared order generation follows (sorted keys
+    gave a schema the cached grammar of one declaring the same properties in another order)."""
+    return json.dumps([schema_dict(schema), options.key(), registry or {}], ensure_ascii=False)
 
 
 def compile_json_schema(compiler, schema: Any, *, registry: dict | None = None, **options):

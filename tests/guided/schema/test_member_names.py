@@ -592,3 +592,16 @@ def test_a_name_begun_in_a_closed_bag_with_branches_is_decided_by_the_names_left
         dropped, simulated, asked = refusals_by_simulation(compiled, vocab, prefix)
         assert dropped == simulated == {ids[t] for t in refused}, prefix
         assert not asked, (prefix, [vocab.tokens[t] for t in asked])
+
+
+def test_a_schema_declaring_its_properties_in_another_order_is_another_grammar(compiler):
+    """The compile cache tells apart schemas that differ only in the order of ``properties``: that
+    order is the one the grammar follows (``key_order="declared"``; and past the permutation bound,
+    under "any" too)."""
+    value = {"type": "integer"}
+    for names in (["a", "b"], ["b", "a"]):
+        schema = {"type": "object", "properties": {n: value for n in names}, "required": ["a", "b"],
+                  "additionalProperties": False}  # fmt: skip
+        m = compile_json_schema(compiler, schema, key_order="declared").matcher()
+        text = json.dumps({n: 1 for n in names})
+        assert m.accept_text(text) and m.is_accepting(), text
