@@ -379,7 +379,9 @@ class _Checks:
     def found(self) -> tuple:
         """(uniqueItems plan, why it cannot have one, whether some place takes the "bag" policy, the
         root key-order place where names are checked)."""
-        return (*unique_plan(self.schema, self.registry, self.opts), *_names(self.schema, self.registry, self.opts))
+        # the document the lowering reads (json_schema_to_grammar): copies are one object there
+        schema = shared_copies(self.schema) if self.opts.max_depth is None else self.schema
+        return (*unique_plan(schema, self.registry, self.opts), *_names(schema, self.registry, self.opts))
 
     def wrap(self, compiled, max_ws: int):
         """A UniqueChecked around ``compiled``, or None when nothing needs checking at run time."""

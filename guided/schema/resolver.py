@@ -8,9 +8,11 @@ registry (``{uri: schema}``) is a ``SchemaError``.
 from __future__ import annotations
 
 import json
+import threading
 from urllib.parse import unquote, urldefrag, urljoin
 
 from guided.errors import SchemaError
+from guided.grammar.collector import at_rest
 from guided.limits import DATA_KEYWORDS
 
 __all__ = ["SchemaResolver", "DEFAULT_BASE", "join_uri", "escape_pointer", "shared_copies"]
@@ -192,50 +194,105 @@ def shared_copies(root):
     what changes (``root`` itself when nothing does); values of data keywords (``enum``, ``const``,
     ...) are compared as JSON and kept as they are. Base URIs follow the resolver's rules
     (``_index``), and a shared object has one base wherever it sits: an object of ``root`` met
-    under two bases becomes two."""
+    under two bases becomes two.
+
+    The last results are remembered by the identity of ``root`` (a compile asks twice: for the
+    run-time checks and the lowering), and a result given again is its own result."""
     if not isinstance(root, dict):
         return root
+    with _SHARED_LOCK:
+        hit = _SHARED.get(id(root))
+        if hit is not None and hit[0] is root:
+            return hit[1]
+    out = _shared_copies(root)
+    with _SHARED_LOCK:
+        if len(_SHARED) >= 32:
+            _SHARED.clear()
+        _SHARED[id(root)] = (root, out)
+        _SHARED[id(out)] = (out, out)
+    return out
+
+
+_SHARED: dict[int, tuple[dict, dict]] = {}  # id(root) -> (root, shared_copies(root)), the last few
+_SHARED_LOCK = threading.Lock()
+at_rest(_SHARED.clear)  # kept while compiles run only: big documents are many objects for the collector
+
+
+def _shared_copies(root: dict) -> dict:
     id_keys = _id_keywords(root.get("$schema"))
     classes: dict[tuple, tuple[object, int]] = {}
     bases: dict[int, str] = {}  # id(dict met) -> the base it was first met under
 
     def walk(node, base: str, role: int):
-        if isinstance(node, list):
-            keys, out, changed = [], [], False
-            for item in node:
-                new, key = walk(item, base, role) if isinstance(item, (dict, list)) else (item, _atom(item))
-                keys.append(key)
-                out.append(new)
-                changed = changed or new is not item
-            key = ("list", tuple(keys))
-        else:
-            sid = _schema_id(node, id_keys)
-            inner = join_uri(base, sid) if isinstance(sid, str) and not sid.startswith("#") else base
-            keys, out, changed = [], {}, False
-            for name, value in node.items():
-                container = isinstance(value, (dict, list))
-                if role == _SCHEMA and (name == "examples" or name in _DROPPED and not container):
-                    changed = True
-                    continue
-                if name in DATA_KEYWORDS:
-                    new, vkey = value, _data(value)
-                elif not container:
-                    new, vkey = value, _atom(value)
-                elif role == _SCHEMA:
-                    sub = _MAP if name in _SCHEMA_MAPS else _SCHEMA if name in _SCHEMA_VALUES else _OTHER
-                    new, vkey = walk(value, inner, sub if isinstance(value, dict) or sub != _MAP else _OTHER)
+        # the key: the kind, then each member's name and value key (a string stands for itself, a
+        # container for its class number, another scalar for its ``_atom``); lists the same, unnamed
+        keys: list = []
+        news = None  # (name or index, new value) of the members that changed
+        if type(node) is list:
+            keys.append(0)
+            for i, item in enumerate(node):
+                t = type(item)
+                if t is str:
+                    keys.append(item)
+                elif t is dict or t is list:
+                    new, cid = walk(item, base, role)
+                    keys.append(cid)
+                    if new is not item:
+                        news = news or []
+                        news.append((i, new))
                 else:
-                    new, vkey = walk(value, inner, _SCHEMA if role == _MAP and isinstance(value, dict) else _OTHER)
-                keys.append((name, vkey))
-                out[name] = new
-                changed = changed or new is not value
+                    keys.append(_atom(item))
+            if news is not None:
+                out = list(node)
+                for i, new in news:
+                    out[i] = new
+                node = out
+        else:
+            inner = base
+            for k in id_keys:  # (_schema_id)
+                sid = node.get(k)
+                if isinstance(sid, str) and (k == "$id" or "$ref" not in node):
+                    if not sid.startswith("#"):
+                        inner = join_uri(base, sid)
+                    break
             # an object the caller put under two bases (a dict built in Python, used twice) is two
             # objects here, as the resolver keeps one base per object
-            changed = changed or bases.setdefault(id(node), base) != base
-            key = ("dict", base, tuple(keys))
+            copy = bases.setdefault(id(node), base) != base
+            keys.append(base)
+            for name, value in node.items():
+                t = type(value)
+                container = t is dict or t is list
+                if role == _SCHEMA and (name == "examples" or name in _DROPPED and not container):
+                    copy = True
+                    continue
+                keys.append(name)
+                if name in DATA_KEYWORDS:
+                    keys.append(_data(value))
+                elif t is str:
+                    keys.append(value)
+                elif not container:
+                    keys.append(_atom(value))
+                else:
+                    if role == _SCHEMA:
+                        sub = _MAP if name in _SCHEMA_MAPS else _SCHEMA if name in _SCHEMA_VALUES else _OTHER
+                        sub = _OTHER if sub == _MAP and t is not dict else sub
+                    else:
+                        sub = _SCHEMA if role == _MAP and t is dict else _OTHER
+                    new, cid = walk(value, inner, sub)
+                    keys.append(cid)
+                    if new is not value:
+                        news = news or {}
+                        news[name] = new
+            if copy or news is not None:
+                node = {
+                    k: v if news is None else news.get(k, v)
+                    for k, v in node.items()
+                    if not (role == _SCHEMA and (k == "examples" or k in _DROPPED and type(v) is not dict and type(v) is not list))
+                }
+        key = tuple(keys)
         hit = classes.get(key)
         if hit is None:
-            hit = classes[key] = (out if changed else node, len(classes))
+            hit = classes[key] = (node, len(classes))
         return hit
 
     sid = _schema_id(root, id_keys)

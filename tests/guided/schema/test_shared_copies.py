@@ -83,3 +83,24 @@ def test_a_schema_with_copies_is_the_language_the_validator_accepts():
         for compact in (False, True):
             text = dumps(inst, compact)
             assert accepts(node, text) == is_valid(SCHEMA, inst), json.dumps(inst)
+
+
+def test_a_compile_shares_once_and_keeps_nothing_after(vocab_builtin):
+    """The run-time checks and the lowering read one shared document (asked twice, made once), and
+    nothing of it stays remembered once no compile runs."""
+    from guided.grammar.compiler import GrammarCompiler
+    from guided.schema import resolver
+    from guided.schema.compiler import compile_json_schema
+
+    doc = copy.deepcopy(SCHEMA)
+    out = shared_copies(doc)
+    assert shared_copies(doc) is out and shared_copies(out) is out
+    made = []
+    real = resolver._shared_copies
+    resolver._shared_copies = lambda root: made.append(root) or real(root)
+    schema = {**doc, "uniqueItems": False}
+    try:
+        compile_json_schema(GrammarCompiler(vocab_builtin), schema, key_order="any")
+    finally:
+        resolver._shared_copies = real
+    assert made.count(schema) == 1 and not resolver._SHARED  # (a first compile also shares {} once)
