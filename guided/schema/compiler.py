@@ -350,8 +350,9 @@ def compile_json_schema(compiler, schema: Any, *, registry: dict | None = None, 
 def _compile_json_schema(compiler, schema: Any, registry: dict | None, options: dict):
     _intern_common_lexemes()
     opts = SchemaOptions(**options)
-    schema = for_draft(schema_dict(schema))
+    schema = schema_dict(schema)
     key = ("json-schema", cache_key(schema, opts, registry))  # a cached grammar skips the lowering
+    schema = for_draft(schema, text=key[1])  # (a function of the schema: the key may be taken before)
     checks = _Checks(schema, registry, opts)
     compiled = compiler.compile_lowered(
         key,

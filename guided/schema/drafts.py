@@ -45,9 +45,10 @@ def unknown_keywords(schema) -> frozenset[str]:
     return frozenset()
 
 
-def for_draft(schema):
+def for_draft(schema, text: str | None = None):
     """The schema without the keywords its declared draft does not have (the same object when it
-    uses none of them); warns once per compile naming what was dropped."""
+    uses none of them); warns once per compile naming what was dropped. ``text``, the schema's JSON
+    (or a JSON text holding it), spares the walk when no such keyword occurs in it as a string."""
     drop = unknown_keywords(schema)
     if not drop:
         return schema
@@ -58,7 +59,8 @@ def for_draft(schema):
         if any(hit[1] is schema for hit in _MEMO.values()):
             return schema  # already the result of this function
     dropped: set[str] = set()
-    out = _strip(schema, drop, dropped)
+    absent = text is not None and not any(f'"{k}"' in text for k in drop)
+    out = schema if absent else _strip(schema, drop, dropped)
     if dropped:
         warnings.warn(
             f"JSON Schema: {schema['$schema']} has no {', '.join(sorted(dropped))}: ignored as its "

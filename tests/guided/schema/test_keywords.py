@@ -914,3 +914,21 @@ def test_if_cases_keep_values_that_are_not_objects():
         for value in ["abc", "a", "abcdef", 3, {"kind": "a"}, {"kind": "b"}, {"kind": "d"}, {}, [], None]:
             got = accepts(node, dumps(value))  # (not in the assert: a failure would print the node's repr)
             assert got == is_valid(schema, value), (other, value)
+
+
+def test_a_compile_reads_the_schema_text_before_walking_for_keywords_its_draft_lacks(vocab_builtin):
+    from guided.grammar.compiler import GrammarCompiler
+    from guided.schema.compiler import compile_json_schema
+    from guided.schema.drafts import for_draft
+
+    draft4 = "http://json-schema.org/draft-04/schema#"
+    plain = {"$schema": draft4, "properties": {"v": {"type": "integer"}}}
+    assert for_draft(plain, text=json.dumps(plain)) is plain  # nothing to drop: no walk, no copy
+    lacking = {"$schema": draft4, "properties": {"v": {"const": 1}}}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert for_draft(lacking, text=json.dumps(lacking))["properties"]["v"] == {}
+        compiled = compile_json_schema(GrammarCompiler(vocab_builtin), {**lacking, "title": "again"})
+    assert sum("ignored" in str(w.message) for w in caught) == 2
+    m = compiled.matcher()
+    assert m.accept_text('{"v": 2}') and m.is_accepting()  # draft-04 has no const
