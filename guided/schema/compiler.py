@@ -353,7 +353,7 @@ def _compile_json_schema(compiler, schema: Any, registry: dict | None, options: 
     schema = schema_dict(schema)
     key = ("json-schema", cache_key(schema, opts, registry))  # a cached grammar skips the lowering
     schema = for_draft(schema, text=key[1])  # (a function of the schema: the key may be taken before)
-    checks = _Checks(schema, registry, opts)
+    checks = _Checks(schema, registry, opts, key[1])
     compiled = compiler.compile_lowered(
         key,
         lambda: json_schema_to_grammar(
@@ -373,8 +373,9 @@ class _Checks:
     (when the grammar is built) or by the wrapper (when it comes from the disk cache); a grammar
     cached in memory with its wrapper needs neither."""
 
-    def __init__(self, schema, registry: dict | None, opts: SchemaOptions):
+    def __init__(self, schema, registry: dict | None, opts: SchemaOptions, text: str):
         self.schema, self.registry, self.opts = schema, registry, opts
+        self.text = text  # the JSON of the schema (its cache key)
 
     @cached_property
     def found(self) -> tuple:
@@ -382,7 +383,9 @@ class _Checks:
         root key-order place where names are checked)."""
         # the document the lowering reads (json_schema_to_grammar): copies are one object there
         schema = shared_copies(self.schema) if self.opts.max_depth is None else self.schema
-        return (*unique_plan(schema, self.registry, self.opts), *_names(schema, self.registry, self.opts))
+        # (a schema whose text never names uniqueItems has none: no walk looks for it)
+        unique = unique_plan(schema, self.registry, self.opts) if '"uniqueItems"' in self.text else (None, None)
+        return (*unique, *_names(schema, self.registry, self.opts))
 
     def wrap(self, compiled, max_ws: int):
         """A UniqueChecked around ``compiled``, or None when nothing needs checking at run time."""
