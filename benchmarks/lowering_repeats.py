@@ -17,6 +17,10 @@ lowerings, nested ones not counted twice) and says why the memo missed:
 * ``other``: none of these: an equal result came from another schema (one differing in annotations,
   or met at a place with other schemas).
 
+Since ``resolver.shared_copies`` makes subschemas equal as JSON (annotations aside) one object before
+the lowering, ``copy`` counts what that leaves: copies the lowering itself writes (merges, complements)
+and copies under other base URIs.
+
 A diagnostic of where a finer memo key would save time, not a benchmark of a change: the lowering
 runs with a timing wrapper around ``lower`` (~10-20% slower than without).
 

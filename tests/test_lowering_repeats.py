@@ -22,7 +22,9 @@ def _repeats(schema) -> dict:
     rep = _module().Repeats(min_s=0.0)
     lower = rep.install()
     try:
-        json_schema_to_grammar(schema)
+        # (with max_depth the lowering reads the document as given: copies are not made one object
+        # first, see resolver.shared_copies, so each is lowered; the schema has no cycle to unroll)
+        json_schema_to_grammar(schema, max_depth=3)
         return dict(rep.take())
     finally:
         SchemaLowering.lower = lower

@@ -5,8 +5,8 @@ pydantic model class; draft 2020-12 and draft-07, as pydantic v2 writes them) to
 instances as generated: one regex AST node when that language is regular, else a ``CfgGrammar``
 (see the policy below); or raises ``SchemaError`` naming the keyword and its JSON pointer.
 ``compile_json_schema(compiler, schema, **options)`` compiles either (``compile_ast`` or
-``compile_cfg``: both give matchers with the same API), cached under the canonical JSON of (schema,
-options). ``json_schema_to_node`` is the regex-only variant (schema-free values bounded by
+``compile_cfg``: both give matchers with the same API), cached under the JSON of (schema, options,
+registry), member order kept (``cache_key``). ``json_schema_to_node`` is the regex-only variant (schema-free values bounded by
 ``any_depth``, default 10 there; recursive schemas need ``max_depth``) for callers that embed the
 node in a larger regex.
 

@@ -12,7 +12,7 @@ import threading
 from urllib.parse import unquote, urldefrag, urljoin
 
 from guided.errors import SchemaError
-from guided.grammar.collector import at_rest
+from guided.grammar import at_rest
 from guided.limits import DATA_KEYWORDS
 
 __all__ = ["SchemaResolver", "DEFAULT_BASE", "join_uri", "escape_pointer", "shared_copies"]
