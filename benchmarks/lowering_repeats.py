@@ -115,7 +115,7 @@ class Repeats:
             return "other"
         for k in earlier:
             if len(k) == len(pkey) and all(
-                a == b or _same_json(self.dicts[a], self.dicts[b]) for a, b in zip(k, pkey, strict=True)
+                a == b or self._json(self.dicts[a]) == self._json(self.dicts[b]) for a, b in zip(k, pkey, strict=True)
             ):
                 return "twin"
         return "place"
@@ -134,10 +134,6 @@ class Repeats:
         self.texts.clear()
         self.json_of.clear()
         return out
-
-
-def _same_json(a: dict, b: dict) -> bool:
-    return json.dumps(a) == json.dumps(b)
 
 
 def main() -> None:

@@ -170,8 +170,7 @@ def json_schema_to_grammar(
     schema = for_draft(schema_dict(schema))
     check_schema(schema, opts.limits)  # sizes, depth, counts: LimitError naming the limit and JSON pointer
     check_shapes(schema)  # malformed keywords: SchemaError naming the keyword and JSON pointer
-    if opts.max_depth is None:  # (unrolling counts a cycle's levels by schema identity)
-        schema = shared_copies(schema)  # a copy of a subschema is lowered once (resolver.shared_copies)
+    schema = _as_lowered(schema, opts)
     lowering = SchemaLowering(schema, opts, registry)
     static = static_dynamic_refs(schema, registry, lowering.resolver)  # dynamic references that are plain $refs
     if static[0] is not schema or static[1] is not registry:
@@ -187,6 +186,13 @@ def json_schema_to_grammar(
         if isinstance(e, RecursionError):
             raise LimitError("the schema nests too deeply to compile (recursion limit)") from None
         raise
+
+
+def _as_lowered(schema, opts: SchemaOptions):
+    """The document the lowering reads: a copy of a subschema is one object there, lowered once
+    (``resolver.shared_copies``), except under ``max_depth`` (unrolling counts a cycle's levels by
+    schema identity)."""
+    return shared_copies(schema) if opts.max_depth is None else schema
 
 
 def _lower(lowering: SchemaLowering, leaves: bool = True, bind: bool = False) -> Node | CfgGrammar:
@@ -381,8 +387,7 @@ class _Checks:
     def found(self) -> tuple:
         """(uniqueItems plan, why it cannot have one, whether some place takes the "bag" policy, the
         root key-order place where names are checked)."""
-        # the document the lowering reads (json_schema_to_grammar): copies are one object there
-        schema = shared_copies(self.schema) if self.opts.max_depth is None else self.schema
+        schema = _as_lowered(self.schema, self.opts)  # the document the lowering reads
         # (a schema whose text never names uniqueItems has none: no walk looks for it)
         unique = unique_plan(schema, self.registry, self.opts) if '"uniqueItems"' in self.text else (None, None)
         return (*unique, *_names(schema, self.registry, self.opts))

@@ -248,22 +248,19 @@ def _shared_copies(root: dict) -> dict:
                     out[i] = new
                 node = out
         else:
-            inner = base
-            for k in id_keys:  # (_schema_id)
-                sid = node.get(k)
-                if isinstance(sid, str) and (k == "$id" or "$ref" not in node):
-                    if not sid.startswith("#"):
-                        inner = join_uri(base, sid)
-                    break
+            sid = _schema_id(node, id_keys)
+            inner = join_uri(base, sid) if sid is not None and not sid.startswith("#") else base
             # an object the caller put under two bases (a dict built in Python, used twice) is two
             # objects here, as the resolver keeps one base per object
             copy = bases.setdefault(id(node), base) != base
+            dropped = None  # the annotations left out
             keys.append(base)
             for name, value in node.items():
                 t = type(value)
                 container = t is dict or t is list
                 if role == _SCHEMA and (name == "examples" or name in _DROPPED and not container):
-                    copy = True
+                    dropped = dropped or set()
+                    dropped.add(name)
                     continue
                 keys.append(name)
                 if name in DATA_KEYWORDS:
@@ -283,12 +280,9 @@ def _shared_copies(root: dict) -> dict:
                     if new is not value:
                         news = news or {}
                         news[name] = new
-            if copy or news is not None:
-                node = {
-                    k: v if news is None else news.get(k, v)
-                    for k, v in node.items()
-                    if not (role == _SCHEMA and (k == "examples" or k in _DROPPED and type(v) is not dict and type(v) is not list))
-                }
+            if copy or news is not None or dropped is not None:
+                news, dropped = news or {}, dropped or ()
+                node = {k: news.get(k, v) for k, v in node.items() if k not in dropped}
         key = tuple(keys)
         hit = classes.get(key)
         if hit is None:
