@@ -259,6 +259,7 @@ class SchemaCfg:
         self.builder = _HoleRules(START, separator)
         self._holes: dict[int, bool] = {}
         self._parents: dict[int, int] = {}
+        self._holey_at: dict[int, list[int]] = {}
         self._shared: dict[int, str] = {}
         self._keep: list[Node] = []
 
@@ -275,7 +276,8 @@ class SchemaCfg:
 
     # ------------------------------------------------------------------ conversion
     def _count(self, node: Node) -> None:
-        """How many parents each hole-containing node has (its children are visited once)."""
+        """How many parents each hole-containing node has (its children are visited once), and where
+        the items with a hole are in each sequence and alternative among them (``_holey``)."""
         holes, parents = self._holes, self._parents
         skip = _SKIPPED
         stack = [node]
@@ -290,10 +292,26 @@ class SchemaCfg:
             n = parents.get(id(x), 0)
             parents[id(x)] = n + 1
             if n == 0:
-                if cls is Seq or cls is Alt:  # children known hole-free (most are) are not pushed
-                    stack += [y for y in x.items if y.__class__ not in skip and holes.get(id(y)) is not False]
+                if cls is Seq or cls is Alt:
+                    items = x.items
+                    stack += [y for y in map(items.__getitem__, self._holey(x)) if y.__class__ not in skip]
                 else:
                     stack.append(x.item)
+
+    def _holey(self, node: Seq | Alt) -> list[int]:
+        """The positions of the items with a hole in a sequence or alternative (remembered: ``_count``
+        finds them, ``expr`` reads them). Most items are characters or hole-free pieces that the
+        has_hole memo knows: they are passed over without a call."""
+        at = self._holey_at.get(id(node))
+        if at is None:
+            holes, items = self._holes, node.items
+            at = [i for i, x in enumerate(items) if x.__class__ not in _LEAVES and holes.get(id(x)) is not False]
+            for i in at:
+                if holes.get(id(items[i])) is None:  # an item not asked about yet: ask about each
+                    at = [i for i in at if has_hole(items[i], holes)]
+                    break
+            self._holey_at[id(node)] = at
+        return at
 
     def expr(self, node: Node, top: bool = True) -> Expr:
         self._steps += 1
@@ -316,16 +334,26 @@ class SchemaCfg:
         if not top and self._parents.get(id(node), 0) > 1:
             return Ref(self._share(node))
         if cls is Seq or cls is Alt:
-            # hole-free children (most are: characters, literals) are terminals without a call
-            items = tuple([
-                Lex(x) if x.__class__ in _LEAVES or holes.get(id(x)) is False else self.expr(x, False)
-                for x in node.items
-            ])  # fmt: skip
-            for x in items:
-                if x.__class__ is not Lex:
-                    return ESeq(items) if cls is Seq else EAlt(items)
+            if cls is Alt:
+                parts: list[Expr] = [Lex(x) for x in node.items]
+                for i in self._holey(node):
+                    parts[i] = self.expr(node.items[i], False)
+            else:
+                # the hole-free items between those with a hole (most are: characters, literals) stay
+                # runs of nodes, which the builder makes terminals of without looking at each
+                items, parts, start = node.items, [], 0
+                for i in self._holey(node):
+                    if i > start:
+                        parts.append(_Run(items[start:i]))
+                    parts.append(self.expr(items[i], False))
+                    start = i + 1
+                if start < len(items):
+                    parts.append(_Run(items[start:]))
+            for x in parts:
+                if x.__class__ is not Lex and x.__class__ is not _Run:
+                    return ESeq(tuple(parts)) if cls is Seq else EAlt(tuple(parts))
             # every hole below was under an intersection that on_meet replaced: a regular piece
-            nodes = [x.node for x in items]
+            nodes = [y for x in parts for y in (x.nodes if x.__class__ is _Run else (x.node,))]
             return Lex(seq(*nodes) if cls is Seq else alt(*nodes))
         assert cls is Repeat
         inner = self.expr(node.item, node.min == node.max == 1)
@@ -366,6 +394,13 @@ class SchemaCfg:
         return grammar
 
 
+@dataclass(frozen=True, slots=True)
+class _Run(Expr):
+    """Adjacent hole-free items of a sequence, as they are (``SchemaCfg.expr`` to ``_HoleRules``)."""
+
+    nodes: tuple[Node, ...]
+
+
 class _HoleRules(GrammarBuilder):
     """The GrammarBuilder of ``SchemaCfg.expr``'s output, where an expression is regular exactly when
     it is a ``Lex``: every subtree without a hole became one (hole-free from the start, or once
@@ -393,6 +428,21 @@ class _HoleRules(GrammarBuilder):
 
     def to_regex(self, e: Expr) -> Node | None:
         return e.node if e.__class__ is Lex else None
+
+    def sequence(self, e: Expr, owner: str) -> tuple[str, ...]:
+        out: list[str] = []
+        run: list[Node] = []
+        for x in e.items if e.__class__ is ESeq else (e,):
+            cls = x.__class__
+            if cls is _Run:
+                run += x.nodes
+            elif cls is Lex:
+                run.append(x.node)
+            else:
+                self._flush(run, out)
+                out.extend(self.symbols(x, owner))
+        self._flush(run, out)
+        return tuple(out)
 
     def _flush(self, run: list[Node], out: list[str]) -> None:
         if not run:
