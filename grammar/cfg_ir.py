@@ -341,18 +341,21 @@ class GrammarBuilder:
         raise TypeError(e)
 
     def _repeat(self, e: ERepeat, owner: str) -> list[str]:
-        body = list(self.sequence(e.item, owner))
-        if e.max is None:
-            if e.min == 0:  # H -> H body | ()
+        return self.repeat_symbols(list(self.sequence(e.item, owner)), e.min, e.max, owner)
+
+    def repeat_symbols(self, body: list[str], min: int, max: int | None, owner: str) -> list[str]:
+        """The symbols of ``body`` repeated min to max times (helper rules named after ``owner``)."""
+        if max is None:
+            if min == 0:  # H -> H body | ()
                 h = self.fresh(owner)
                 self.rules[h] = Rule(h, ((h, *body), ()))
                 return [h]
             h = self.fresh(owner)  # H -> H body | body, after min - 1 copies
             self.rules[h] = Rule(h, ((h, *body), tuple(body)))
-            return body * (e.min - 1) + [h]
-        out = body * e.min
+            return body * (min - 1) + [h]
+        out = body * min
         tail: tuple[str, ...] = ()
-        for _ in range(e.max - e.min):  # nested optionals: (body (body (...)?)?)?
+        for _ in range(max - min):  # nested optionals: (body (body (...)?)?)?
             tail = (self.helper(owner, ((*body, *tail), ())),)
         return out + list(tail)
 

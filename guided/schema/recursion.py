@@ -3,10 +3,10 @@
 The regular lowering (``SchemaLowering``) builds regex AST nodes. Where a ``$ref`` cycle closes, or
 where a schema-free value may nest without bound, it leaves a ``Hole`` naming a nonterminal whose
 body is another such node. ``SchemaCfg`` converts the root node and the nonterminal bodies into a
-``CfgGrammar``: every hole-free subtree is one regular terminal (the ``GrammarBuilder`` merges
-adjacent ones, so the regular parts between recursive references stay big lexemes), sequences,
-alternatives and repeats over holes become EBNF, and subtrees shared by several parents become
-rules of their own instead of copies. Intersections and complements have no context-free
+``CfgGrammar``: every run of adjacent hole-free items is one regular terminal (so the regular parts
+between recursive references stay big lexemes), sequences, alternatives and repeats over holes
+become rules' alternatives (and helper rules), and subtrees shared by several parents become rules
+of their own instead of copies. Intersections and complements have no context-free
 counterpart; a hole below one is resolved by ``on_meet`` (an error or a relaxation chosen by the
 lowering) before conversion.
 """
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from guided.errors import CompileTimeoutError, GrammarError, LimitError, SchemaError
 from guided.grammar import ExprPool
-from guided.grammar.cfg_ir import CfgGrammar, EAlt, ERepeat, ESeq, Expr, GrammarBuilder, Lex, Ref, Rule
+from guided.grammar.cfg_ir import CfgGrammar, GrammarBuilder, Rule
 from guided.grammar.regex_ast import (
     EMPTY,
     EPSILON,
@@ -269,9 +269,9 @@ class SchemaCfg:
             self._holes = _memo_for(node)
         for node in (root, *(self.bodies[n] for n in names)):
             self._count(node)
-        self.builder.add_rule(START, self.expr(root))
+        self._rule(START, root)
         for name in names:
-            self.builder.add_rule(name, self.expr(self.bodies[name]))
+            self._rule(name, self.bodies[name])
         return self._build()
 
     # ------------------------------------------------------------------ conversion
@@ -313,61 +313,119 @@ class SchemaCfg:
             self._holey_at[id(node)] = at
         return at
 
-    def expr(self, node: Node, top: bool = True) -> Expr:
+    def _rule(self, name: str, node: Node) -> None:
+        """Add the rule ``name`` whose body is ``node`` (itself, not a reference to it where shared)."""
+        got = self._conv(node, name, True)
+        cls = got.__class__
+        if cls is dict:
+            alternatives = tuple(got)
+        elif cls is list:
+            alternatives = (tuple(got),)
+        else:
+            out: list[str] = []
+            self.builder._flush([got], out)
+            alternatives = (tuple(out),)
+        self.builder.rules[name] = Rule(name, alternatives)
+
+    def _conv(self, node: Node, owner: str, top: bool = False):
+        """node as a piece of the rule ``owner``: a hole-free node (a regular piece: the parent puts
+        it in a terminal with its regular neighbours), a list of symbols (a sequence), or a dict whose
+        keys are alternatives (symbol tuples, each once, in order). A node with several parents is a
+        rule of its own, which the piece references, unless ``top``."""
         self._steps += 1
         if not self._steps & 1023 and time.monotonic() > self.deadline:
             raise CompileTimeoutError("JSON Schema grammar construction exceeded the compile time bound")
         holes = self._holes
         h = holes.get(id(node))
         if not (h if h is not None else has_hole(node, holes)):
-            return Lex(node)
+            return node
         cls = node.__class__
         if cls is Hole:
             if node.name not in self.bodies:
                 raise GrammarError(f"internal: undefined nonterminal {node.name!r}")
-            return Ref(node.name)
+            return [node.name]
         if cls is And or cls is Not:
             fixed = self.on_meet(node)
             self._keep.append(fixed)
             _memo_for(fixed)  # its has_hole answers may go to the scope's memo: keep it alive there too
-            return self.expr(fixed, top)
+            return self._conv(fixed, owner, top)
         if not top and self._parents.get(id(node), 0) > 1:
-            return Ref(self._share(node))
-        if cls is Seq or cls is Alt:
-            if cls is Alt:
-                parts: list[Expr] = [Lex(x) for x in node.items]
-                for i in self._holey(node):
-                    parts[i] = self.expr(node.items[i], False)
-            else:
-                # the hole-free items between those with a hole (most are: characters, literals) stay
-                # runs of nodes, which the builder makes terminals of without looking at each
-                items, parts, start = node.items, [], 0
-                for i in self._holey(node):
-                    if i > start:
-                        parts.append(_Run(items[start:i]))
-                    parts.append(self.expr(items[i], False))
-                    start = i + 1
-                if start < len(items):
-                    parts.append(_Run(items[start:]))
-            for x in parts:
-                if x.__class__ is not Lex and x.__class__ is not _Run:
-                    return ESeq(tuple(parts)) if cls is Seq else EAlt(tuple(parts))
-            # every hole below was under an intersection that on_meet replaced: a regular piece
-            nodes = [y for x in parts for y in (x.nodes if x.__class__ is _Run else (x.node,))]
-            return Lex(seq(*nodes) if cls is Seq else alt(*nodes))
+            return [self._share(node)]
+        if cls is Seq:
+            return self._sequence(node, owner)
+        if cls is Alt:
+            return self._alternatives(node, owner)
         assert cls is Repeat
-        inner = self.expr(node.item, node.min == node.max == 1)
+        inner = self._conv(node.item, owner, node.min == node.max == 1)
         if node.min == node.max == 1:
             return inner
-        if inner.__class__ is Lex:
-            return Lex(repeat(inner.node, node.min, node.max))
-        return ERepeat(inner, node.min, node.max)
+        kind = inner.__class__
+        if kind is list:
+            return self.builder.repeat_symbols(inner, node.min, node.max, owner)
+        if kind is dict:
+            return self.builder.repeat_symbols([self.builder.helper(owner, tuple(inner))], node.min, node.max, owner)
+        return repeat(inner, node.min, node.max)
+
+    def _sequence(self, node: Seq, owner: str):
+        """A sequence with a hole: the hole-free items between those with a hole (most items are:
+        characters, literals) go to terminals as runs of nodes, without a look at each."""
+        items, flush = node.items, self.builder._flush
+        out: list[str] = []
+        run: list[Node] = []
+        regular = True  # every item so far is a regular piece (then nothing is flushed yet)
+        start = 0
+        for i in self._holey(node):
+            run += items[start:i]
+            start = i + 1
+            got = self._conv(items[i], owner)
+            cls = got.__class__
+            if cls is list:
+                flush(run, out)
+                out += got
+                regular = False
+            elif cls is dict:
+                flush(run, out)
+                out.append(self.builder.helper(owner, tuple(got)))
+                regular = False
+            else:
+                run.append(got)
+        run += items[start:]
+        if regular:  # every hole below was under an intersection that on_meet replaced
+            return seq(*run)
+        flush(run, out)
+        return out
+
+    def _alternatives(self, node: Alt, owner: str):
+        """A union with a hole: its alternatives (a union among them flattened), or a regular piece
+        where every hole below was under an intersection that on_meet replaced."""
+        items = node.items
+        got = list(items)
+        for i in self._holey(node):
+            got[i] = self._conv(items[i], owner)
+        for x in got:
+            if x.__class__ is list or x.__class__ is dict:
+                break
+        else:
+            return alt(*got)
+        out: dict[tuple[str, ...], None] = {}
+        flush = self.builder._flush
+        for x in got:
+            cls = x.__class__
+            if cls is list:
+                out[tuple(x)] = None
+            elif cls is dict:
+                out.update(x)
+            else:
+                terminals: list[str] = []
+                flush([x], terminals)
+                out[tuple(terminals)] = None
+        return out
 
     def _share(self, node: Node) -> str:
         name = self._shared.get(id(node))
         if name is None:
             name = self._shared[id(node)] = f"shared_{len(self._shared)}"
-            self.builder.add_rule(name, self.expr(node, True))
+            self._rule(name, node)
         return name
 
     # ------------------------------------------------------------------ validation
@@ -394,22 +452,13 @@ class SchemaCfg:
         return grammar
 
 
-@dataclass(frozen=True, slots=True)
-class _Run(Expr):
-    """Adjacent hole-free items of a sequence, as they are (``SchemaCfg.expr`` to ``_HoleRules``)."""
-
-    nodes: tuple[Node, ...]
-
-
 class _HoleRules(GrammarBuilder):
-    """The GrammarBuilder of ``SchemaCfg.expr``'s output, where an expression is regular exactly when
-    it is a ``Lex``: every subtree without a hole became one (hole-free from the start, or once
-    ``on_meet`` replaced the intersections its holes were under), so each ``ESeq``, ``EAlt`` and
-    ``ERepeat`` holds a ``Ref`` (and no rule is inlined as regular). The generic builder asked
-    ``to_regex`` about every item of every sequence and alternative again and again (millions of
-    calls on a big schema, each answered "not regular"). A run of hole-free items shared by several
-    places (each place builds it from the same AST nodes) becomes its terminals once, found by its
-    nodes' identities instead of building and structurally comparing a new ``Seq`` each time.
+    """The rules and terminals ``SchemaCfg`` makes. It writes the rules' alternatives itself (from
+    the AST, where a piece is regular exactly when it has no hole: the generic EBNF path built an
+    expression per node and asked ``to_regex`` about every item again and again), and asks here for
+    the terminals of each run of hole-free items. A run shared by several places (each place builds
+    it from the same AST nodes) becomes its terminals once, found by its nodes' identities instead
+    of building and structurally comparing a new ``Seq`` each time.
 
     With a ``separator`` (the lowering's ``ws , ws`` between members and items), a run is cut around
     each separator in it, which becomes a terminal of its own: the same comma was otherwise the
@@ -425,24 +474,6 @@ class _HoleRules(GrammarBuilder):
         self._sep_items = () if separator is None or separator == EPSILON else (
             separator.items if separator.__class__ is Seq else (separator,)
         )  # fmt: skip
-
-    def to_regex(self, e: Expr) -> Node | None:
-        return e.node if e.__class__ is Lex else None
-
-    def sequence(self, e: Expr, owner: str) -> tuple[str, ...]:
-        out: list[str] = []
-        run: list[Node] = []
-        for x in e.items if e.__class__ is ESeq else (e,):
-            cls = x.__class__
-            if cls is _Run:
-                run += x.nodes
-            elif cls is Lex:
-                run.append(x.node)
-            else:
-                self._flush(run, out)
-                out.extend(self.symbols(x, owner))
-        self._flush(run, out)
-        return tuple(out)
 
     def _flush(self, run: list[Node], out: list[str]) -> None:
         if not run:
