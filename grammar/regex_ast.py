@@ -58,6 +58,7 @@ Ranges = tuple[tuple[int, int], ...]
 
 _HASH = attrgetter("_hash")  # a child's cached hash, read without a Python-level __hash__ call
 _MEET = attrgetter("_meet")  # whether a child holds an intersection or complement (``Node.has_meet``)
+_OPEN = attrgetter("_open")  # whether a child holds a placeholder (``Node.is_open``)
 
 
 class Node:
@@ -71,17 +72,27 @@ class Node:
     in the unpickling process (string hashes differ between processes).
     """
 
-    __slots__ = ("_hash", "_meet")
+    __slots__ = ("_hash", "_meet", "_open")
 
     def __post_init__(self) -> None:
+        # (the node types of this module set their own: this is a caller's node type, a placeholder)
         object.__setattr__(self, "_hash", hash((type(self).__name__, *self._fields())))
-        object.__setattr__(self, "_meet", False)  # (node types that hold others set their own)
+        object.__setattr__(self, "_meet", False)
+        object.__setattr__(self, "_open", True)
 
     @property
     def has_meet(self) -> bool:
         """Whether an intersection or complement (``And``, ``Not``) occurs in the node: set when the
         node is built, from its children's (a ``Recursive`` leaf's body is not looked into)."""
         return self._meet
+
+    @property
+    def is_open(self) -> bool:
+        """Whether a placeholder occurs in the node: a node of a type this module does not define (a
+        caller's, such as the JSON Schema lowering's ``Hole``), which no automaton takes. Set when
+        the node is built, from its children's; a ``Let`` binds its placeholders (only its values
+        count), and a ``Recursive`` leaf's body is not looked into."""
+        return self._open
 
     def _fields(self) -> tuple:
         return tuple(getattr(self, f) for f in self.__match_args__)
@@ -113,6 +124,7 @@ class Chars(Node):
     def __post_init__(self) -> None:
         object.__setattr__(self, "_hash", hash(("Chars", self.ranges)))
         object.__setattr__(self, "_meet", False)
+        object.__setattr__(self, "_open", False)
 
 
 _ASCII = tuple(Chars(((o, o),)) for o in range(128))  # the one node of each ASCII character (literal)
@@ -127,6 +139,7 @@ class ByteSet(Node):
     def __post_init__(self) -> None:
         object.__setattr__(self, "_hash", hash(("ByteSet", self.ranges)))
         object.__setattr__(self, "_meet", False)
+        object.__setattr__(self, "_open", False)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -138,6 +151,7 @@ class Seq(Node):
     def __post_init__(self) -> None:
         object.__setattr__(self, "_hash", hash(("Seq", tuple(map(_HASH, self.items)))))
         object.__setattr__(self, "_meet", any(map(_MEET, self.items)))
+        object.__setattr__(self, "_open", any(map(_OPEN, self.items)))
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -149,6 +163,7 @@ class Alt(Node):
     def __post_init__(self) -> None:
         object.__setattr__(self, "_hash", hash(("Alt", tuple(map(_HASH, self.items)))))
         object.__setattr__(self, "_meet", any(map(_MEET, self.items)))
+        object.__setattr__(self, "_open", any(map(_OPEN, self.items)))
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -164,6 +179,7 @@ class Cofinite(Alt):
     def __post_init__(self) -> None:
         object.__setattr__(self, "_hash", hash(("Cofinite", tuple(map(_HASH, self.items)), self.body._hash)))
         object.__setattr__(self, "_meet", self.body._meet or any(map(_MEET, self.items)))
+        object.__setattr__(self, "_open", self.body._open or any(map(_OPEN, self.items)))
 
 
 class TrieLeft(Cofinite):
@@ -184,6 +200,7 @@ class TrieLeft(Cofinite):
             object.__setattr__(self, name, value)
         object.__setattr__(self, "_hash", hash(("TrieLeft", words, char, other, body._hash)))
         object.__setattr__(self, "_meet", body._meet)  # (its items: characters and ``other``'s classes)
+        object.__setattr__(self, "_open", body._open)
 
     @property
     def items(self) -> tuple[Node, ...]:
@@ -255,6 +272,7 @@ class Recursive(Node):
     def __post_init__(self) -> None:
         object.__setattr__(self, "_hash", hash(("Recursive", self.name)))
         object.__setattr__(self, "_meet", False)
+        object.__setattr__(self, "_open", False)
 
     def __eq__(self, other) -> bool:
         return other.__class__ is Recursive and other.name == self.name
@@ -304,6 +322,7 @@ class Let(Node):
     def __post_init__(self) -> None:
         object.__setattr__(self, "_hash", hash(("Let", self.body._hash, self.names, self.values)))
         object.__setattr__(self, "_meet", self.body._meet or any(map(_MEET, self.values)))
+        object.__setattr__(self, "_open", any(map(_OPEN, self.values)))  # (the names are bound)
 
 
 # name -> (template, marker, body, first bytes, shortest length); (template, marker) -> name
@@ -361,6 +380,7 @@ class Repeat(Node):
     def __post_init__(self) -> None:
         object.__setattr__(self, "_hash", hash(("Repeat", self.item._hash, self.min, self.max)))
         object.__setattr__(self, "_meet", self.item._meet)
+        object.__setattr__(self, "_open", self.item._open)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -372,6 +392,7 @@ class And(Node):
     def __post_init__(self) -> None:
         object.__setattr__(self, "_hash", hash(("And", tuple(map(_HASH, self.items)))))
         object.__setattr__(self, "_meet", True)
+        object.__setattr__(self, "_open", any(map(_OPEN, self.items)))
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -383,6 +404,7 @@ class Not(Node):
     def __post_init__(self) -> None:
         object.__setattr__(self, "_hash", hash(("Not", self.item._hash)))
         object.__setattr__(self, "_meet", True)
+        object.__setattr__(self, "_open", self.item._open)
 
 
 _PLAIN = frozenset((Chars, ByteSet, Seq, Alt, Cofinite, Repeat, And, Not, Let))

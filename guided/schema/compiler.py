@@ -87,7 +87,6 @@ from guided.schema.recursion import (
     has_meet,
     hole_memo,
     hole_names,
-    keep_hole_free,
     survey_holes,
 )
 from guided.schema.resolver import shared_copies
@@ -445,9 +444,8 @@ def _intern_common_lexemes() -> None:
     with hole_memo():  # the same value as a nonterminal, for context-free ones: its terminals
         grammar = _lower(SchemaLowering({}, SchemaOptions(), None), leaves=False)
     nodes = [free, *(t.node for t in grammar.terminals.values())]
-    # date-time (in one schema of eight): its leap seconds are two thousand expressions, met by has_hole too
+    # date-time (in one schema of eight): its leap seconds are two thousand expressions
     date_time = json_string(format_node("date-time"))
-    keep_hole_free(date_time)
     # and the pieces of an object's other names (``strings.none_of``) that most trie nodes of its
     # declared names need: what begins with a character other than one printable ASCII one (or than
     # none), and that character. Every fork knows them as a trie's parts: a compile neither builds

@@ -43,17 +43,14 @@ __all__ = ["Hole", "SchemaCfg", "has_hole", "hole_memo", "hole_names", "has_meet
 
 START = "root"
 _EMPTINESS_BUDGET = 20_000
-_scope = threading.local()  # the has_hole memo of the hole_memo() scope in progress, per thread
+_scope = threading.local()  # the memos of the hole_memo() scope in progress, per thread
 _LEAVES = frozenset((Chars, ByteSet, TrieLeft))  # hole-free by construction
-# ids of nodes kept for the life of the process (``keep_hole_free``) and of their subtrees: every
-# has_hole memo starts from them. Replaced, never modified (threads copy it without a lock).
-_HOLE_FREE: dict[int, bool] = {}
-_KEPT: list[Node] = []
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Hole(Node):
-    """A reference to the nonterminal ``name`` inside a regex AST (never reaches the regex engine)."""
+    """A reference to the nonterminal ``name`` inside a regex AST (never reaches the regex engine):
+    a placeholder of ``regex_ast``'s, so every node above it is open (``Node.is_open``)."""
 
     name: str
 
@@ -69,86 +66,40 @@ class Hole(Node):
 _SKIPPED = frozenset((Chars, ByteSet, TrieLeft, Hole, And, Not))  # nodes SchemaCfg._count does not count
 
 
-def has_hole(node: Node, memo: dict[int, bool] | None = None) -> bool:
-    """Whether a hole occurs in the node (memoized per node object: ASTs are DAGs).
-
-    Without ``memo``, inside ``hole_memo()`` the answers are shared by every call of the scope: the
-    lowering asks about each new parent, whose children were asked about before, and a memo per call
-    made that quadratic in the depth of the schema.
-    """
-    if memo is None:
-        memo = _memo_for(node)
-    hit = memo.get(id(node))
-    return hit if hit is not None else _has_hole(node, memo)
-
-
-def _has_hole(node: Node, memo: dict[int, bool]) -> bool:
-    """has_hole for a node not in memo: children looked up in memo inline (most are there, or are
-    character leaves), so a call costs about one per new node."""
-    if node.__class__ is Hole:
-        out = True
-    elif node.__class__ in _LEAVES:
-        out = False
-    elif isinstance(node, (Seq, Alt, And)):
-        out = False
-        for x in node.items:
-            if x.__class__ in _LEAVES:
-                continue
-            h = memo.get(id(x))
-            if h if h is not None else _has_hole(x, memo):
-                out = True
-                break
-    elif isinstance(node, (Repeat, Not)):
-        x = node.item
-        h = memo.get(id(x))
-        out = h if h is not None else _has_hole(x, memo)
-    else:
-        out = False
-    memo[id(node)] = out
-    return out
+def has_hole(node: Node) -> bool:
+    """Whether a hole occurs in the node (known since it was built: ``Node.is_open``)."""
+    return node._open
 
 
 @contextmanager
 def hole_memo() -> Iterator[None]:
-    """Share ``has_hole`` answers among all calls in this thread until the scope ends (nested scopes
-    join the outer one). Nodes asked about stay alive until then, so their ids stay theirs."""
-    if getattr(_scope, "memo", None) is not None:
+    """Share the answers of ``hole_names`` and ``fill_holes`` among all calls in this thread until
+    the scope ends (nested scopes join the outer one). Nodes asked about stay alive until then, so
+    their ids stay theirs."""
+    if getattr(_scope, "keep", None) is not None:
         yield
         return
-    _scope.memo, _scope.keep, _scope.names, _scope.fills = dict(_HOLE_FREE), [], {}, {}
+    _scope.keep, _scope.names, _scope.fills = [], {}, {}
     try:
         yield
     finally:
-        _scope.memo = _scope.keep = _scope.names = _scope.fills = None
+        _scope.keep = _scope.names = _scope.fills = None
 
 
-def keep_hole_free(node: Node) -> None:
-    """Keep ``node`` (a language nearly every lowering meets, such as a format's) for the life of the
-    process, and start every ``hole_memo`` scope knowing it and its subtrees hole-free, so that no
-    lowering walks it again."""
-    global _HOLE_FREE
-    memo = dict(_HOLE_FREE)
-    if _has_hole(node, memo):
-        raise ValueError("keep_hole_free: the node has a hole")
-    _KEPT.append(node)
-    _HOLE_FREE = memo
-
-
-def _memo_for(node: Node) -> dict[int, bool]:
-    """The ``has_hole`` memo for a walk from node: the scope's (node kept alive), else a fresh one."""
-    memo = getattr(_scope, "memo", None)
-    if memo is None:
-        return {}
-    _scope.keep.append(node)
-    return memo
+def _in_scope(node: Node) -> bool:
+    """Whether a hole_memo() scope is in progress (then node is kept alive until it ends)."""
+    keep = getattr(_scope, "keep", None)
+    if keep is None:
+        return False
+    keep.append(node)
+    return True
 
 
 def hole_names(node: Node) -> set[str]:
     """The names of the holes in the node (each shared subtree visited once). Inside ``hole_memo()``
     the name sets of the subtrees are remembered for the scope: intersections nest, and each asked
     about its own subtree, which made a walk of every level below it per level."""
-    holes = _memo_for(node)
-    names_of: dict[int, frozenset] = _scope.names if holes is getattr(_scope, "memo", None) else {}
+    names_of: dict[int, frozenset] = _scope.names if _in_scope(node) else {}
     got = names_of.get(id(node))
     if got is not None:
         return set(got)
@@ -157,7 +108,7 @@ def hole_names(node: Node) -> set[str]:
         x, expanded = stack.pop()
         if id(x) in names_of:
             continue
-        if not has_hole(x, holes):
+        if not x._open:
             names_of[id(x)] = frozenset()
             continue
         if isinstance(x, Hole):
@@ -182,26 +133,25 @@ def fill_holes(
     intersections filled alike rebuild each subtree once in the scope, not once per level. With
     ``meets``, an intersection or complement with a hole below is replaced by ``meets(it)`` (hole-free,
     as ``map_meets`` does) in the same pass."""
-    holes = _memo_for(node)
+    scoped = _in_scope(node)
     if memo is None:
-        fills = getattr(_scope, "fills", None) if key is not None else None
-        memo = {} if fills is None or holes is not _scope.memo else fills.setdefault(key, {})
-    return _fill(node, fill, memo, holes, meets)
+        memo = _scope.fills.setdefault(key, {}) if scoped and key is not None else {}
+    return _fill(node, fill, memo, meets)
 
 
-def _fill(node: Node, fill: Callable[[Hole], Node], memo: dict[int, Node], holes: dict[int, bool], meets=None) -> Node:
+def _fill(node: Node, fill: Callable[[Hole], Node], memo: dict[int, Node], meets=None) -> Node:
     hit = memo.get(id(node))
     if hit is not None:
         return hit
-    if not has_hole(node, holes):
+    if not node._open:
         out = node
     elif isinstance(node, Hole):
         out = fill(node)
     elif meets is not None and isinstance(node, (And, Not)):
         out = meets(node)
     elif isinstance(node, (Seq, Alt, And)):
-        # (character leaves, most of an object's items, without a call)
-        items = [x if x.__class__ in _LEAVES else _fill(x, fill, memo, holes, meets) for x in node.items]
+        # (hole-free items, most of an object's, without a call)
+        items = [_fill(x, fill, memo, meets) if x._open else x for x in node.items]
         out = (
             seq(*items)
             if isinstance(node, Seq)
@@ -210,22 +160,20 @@ def _fill(node: Node, fill: Callable[[Hole], Node], memo: dict[int, Node], holes
             else And(tuple(items))
         )
     elif isinstance(node, Not):
-        out = Not(_fill(node.item, fill, memo, holes, meets))
+        out = Not(_fill(node.item, fill, memo, meets))
     else:
-        out = repeat(_fill(node.item, fill, memo, holes, meets), node.min, node.max)
+        out = repeat(_fill(node.item, fill, memo, meets), node.min, node.max)
     memo[id(node)] = out
     return out
 
 
 def map_meets(node: Node, fix: Callable[[Node], Node], memo: dict[int, Node] | None = None) -> Node:
     """The node with every intersection or complement that has a hole below replaced by ``fix(it)``."""
-    return _map_meets(node, fix, {} if memo is None else memo, _memo_for(node))
+    return _map_meets(node, fix, {} if memo is None else memo)
 
 
-def _map_meets(
-    node: Node, fix: Callable[[Node], Node], memo: dict[int, Node], holes: dict[int, bool]
-) -> Node:
-    if not has_hole(node, holes) or isinstance(node, Hole):
+def _map_meets(node: Node, fix: Callable[[Node], Node], memo: dict[int, Node]) -> Node:
+    if not node._open or isinstance(node, Hole):
         return node
     hit = memo.get(id(node))
     if hit is not None:
@@ -233,10 +181,10 @@ def _map_meets(
     if isinstance(node, (And, Not)):
         out = fix(node)
     elif isinstance(node, (Seq, Alt)):
-        items = [_map_meets(x, fix, memo, holes) for x in node.items]
+        items = [_map_meets(x, fix, memo) for x in node.items]
         out = seq(*items) if isinstance(node, Seq) else alt(*items)
     else:
-        out = repeat(_map_meets(node.item, fix, memo, holes), node.min, node.max)
+        out = repeat(_map_meets(node.item, fix, memo), node.min, node.max)
     memo[id(node)] = out
     return out
 
@@ -257,7 +205,6 @@ class SchemaCfg:
         self.deadline = time.monotonic() + seconds
         self._steps = 0
         self.builder = _HoleRules(START, separator)
-        self._holes: dict[int, bool] = {}
         self._parents: dict[int, int] = {}
         self._holey_at: dict[int, list[int]] = {}
         self._shared: dict[int, str] = {}
@@ -265,8 +212,6 @@ class SchemaCfg:
 
     def grammar(self, root: Node) -> CfgGrammar:
         names = list(self.bodies)
-        for node in (root, *self.bodies.values()):  # the scope's has_hole memo, each root kept alive
-            self._holes = _memo_for(node)
         for node in (root, *(self.bodies[n] for n in names)):
             self._count(node)
         self._rule(START, root)
@@ -278,16 +223,13 @@ class SchemaCfg:
     def _count(self, node: Node) -> None:
         """How many parents each hole-containing node has (its children are visited once), and where
         the items with a hole are in each sequence and alternative among them (``_holey``)."""
-        holes, parents = self._holes, self._parents
+        parents = self._parents
         skip = _SKIPPED
         stack = [node]
         while stack:
             x = stack.pop()
             cls = x.__class__
-            if cls in skip:
-                continue
-            h = holes.get(id(x))
-            if not (h if h is not None else _has_hole(x, holes)):
+            if cls in skip or not x._open:
                 continue
             n = parents.get(id(x), 0)
             parents[id(x)] = n + 1
@@ -300,17 +242,10 @@ class SchemaCfg:
 
     def _holey(self, node: Seq | Alt) -> list[int]:
         """The positions of the items with a hole in a sequence or alternative (remembered: ``_count``
-        finds them, ``expr`` reads them). Most items are characters or hole-free pieces that the
-        has_hole memo knows: they are passed over without a call."""
+        finds them, ``_conv`` reads them)."""
         at = self._holey_at.get(id(node))
         if at is None:
-            holes, items = self._holes, node.items
-            at = [i for i, x in enumerate(items) if x.__class__ not in _LEAVES and holes.get(id(x)) is not False]
-            for i in at:
-                if holes.get(id(items[i])) is None:  # an item not asked about yet: ask about each
-                    at = [i for i in at if has_hole(items[i], holes)]
-                    break
-            self._holey_at[id(node)] = at
+            at = self._holey_at[id(node)] = [i for i, x in enumerate(node.items) if x._open]
         return at
 
     def _rule(self, name: str, node: Node) -> None:
@@ -335,9 +270,7 @@ class SchemaCfg:
         self._steps += 1
         if not self._steps & 1023 and time.monotonic() > self.deadline:
             raise CompileTimeoutError("JSON Schema grammar construction exceeded the compile time bound")
-        holes = self._holes
-        h = holes.get(id(node))
-        if not (h if h is not None else has_hole(node, holes)):
+        if not node._open:
             return node
         cls = node.__class__
         if cls is Hole:
@@ -346,8 +279,7 @@ class SchemaCfg:
             return [node.name]
         if cls is And or cls is Not:
             fixed = self.on_meet(node)
-            self._keep.append(fixed)
-            _memo_for(fixed)  # its has_hole answers may go to the scope's memo: keep it alive there too
+            self._keep.append(fixed)  # (kept alive: the memos of this conversion are by identity)
             return self._conv(fixed, owner, top)
         if not top and self._parents.get(id(node), 0) > 1:
             return [self._share(node)]
@@ -530,27 +462,28 @@ def survey_holes(node: Node, names: frozenset[str]) -> tuple[set[str], bool] | N
     (the names of the holes not below an intersection, whether an intersection has a hole below).
     One walk, which stops at the first obstacle; an intersection with a hole below is not entered
     (its replacement is another's to check)."""
-    holes = _memo_for(node)
     seen: set[int] = set()
     found: set[str] = set()
     meets = False
     stack = [node]
     while stack:
         x = stack.pop()
-        cls = x.__class__
-        if cls in _LEAVES or id(x) in seen:
+        if not x._open:
+            if x._meet:  # an intersection or complement with no hole below
+                return None
+            continue
+        if id(x) in seen:
             continue
         seen.add(id(x))
+        cls = x.__class__
         if cls is Hole:
             if x.name not in names:
                 return None
             found.add(x.name)
         elif cls is And or cls is Not:
-            if not has_hole(x, holes):
-                return None
             meets = True
         elif cls is Seq or cls is Alt:
-            stack += [y for y in x.items if y.__class__ not in _LEAVES]
+            stack += x.items
         elif cls is Repeat:
             stack.append(x.item)
     return found, meets

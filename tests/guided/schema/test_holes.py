@@ -1,11 +1,26 @@
-"""The hole helpers of ``guided.schema.recursion``: the shared ``has_hole`` memo of ``hole_memo()``,
-``hole_names``, and ``fill_holes`` / ``map_meets`` that rebuild only the paths down to the holes."""
+"""The hole helpers of ``guided.schema.recursion``: ``has_hole`` (known since a node is built), the
+memos ``hole_memo()`` shares, ``hole_names``, and ``fill_holes`` / ``map_meets`` that rebuild only the
+paths down to the holes."""
 
 from __future__ import annotations
 
 import gc
+import pickle
 
-from guided.grammar.regex_ast import And, Not, alt, intersect, literal, repeat, seq
+from guided.grammar.regex_ast import (
+    EPSILON,
+    And,
+    Cofinite,
+    Let,
+    Not,
+    alt,
+    chars,
+    intersect,
+    literal,
+    recursive,
+    repeat,
+    seq,
+)
 from guided.schema.recursion import Hole, fill_holes, has_hole, hole_memo, hole_names, map_meets
 
 
@@ -24,6 +39,21 @@ def test_has_hole_in_and_out_of_a_scope():
         else:
             answers = [has_hole(n) for n in (plain, holed, root, Hole("x"), literal("x"))]
         assert answers == [False, True, True, True, False]
+
+
+def test_has_hole_through_every_node_type():
+    plain, holed, _ = _tree()
+    assert [has_hole(n) for n in (And((holed, plain)), Not(holed), repeat(holed, 2, 5), alt(plain, holed))] == [True] * 4
+    assert [has_hole(n) for n in (And((plain, plain)), Not(plain), repeat(plain), EPSILON, chars([(0, 9)]))] == [False] * 5
+    # a Let binds its placeholders: only what it puts in their place counts
+    assert not has_hole(Let(holed, (Hole("item"),), (literal("x"),)))
+    assert has_hole(Let(plain, (Hole("item"),), (holed,)))
+    assert has_hole(Cofinite((holed, plain), repeat(chars([(97, 122)]))))
+    # a Recursive leaf stands for its body, which holds its own marker (not a hole of the caller's)
+    value = recursive(alt(literal("0"), seq(literal("["), Hole("v"), literal("]"))), Hole("v"), 1 << ord("0") | 1 << ord("["), 1)
+    assert not has_hole(value) and not has_hole(seq(literal("x"), value))
+    # a node rebuilt from its pickle knows it again (the cached bits are never pickled)
+    assert has_hole(pickle.loads(pickle.dumps(seq(literal("a"), holed))))
 
 
 def test_scope_memo_never_answers_for_a_dead_node():
