@@ -58,6 +58,7 @@ class AutomatonQueries:
         max_states: int = 500_000,
         mask_cache_bytes: int = 256 << 20,
         mask_timeout_s: float | None = 5.0,
+        pool: ExprPool | None = None,
     ):
         self.vocabulary = vocabulary
         setattr(self, self._SOURCE, source)
@@ -66,7 +67,9 @@ class AutomatonQueries:
         self.max_states = max_states
         self.mask_cache_bytes = mask_cache_bytes
         self.mask_timeout_s = mask_timeout_s  # bounds one mask / transition / forced query (LimitError)
+        self._pool = pool  # where the source's nodes are interned already (``_build`` takes it)
         self._build()
+        self._pool = None
 
     # what depends on the vocabulary alone (``_build_vocabulary_side``) or on this process: a disk cache
     # keeps neither, the loading process builds them again
@@ -228,7 +231,8 @@ class CompiledGrammar(AutomatonQueries):
     """
 
     def _build(self) -> None:
-        self.pool = ExprPool.with_common()
+        pool = getattr(self, "_pool", None)
+        self.pool = pool if pool is not None and not pool.spent else ExprPool.with_common()
         root = self.pool.intern(self.node)
         self.dfa = LazyDFA(self.pool, root, self.max_states, self.mask_timeout_s)
         self._build_vocabulary_side()

@@ -467,8 +467,9 @@ def compile_cfg(
     False. Either way the result makes matchers with the same API.
     """
     node = grammar.to_regex() if regular_fast_path else None
-    if node is not None:
-        return CompiledGrammar(vocabulary, node, key=key, **options)
+    if node is not None:  # (the pool where the front end interned terminals already, as CompiledCfg takes it)
+        pool, grammar.pool = grammar.pool, None
+        return CompiledGrammar(vocabulary, node, key=key, pool=pool, **options)
     return CompiledCfg(vocabulary, grammar, key=key, **options)
 
 

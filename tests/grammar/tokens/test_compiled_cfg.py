@@ -228,6 +228,30 @@ def test_inside_lexeme_records_give_the_same_masks(vocab_llama3):
     assert reused >= 2 and sliced >= 3
 
 
+def test_a_regular_grammar_compiles_in_the_pool_its_terminals_are_interned_in():
+    """A front end that interned terminals already (the JSON Schema one decides their emptiness) hands
+    its pool on with the grammar: the regular engine takes it, as the context-free one does, instead
+    of interning every terminal again in a fresh pool; the masks are the same."""
+    from guided.grammar.automata.expr_pool import ExprPool
+    from guided.grammar.tokens.compiled import CompiledGrammar
+
+    text = 'start: item ["," item]\nitem: NAME | "(" NAME ")"\nNAME: /[a-z]+é?/'
+    g = parse_lark(text)
+    pool = ExprPool.with_common()
+    pool.intern_many([t.node for t in g.terminals.values()])
+    g.pool = pool
+    compiled = compile_cfg(TINY, g)
+    assert isinstance(compiled, CompiledGrammar) and compiled.pool is pool and g.pool is None
+    fresh = compile_cfg(TINY, parse_lark(text))
+    assert fresh.pool is not pool
+    a, b = compiled.matcher(), fresh.matcher()
+    for tok in (b"(", b"ab", b")", b",", b"x"):
+        assert (_allowed(a) == _allowed(b)).all()
+        tid = TINY_TOKENS.index(tok)
+        assert a.accept_token(tid) and b.accept_token(tid)
+    assert (_allowed(a) == _allowed(b)).all() and _allowed(a)[EOS]
+
+
 def test_regular_grammars_take_the_regular_engine():
     """A grammar without recursion compiles to the regex engine; both engines give the same masks."""
     from guided.grammar.tokens.compiled import CompiledGrammar
