@@ -91,7 +91,8 @@ class Node:
         """Whether a placeholder occurs in the node: a node of a type this module does not define (a
         caller's, such as the JSON Schema lowering's ``Hole``), which no automaton takes. Set when
         the node is built, from its children's; a ``Let`` binds its placeholders (only its values
-        count), and a ``Recursive`` leaf's body is not looked into."""
+        count), and a ``Recursive`` leaf's body is not looked into. (Loops over many nodes may read
+        the slot, ``_open``, without the property call.)"""
         return self._open
 
     def _fields(self) -> tuple:

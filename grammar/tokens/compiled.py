@@ -69,7 +69,7 @@ class AutomatonQueries:
         self.mask_timeout_s = mask_timeout_s  # bounds one mask / transition / forced query (LimitError)
         self._pool = pool  # where the source's nodes are interned already (``_build`` takes it)
         self._build()
-        self._pool = None
+        del self._pool
 
     # what depends on the vocabulary alone (``_build_vocabulary_side``) or on this process: a disk cache
     # keeps neither, the loading process builds them again

@@ -57,7 +57,9 @@ class CompiledCfg(AutomatonQueries):
                         "_tail_rows", "_tail_lock")  # fmt: skip
 
     def _build(self) -> None:
-        pool = self.grammar.pool
+        pool = getattr(self, "_pool", None)  # where terminals are interned already, if anywhere
+        if pool is None:
+            pool = self.grammar.pool
         if pool is None or pool.spent:
             pool = ExprPool.with_common()
         self.grammar.pool = None  # the first compile's: two compiles never share a pool
@@ -467,7 +469,7 @@ def compile_cfg(
     False. Either way the result makes matchers with the same API.
     """
     node = grammar.to_regex() if regular_fast_path else None
-    if node is not None:  # (the pool where the front end interned terminals already, as CompiledCfg takes it)
+    if node is not None:  # in the pool where the front end interned terminals already, as CompiledCfg is
         pool, grammar.pool = grammar.pool, None
         return CompiledGrammar(vocabulary, node, key=key, pool=pool, **options)
     return CompiledCfg(vocabulary, grammar, key=key, **options)

@@ -44,7 +44,6 @@ __all__ = ["Hole", "SchemaCfg", "has_hole", "hole_memo", "hole_names", "has_meet
 START = "root"
 _EMPTINESS_BUDGET = 20_000
 _scope = threading.local()  # the memos of the hole_memo() scope in progress, per thread
-_LEAVES = frozenset((Chars, ByteSet, TrieLeft))  # hole-free by construction
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -67,8 +66,9 @@ _SKIPPED = frozenset((Chars, ByteSet, TrieLeft, Hole, And, Not))  # nodes Schema
 
 
 def has_hole(node: Node) -> bool:
-    """Whether a hole occurs in the node (known since it was built: ``Node.is_open``)."""
-    return node._open
+    """Whether a hole occurs in the node (known since it was built: ``Node.is_open``; the loops
+    below read its slot, ``_open``, directly)."""
+    return node.is_open
 
 
 @contextmanager
