@@ -319,6 +319,13 @@ class GrammarBuilder:
         self._flush(run, out)
         return tuple(out)
 
+    def terminals_of(self, node: Node) -> tuple[str, ...]:
+        """The terminal symbols a regular node becomes as a sequence of its own (none for the empty
+        string)."""
+        out: list[str] = []
+        self._flush([node], out)
+        return tuple(out)
+
     def _flush(self, run: list[Node], out: list[str]) -> None:
         if run:
             node = seq(*run)

@@ -45,7 +45,8 @@ Encode = Callable[[bytes], list[int]]
 class AutomatonQueries:
     """What every compiled constraint shares: pickling as its source (rebuilt on load), the start
     state, EOS, and token transitions through ``self.dfa.walk``. Subclasses set ``_SOURCE`` (the
-    attribute holding the constraint's source) and define ``_build``."""
+    attribute holding the constraint's source) and define ``_build(pool)``: ``pool`` is where the
+    source's nodes are interned already, or None (a fresh pool, as after a disk-cache load)."""
 
     _SOURCE = "node"
 
@@ -67,9 +68,7 @@ class AutomatonQueries:
         self.max_states = max_states
         self.mask_cache_bytes = mask_cache_bytes
         self.mask_timeout_s = mask_timeout_s  # bounds one mask / transition / forced query (LimitError)
-        self._pool = pool  # where the source's nodes are interned already (``_build`` takes it)
-        self._build()
-        del self._pool
+        self._build(pool)
 
     # what depends on the vocabulary alone (``_build_vocabulary_side``) or on this process: a disk cache
     # keeps neither, the loading process builds them again
@@ -230,8 +229,7 @@ class CompiledGrammar(AutomatonQueries):
     instead of stalling the batch). None: unbounded.
     """
 
-    def _build(self) -> None:
-        pool = getattr(self, "_pool", None)
+    def _build(self, pool: ExprPool | None = None) -> None:
         self.pool = pool if pool is not None and not pool.spent else ExprPool.with_common()
         root = self.pool.intern(self.node)
         self.dfa = LazyDFA(self.pool, root, self.max_states, self.mask_timeout_s)

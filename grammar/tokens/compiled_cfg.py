@@ -56,9 +56,8 @@ class CompiledCfg(AutomatonQueries):
     _VOCABULARY_SIDE = (*AutomatonQueries._VOCABULARY_SIDE, "_desc", "_next_tok", "_tails", "_tail_state",
                         "_tail_rows", "_tail_lock")  # fmt: skip
 
-    def _build(self) -> None:
-        pool = getattr(self, "_pool", None)  # where terminals are interned already, if anywhere
-        if pool is None:
+    def _build(self, pool: ExprPool | None = None) -> None:
+        if pool is None:  # the front end's, where it interned terminals already (if it did)
             pool = self.grammar.pool
         if pool is None or pool.spent:
             pool = ExprPool.with_common()

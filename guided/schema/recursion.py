@@ -250,17 +250,18 @@ class SchemaCfg:
 
     def _rule(self, name: str, node: Node) -> None:
         """Add the rule ``name`` whose body is ``node`` (itself, not a reference to it where shared)."""
-        got = self._conv(node, name, True)
-        cls = got.__class__
+        self.builder.rules[name] = Rule(name, tuple(self._as_alternatives(self._conv(node, name, True))))
+
+    def _as_alternatives(self, piece):
+        """A piece (``_conv``'s) as the alternatives of a rule."""
+        cls = piece.__class__
         if cls is dict:
-            alternatives = tuple(got)
-        elif cls is list:
-            alternatives = (tuple(got),)
-        else:
-            out: list[str] = []
-            self.builder._flush([got], out)
-            alternatives = (tuple(out),)
-        self.builder.rules[name] = Rule(name, alternatives)
+            return piece
+        return (tuple(piece),) if cls is list else (self.builder.terminals_of(piece),)
+
+    def _as_symbols(self, piece, owner: str) -> list[str]:
+        """A piece with a hole left (a list or a dict) as symbols in a sequence of the rule ``owner``."""
+        return piece if piece.__class__ is list else [self.builder.helper(owner, tuple(piece))]
 
     def _conv(self, node: Node, owner: str, top: bool = False):
         """node as a piece of the rule ``owner``: a hole-free node (a regular piece: the parent puts
@@ -291,11 +292,8 @@ class SchemaCfg:
         inner = self._conv(node.item, owner, node.min == node.max == 1)
         if node.min == node.max == 1:
             return inner
-        kind = inner.__class__
-        if kind is list:
-            return self.builder.repeat_symbols(inner, node.min, node.max, owner)
-        if kind is dict:
-            return self.builder.repeat_symbols([self.builder.helper(owner, tuple(inner))], node.min, node.max, owner)
+        if inner.__class__ is list or inner.__class__ is dict:
+            return self.builder.repeat_symbols(self._as_symbols(inner, owner), node.min, node.max, owner)
         return repeat(inner, node.min, node.max)
 
     def _sequence(self, node: Seq, owner: str):
@@ -310,14 +308,9 @@ class SchemaCfg:
             run += items[start:i]
             start = i + 1
             got = self._conv(items[i], owner)
-            cls = got.__class__
-            if cls is list:
+            if got.__class__ is list or got.__class__ is dict:
                 flush(run, out)
-                out += got
-                regular = False
-            elif cls is dict:
-                flush(run, out)
-                out.append(self.builder.helper(owner, tuple(got)))
+                out += self._as_symbols(got, owner)
                 regular = False
             else:
                 run.append(got)
@@ -340,17 +333,8 @@ class SchemaCfg:
         else:
             return alt(*got)
         out: dict[tuple[str, ...], None] = {}
-        flush = self.builder._flush
         for x in got:
-            cls = x.__class__
-            if cls is list:
-                out[tuple(x)] = None
-            elif cls is dict:
-                out.update(x)
-            else:
-                terminals: list[str] = []
-                flush([x], terminals)
-                out[tuple(terminals)] = None
+            out.update(dict.fromkeys(self._as_alternatives(x)))
         return out
 
     def _share(self, node: Node) -> str:
