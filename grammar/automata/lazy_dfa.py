@@ -36,12 +36,12 @@ __all__ = ["LazyDFA", "DEAD", "warm_up_core"]
 DEAD = -1
 UNKNOWN = dfa_rows.UNKNOWN  # a transition not computed yet (rows may be partly filled by single steps)
 WORK_FACTOR = 4  # all lazy work of one automaton: at most this many step bounds (timeout_s)
-NATIVE_ROWS = True  # mask walks build rows in compiled code (False: every round's rows in Python's call)
+NATIVE_ROWS = True  # mask walks build their transitions in compiled code (False: rows in Python's call per round)
 
 
 class NativeRows:
-    """What a compiled trie walk needs to build rows itself (see ``LazyDFA.native_rows``); with
-    ``native`` False the walk only reads the arrays and builds no row."""
+    """What a compiled trie walk needs to build the transitions it takes itself (see
+    ``LazyDFA.native_rows``); with ``native`` False the walk only reads the arrays and builds none."""
 
     __slots__ = ("native", "arena", "reps", "rep_bytes", "class_of", "column", "exprs", "trans", "computed",
                  "accepting", "counts", "deadline", "search_budget")  # fmt: skip
@@ -175,8 +175,8 @@ class LazyDFA(StateTable):
 
     @contextmanager
     def native_rows(self):
-        """Rows built inside a mask walk (``dfa_rows.rows`` called from the compiled trie walk, as
-        ``materialize_many`` calls it), where this thread can hold the automaton and its pool's arena
+        """Transitions built inside a mask walk (``dfa_rows.single`` called from the compiled trie
+        walk: the ones it takes, not whole rows), where this thread can hold the automaton and its pool's arena
         at once: yields ``NativeRows`` (the arrays; the walk puts back the arena it may have grown;
         ``native`` False where the thread cannot), and takes the walk's states in after it. Bounded and counted as
         ``materialize_many``'s work; what the walk leaves (a search past its first budget, full
@@ -237,6 +237,15 @@ class LazyDFA(StateTable):
                     t = self.state_of(self.pool.deriv(self.exprs[s], self.reps[c]))
                 self.trans[s, c] = t
             return t
+
+    def build_transitions(self, states, data) -> None:
+        """The transition from each state by the byte beside it, where a mask walk could not build it
+        in compiled code (a search past its first budget, full arrays): each alone, as ``step`` builds
+        it (a whole row would make a state of every live derivative, where the walk takes one)."""
+        for s, b in zip(states, data, strict=True):
+            c = int(self.class_map[b])
+            if self.trans[s, c] == UNKNOWN:
+                self._single(s, c)
 
     def step(self, s: int, byte: int) -> int:
         c = self.class_map[byte]

@@ -284,7 +284,7 @@ class CompiledGrammar(AutomatonQueries):
         base_mask = self._masks.get(base)
         if base_mask is None:
             base_mask = self._masks.put(base, self._compute_mask(base))
-        return self._fill(base_mask & long.short, state, long.skip, 0, thin=True)
+        return self._fill(base_mask & long.short, state, long.skip, 0)
 
     def _bytes_needed(self, state: int) -> int:
         return self.pool.min_len[self.dfa.exprs[state]]  # a lower bound; exact without and/not
@@ -298,12 +298,12 @@ class CompiledGrammar(AutomatonQueries):
         hi = sl.bound(candidate[1])
         return self._fill(sl.masks[hi].copy(), state, sl.skipcap, hi)
 
-    def _fill(self, mask: np.ndarray, state: int, skipcap=None, hi: int = -1, thin: bool = False) -> np.ndarray:
-        """mask OR the tokens the trie walk from state allows (``TokenTrie.fill``; ``thin``: along the long
-        tokens' paths alone), and EOS where the state accepts."""
+    def _fill(self, mask: np.ndarray, state: int, skipcap=None, hi: int = -1) -> np.ndarray:
+        """mask OR the tokens the trie walk from state allows (``TokenTrie.fill``), and EOS where the
+        state accepts."""
         stack = np.zeros(self._stack_len, dtype=np.int32)
         stack[0] = state
-        self.trie.fill(mask, stack, self.dfa, skipcap, hi, thin)
+        self.trie.fill(mask, stack, self.dfa, skipcap, hi)
         if self.dfa.accepting[state]:
             mask |= self._eos_mask
         return mask
