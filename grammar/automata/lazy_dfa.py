@@ -76,8 +76,10 @@ class LazyDFA(StateTable):
         cap = 64
         self._n = 0
         self.exprs = np.zeros(cap, dtype=np.int64)  # state -> its expression (first n_states entries)
-        # expression id -> its state, DEAD, or UNSEEN (an array: compiled code reads and extends it)
-        self._column = np.full(max(len(pool), 1024), dfa_rows.UNSEEN, dtype=np.int32)
+        # expression id -> its state, DEAD, or UNSEEN (an array: compiled code reads and extends it),
+        # with room for the derivatives to come: an expression past it stops a mask walk for a round
+        # (every first mask of a fresh grammar took two rounds and a transition built in Python)
+        self._column = np.full(max(2 * len(pool), 1024), dfa_rows.UNSEEN, dtype=np.int32)
         self.trans = np.full((cap, self.n_classes), UNKNOWN, dtype=np.int32)  # [states, classes]
         self.computed = np.zeros(cap, dtype=np.uint8)
         self.accepting = np.zeros(cap, dtype=np.uint8)
