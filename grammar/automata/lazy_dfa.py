@@ -180,9 +180,11 @@ class LazyDFA(StateTable):
         """Transitions built inside a mask walk (``dfa_rows.single`` called from the compiled trie
         walk: the ones it takes, not whole rows), where this thread can hold the automaton and its pool's arena
         at once: yields ``NativeRows`` (the arrays; the walk puts back the arena it may have grown;
-        ``native`` False where the thread cannot), and takes the walk's states in after it. Bounded and counted as
-        ``materialize_many``'s work; what the walk leaves (a search past its first budget, full
-        arrays, the deadline) goes through ``materialize_many`` at the next round."""
+        ``native`` False where the thread cannot), and takes the walk's states in after it. Bounded by
+        the step bound (``timeout_s``, or the thread's earlier deadline) as a cycle count the compiled
+        walk reads, and counted as lazy work (``_timed``); what the walk leaves (a search past its
+        first budget, full arrays, the deadline) its caller builds in Python. (Set up without nested
+        context managers: this runs at every round of every mask walk.)"""
         pool = self.pool
         if not NATIVE_ROWS or not self.lock.acquire(blocking=False):
             yield NativeRows(self, False)
@@ -192,12 +194,17 @@ class LazyDFA(StateTable):
                 yield NativeRows(self, False)
                 return
             try:
-                with pool.bound.limit(self.timeout_s, "computing automaton states"), self._timed():
-                    job = NativeRows(self, True, core.deadline_cycles(pool.bound.remaining()),
-                                     min(FIRST_TRY, pool.emptiness.budget))  # fmt: skip
+                self._check_work()
+                outer, step = pool.bound.remaining(), self.timeout_s  # as ``pool.bound.limit`` would set it
+                left = outer if step is None else step if outer is None else min(outer, step)
+                t0 = time.monotonic()
+                try:
+                    job = NativeRows(self, True, core.deadline_cycles(left), min(FIRST_TRY, pool.emptiness.budget))
                     yield job
                     pool.arena = job.arena
                     self._n = int(job.counts[1])
+                finally:
+                    self.work_s += time.monotonic() - t0
             finally:
                 pool.let_go()
             pool._checked = pool._work
@@ -213,9 +220,8 @@ class LazyDFA(StateTable):
         self.trans[s] = np.asarray(states, dtype=np.int32)[index]  # trans may have been regrown
         self.computed[s] = 1
 
-    @contextmanager
-    def _timed(self):
-        """Count the block's time against the automaton's total work bound (LimitError past it)."""
+    def _check_work(self) -> None:
+        """LimitError once the automaton's lazy work together is past its bound (``max_work_s``)."""
         bound = self.max_work_s
         if bound is not None and self.work_s > bound:
             self.spent = True
@@ -224,6 +230,11 @@ class LazyDFA(StateTable):
                 f"({self.n_states} states; bound: {WORK_FACTOR} x mask_timeout_s); the constraint "
                 "is too large to enforce (e.g. a pattern combined with a large maxLength)"
             )
+
+    @contextmanager
+    def _timed(self):
+        """Count the block's time against the automaton's total work bound (LimitError past it)."""
+        self._check_work()
         t0 = time.monotonic()
         try:
             yield

@@ -95,6 +95,8 @@ class TokenTrie:
                     a.native, _STEP_BUDGET, a.arena, a.reps, MAX_HEADS, a.column, a.exprs, a.accepting,
                     a.counts, a.deadline, a.search_budget, a.rep_bytes,
                 )  # fmt: skip
+            if not n_out:  # nothing set aside: every job was walked (most walks, in one round)
+                break
             above = out_stack[np.arange(n_out), self.node_depth[out_node[:n_out]] - 1]
             if a.native:  # what the walk could not build here: those transitions alone, searched in full
                 dfa.build_transitions(above.tolist(), self.node_byte[out_node[:n_out]].tolist())

@@ -106,3 +106,27 @@ def test_a_grammar_spent_at_mask_time_is_compiled_afresh(monkeypatch, bound):
     m = fresh.matcher()
     for _ in range(5):  # new states again
         assert m.allowed_tokens()[token] and m.accept_token(token)
+
+
+@pytest.mark.skipif(not core.HAS_CYCLES, reason="no cycle counter here: compiled walks get no deadline")
+def test_a_mask_walk_round_carries_the_step_bound():
+    """The compiled trie walk reads its deadline as a cycle count (``LazyDFA.native_rows``): the step
+    bound ``mask_timeout_s`` from now, or the calling thread's earlier deadline; none without a bound.
+    Its work counts toward the automaton's total."""
+    vocab = tiny_vocab([b"a", b"aa"], size=4)
+
+    def seconds_left(job) -> float:
+        assert job.native
+        return (job.deadline - core.cycles_now()) / core._rate[0]
+
+    dfa = GrammarCompiler(vocab, mask_timeout_s=0.5).compile_ast(_new_state_per_byte()).dfa
+    before = dfa.work_s
+    with dfa.native_rows() as job:
+        assert 0.3 < seconds_left(job) <= 0.5
+        time.sleep(0.01)
+    assert dfa.work_s - before >= 0.01
+    with dfa.pool.bound.limit(0.05, "an outer step"), dfa.native_rows() as job:
+        assert 0 < seconds_left(job) <= 0.05
+    unbounded = GrammarCompiler(vocab, mask_timeout_s=None).compile_ast(_new_state_per_byte()).dfa
+    with unbounded.native_rows() as job:
+        assert job.native and job.deadline == -1
