@@ -18,7 +18,7 @@ import numpy as np
 
 from guided.grammar.automata import expr_core as core
 
-__all__ = ["rows", "single", "DONE", "GROW_STATES", "GROW_COLUMN", "NEEDS_SEARCH", "TOO_MANY_STATES", "TIMEOUT",
+__all__ = ["rows", "single", "walk", "DONE", "GROW_STATES", "GROW_COLUMN", "NEEDS_SEARCH", "TOO_MANY_STATES", "TIMEOUT",
            "UNSEEN", "DEAD", "UNKNOWN"]  # fmt: skip
 
 DEAD = -1  # the state column's value of a dead expression (the DEAD transition)
@@ -160,3 +160,26 @@ def single(a, s, c, byte, reps, max_heads, column, exprs, trans, computed, accep
         column[d] = st
     trans[s, c] = st
     return DONE, a
+
+
+@numba.njit(cache=True, nogil=True)
+def walk(a, s, data, class_of, reps, max_heads, column, exprs, trans, computed, accepting, counts, deadline,
+         search_budget, rep_bytes):  # fmt: skip
+    """The state after ``data`` (uint8) from state s, building the transitions it takes as ``single``
+    builds them (a token accepted where no mask walk went: its mask came from another state).
+    Returns (the state reached or DEAD, the bytes taken, the arena): fewer than ``data`` where a
+    transition could not be built here (a search past ``search_budget``, full arrays, the deadline;
+    the caller builds it and goes on)."""
+    for i in range(len(data)):
+        c = class_of[data[i]]
+        t = trans[s, c]
+        if t == UNKNOWN:
+            _, a = single(a, s, c, rep_bytes[c], reps, max_heads, column, exprs, trans, computed, accepting,
+                          counts, deadline, search_budget)  # fmt: skip
+            t = trans[s, c]
+            if t == UNKNOWN:
+                return s, i, a
+        if t < 0:
+            return DEAD, i + 1, a
+        s = t
+    return s, len(data), a

@@ -283,11 +283,25 @@ class LazyDFA(StateTable):
         return int(s)
 
     def _walk_slow(self, s: int, data: bytes) -> int:
-        for b in data:
-            s = self.step(s, b)
+        """The rest of ``walk`` where transitions are missing: built in compiled code as a mask walk
+        builds them (``dfa_rows.walk``), a byte it cannot build by ``step``, in Python."""
+        raw, i = np.frombuffer(data, dtype=np.uint8), 0
+        while i < len(raw):
+            with self.native_rows() as a:
+                if a.native:
+                    s, k, a.arena = dfa_rows.walk(
+                        a.arena, s, raw[i:], a.class_of, a.reps, MAX_HEADS, a.column, a.exprs, a.trans, a.computed,
+                        a.accepting, a.counts, a.deadline, a.search_budget, a.rep_bytes,
+                    )  # fmt: skip
+                    i += k
             if s < 0:
                 return DEAD
-        return s
+            if i < len(raw):
+                s = self.step(s, int(raw[i]))
+                i += 1
+                if s < 0:
+                    return DEAD
+        return int(s)
 
 
 _warm = threading.Event()
@@ -307,6 +321,7 @@ def warm_up_core() -> None:
     pool.arena = core.grow(pool.arena)  # a copy into a larger arena
     pool.is_live(pool.and_([pool.intern(letters), pool.not_(pool.intern(literal("q")))]))  # search, no reps
     dfa = LazyDFA(pool, e)  # classes, then a search with them
+    LazyDFA(pool, e).walk(0, b"abz!")  # a token's transitions built in compiled code (``dfa_rows.walk``)
     for b in b"abz!":
         dfa.materialize(0)
         dfa.step(0, b)

@@ -12,7 +12,7 @@ from guided.errors import LimitError
 from guided.grammar import GrammarCompiler
 from guided.grammar.automata import expr_core as core
 from guided.grammar.automata import lazy_dfa
-from guided.grammar.regex_ast import any_char, intersect, literal, repeat
+from guided.grammar.regex_ast import any_char, any_string, complement, intersect, literal, repeat, seq
 
 
 def _long_search_root():
@@ -130,3 +130,34 @@ def test_a_mask_walk_round_carries_the_step_bound():
     unbounded = GrammarCompiler(vocab, mask_timeout_s=None).compile_ast(_new_state_per_byte()).dfa
     with unbounded.native_rows() as job:
         assert job.native and job.deadline == -1
+
+
+@pytest.mark.parametrize(
+    ("node", "text"),
+    [
+        (seq(literal('"'), repeat(any_char(), 0, 40), literal('"')), '"caf\u00e9 au lait, s\'il vous pla\u00eet"'),
+        # a lookahead-style intersection: its derivatives' liveness is searched (first budget, then Python)
+        (intersect(repeat(any_char(), 1, 30), complement(seq(any_string(), literal("ab"), any_string()))),
+         "xaxbxaaxbbxa"),
+    ],
+)
+def test_accepting_where_no_mask_walked_builds_the_transitions_in_compiled_code(node, text, monkeypatch):
+    """A token accepted from a state no mask walked (its mask came from another state) builds its
+    transitions as a mask walk does (``dfa_rows.walk``), not one Python call per byte; the states are
+    the expressions the derivatives give, and a transition compiled code cannot build (the search
+    past its first budget) is built in Python and the walk goes on."""
+    vocab = tiny_vocab([b"a"], size=4)
+    data = text.encode()
+    for native in (True, False):
+        monkeypatch.setattr(lazy_dfa, "NATIVE_ROWS", native)
+        dfa = GrammarCompiler(vocab, mask_timeout_s=5.0).compile_ast(node).dfa
+        calls = []
+        single = dfa._single
+        monkeypatch.setattr(dfa, "_single", lambda s, c, calls=calls, single=single: calls.append(c) or single(s, c))
+        end = dfa.walk(0, data)
+        e = dfa.exprs[0]
+        for b in data:
+            e = dfa.pool.deriv(e, b)
+        assert end >= 0 and dfa.exprs[end] == e and dfa.is_accepting(end)
+        assert (len(calls) < len(data) / 2) if native else len(calls) == len(data), (native, len(calls))
+        assert dfa.walk(0, data[:-1] + b"\xff") == lazy_dfa.DEAD
