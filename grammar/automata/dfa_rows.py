@@ -9,6 +9,11 @@ each new live derivative made a state (the expression -> state column), dead one
 transition. It stops and says why where compiled code cannot go on: the state arrays must grow, a
 search outgrows its first budget (the caller builds that row in Python, which searches on), the
 state bound or the deadline is reached.
+
+Walks build transitions, not rows: ``single`` builds one (what a mask's trie walk takes at a node,
+``token_trie._walk_batch``), ``walk`` those along a token's bytes (``LazyDFA.walk``). A row makes a
+state of every live derivative of its state, where a walk follows one byte; rows are for
+``LazyDFA.materialize_many`` (a walk that could build nothing, another thread holding the automaton).
 """
 
 from __future__ import annotations

@@ -164,8 +164,7 @@ def _walk_batch(node_byte, node_depth, node_end, tok_start, tok_end, token_ids, 
     in out (with the stack), unless ``native`` (the caller holds the automaton and its arena:
     ``LazyDFA.native_rows``) and the transition is built here (``dfa_rows.single``, a byte per class
     in ``rep_bytes``; at most ``budget`` of them): a transition it cannot build (full arrays, a search
-    past its first budget, the deadline) is set aside the same way, and the caller builds that state's
-    row. Returns
+    past its first budget, the deadline) is set aside the same way, and the caller builds it. Returns
     (entries in out, jobs finished, the arena: grown here when it was full); when out fills up, the
     last entry is the unfinished rest of the current job and the jobs after it are left for the caller.
     """
