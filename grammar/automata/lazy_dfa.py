@@ -285,7 +285,9 @@ class LazyDFA(StateTable):
     def _walk_slow(self, s: int, data: bytes) -> int:
         """The rest of ``walk`` where transitions are missing: built in compiled code as a mask walk
         builds them (``dfa_rows.walk``), a byte it cannot build by ``step``, in Python."""
-        raw, i = np.frombuffer(data, dtype=np.uint8), 0
+        # (argument types as warm_up_core's: a numpy int32 state, or a writable array, is a signature
+        # numba would compile anew inside a time bound)
+        s, raw, i = int(s), np.frombuffer(bytes(data), dtype=np.uint8), 0
         while i < len(raw):
             with self.native_rows() as a:
                 if a.native:

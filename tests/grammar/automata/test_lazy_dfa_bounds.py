@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import pytest
 from grammar_oracle import tiny_vocab
 
 from guided.errors import LimitError
 from guided.grammar import GrammarCompiler
+from guided.grammar.automata import dfa_rows, lazy_dfa
 from guided.grammar.automata import expr_core as core
-from guided.grammar.automata import lazy_dfa
 from guided.grammar.regex_ast import any_char, any_string, complement, intersect, literal, repeat, seq
 
 
@@ -161,3 +162,15 @@ def test_accepting_where_no_mask_walked_builds_the_transitions_in_compiled_code(
         assert end >= 0 and dfa.exprs[end] == e and dfa.is_accepting(end)
         assert (len(calls) < len(data) / 2) if native else len(calls) == len(data), (native, len(calls))
         assert dfa.walk(0, data[:-1] + b"\xff") == lazy_dfa.DEAD
+
+
+def test_the_compiled_accept_walk_is_compiled_once_whatever_the_argument_types():
+    """``warm_up_core`` compiles ``dfa_rows.walk``; a state read from the transition table (a numpy
+    int32) or bytes given as a bytearray must not make numba compile another version of it, which
+    would happen inside a time bound (seconds, in one mask)."""
+    lazy_dfa.warm_up_core()
+    vocab = tiny_vocab([b"a"], size=4)
+    for state, data in ((np.int32(0), b"abc"), (np.int64(0), bytearray(b"xyz")), (0, memoryview(b"q"))):
+        dfa = GrammarCompiler(vocab).compile_ast(repeat(any_char(), 1, 50)).dfa
+        assert dfa.walk(state, data) >= 0
+    assert len(dfa_rows.walk.signatures) == 1, dfa_rows.walk.signatures
