@@ -129,7 +129,7 @@ def test_padded_vocabulary_never_allows_padding(vocab_builtin):
     assert not allowed[np.flatnonzero(vocab_builtin.special)].any() or m.is_accepting()
 
 
-def test_regular_mask_walks_build_rows_in_compiled_code(vocab_llama3, monkeypatch):
+def test_regular_mask_walks_build_their_transitions_in_compiled_code(vocab_llama3, monkeypatch):
     """The trie walk of a regular grammar builds the transitions it takes itself (``LazyDFA.native_rows``)
     instead of stopping for a round per layer of new states: on random paths through a pattern with
     many states, every mask equals the one built with every row in Python's ``materialize_many``,
