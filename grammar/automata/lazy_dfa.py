@@ -195,8 +195,7 @@ class LazyDFA(StateTable):
                 return
             try:
                 self._check_work()
-                outer, step = pool.bound.remaining(), self.timeout_s  # as ``pool.bound.limit`` would set it
-                left = outer if step is None else step if outer is None else min(outer, step)
+                left = pool.bound.remaining(self.timeout_s)  # as ``pool.bound.limit(self.timeout_s)`` would set it
                 t0 = time.monotonic()
                 try:
                     job = NativeRows(self, True, core.deadline_cycles(left), min(FIRST_TRY, pool.emptiness.budget))

@@ -34,10 +34,12 @@ class WorkBound:
         finally:
             self._local.deadline = outer
 
-    def remaining(self) -> float | None:
-        """Seconds left before the calling thread's deadline (None: no bound)."""
+    def remaining(self, within: float | None = None) -> float | None:
+        """Seconds left before the calling thread's deadline, or before ``within`` seconds from now
+        where that comes first: what ``limit(within, ...)`` would leave (None: no bound)."""
         d = getattr(self._local, "deadline", None)
-        return None if d is None else d[0] - time.monotonic()
+        left = None if d is None else d[0] - time.monotonic()
+        return within if left is None else left if within is None else min(left, within)
 
     def check(self) -> None:
         d = getattr(self._local, "deadline", None)
