@@ -747,6 +747,18 @@ def _string_text(raw: bytes) -> str:
     return json.loads(b'"' + raw + b'"')
 
 
+def _plain(data: bytes) -> bool:
+    """Whether a token read inside a string adds whole characters that JSON spells as themselves: no
+    quote, backslash or control character, and valid UTF-8 on its own."""
+    if not data or b'"' in data or b"\\" in data or _CONTROL.search(data) is not None:
+        return False
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def _decoded(raw: bytes) -> str | None:
     """The text of a JSON string's bytes so far (between its quotes), or None when they end inside an
     escape or a character."""
@@ -1083,10 +1095,14 @@ class UniqueMatcher:
                 sim = np.union1d(sim, self._begun_as_earlier(track.stack[d], feats, words))
                 sim = np.union1d(sim, _ids(words & feats.comma))
         ids = sim.tolist()
+        lex = track.lex
+        in_item = d == len(track.stack) - 1 and track.stack[d][0] and lex is not None and lex[0] == "s" and not lex[2]
+        if in_item and ids:
+            ids = self._plain_item_steps(track, ids, out)
         if d == len(track.stack) - 1 and len(ids) > 1:
             if not track.stack[d][0]:
                 ids = self._by_shape(track, ids, out)
-            elif track.lex is not None and track.lex[0] == "s" and not track.lex[2]:
+            elif in_item:
                 ids = self._item_ends_by_shape(ids, out)
         for t in ids:
             if self._after(tokens[t], t) is None:
@@ -1208,6 +1224,39 @@ class UniqueMatcher:
             if key not in decided:
                 decided[key] = self._after(tokens[t], t) is not None
             if not decided[key]:
+                out.append(t)
+        return keep
+
+    def _plain_item_steps(self, track: JsonTrack, ids: list[int], out: list[int]) -> list[int]:
+        """In a string item of the unique array on top (not inside an escape): of the tokens to
+        simulate, those that only add plain text (``_plain``) are decided here, the rest returned.
+        After such a token the track is the same but for the text, no item is completed, and the
+        only check ``_after`` makes is ``_item_may_end_new``: in a "bounded" item, refused exactly
+        where the text then begins only earlier items' spellings and the grammar, from its state
+        after the token, takes no byte off them (``_diverges``). The head's node in the earlier items'
+        trie is found once, each token's from it (a simulation decodes and spells the whole text
+        again, and clones the track, for each token)."""
+        lex = track.lex
+        so_far = _decoded(bytes(self._bytes[lex[1] + 1 :]))
+        if so_far is None:
+            return ids
+        top = track.stack[-1]
+        node = None
+        if top[6] == "bounded":
+            spelled = json.dumps(so_far, ensure_ascii=False)[1:-1].encode()
+            node = _descend(self._trie_of(top[3], _item_text), spelled)
+        compiled = self.checked.compiled
+        tokens, state, keep = compiled.vocabulary.tokens, self.inner.state, []
+        for t in ids:
+            data = tokens[t]
+            if not _plain(data):
+                keep.append(t)
+                continue
+            below = None if node is None else _descend(node, data)
+            if below is None:  # the text begins no earlier item (or any may repeat it): a new ending fits
+                continue
+            after = compiled.next_state(state, t)
+            if after >= 0 and not _diverges(compiled.dfa, after, below, self._answers, self.checked.allowed_rows):
                 out.append(t)
         return keep
 

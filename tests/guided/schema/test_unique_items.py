@@ -528,3 +528,32 @@ def test_tokens_ending_an_item_alike_are_decided_by_one_simulation():
         dropped, simulated, asked = refusals_by_simulation(compiled, vocab, prefix)
         assert dropped == simulated == {ids[t] for t in refused}, prefix
         assert asked == {ids[t] for t in simulated_only}, (prefix, [vocab.tokens[t] for t in asked])
+
+
+
+PLAIN_ITEM_TOKENS = [b"[", b"]", b",", b'"', b'",', b'"]', b"a", b"b", b"aa", b"ab", b"ba", b"bb", b'\\"', b'a\\"']
+
+
+def test_tokens_adding_plain_text_to_an_item_are_decided_without_simulation():
+    """Items of two characters: a token that only adds plain text to the item (no quote, backslash or
+    control character) is refused exactly when the item can then only repeat an earlier one, decided
+    from the earlier items' spellings and the grammar's state after it, without simulating the token;
+    a token with an escape is still simulated. The mask equals simulating every token."""
+    vocab = tiny_vocab(PLAIN_ITEM_TOKENS)
+    ids = {t: i for i, t in enumerate(vocab.tokens)}
+    plain = {ids[t] for t in (b"a", b"b", b"aa", b"ab", b"ba", b"bb")}
+    cases = {  # (pattern, prefix): refused
+        ("^[ab]{2}$", '["aa","ab","'): {b"a", b"aa", b"ab"},
+        ("^[ab]{2}$", '["aa","ba","b'): {b"a"},
+        ("^[ab]{2}$", '["bb","'): {b"bb"},
+        ('^[ab"]{2}$', '["a\\"","aa","'): {b"aa", b'a\\"'},  # a may still end as ab
+        ('^[ab"]{2}$', '["a\\"","aa","ab","'): {b"a", b"aa", b"ab", b'a\\"'},
+    }
+    for (pattern, prefix), refused in cases.items():
+        schema = {"type": "array", "items": {"type": "string", "pattern": pattern}, "uniqueItems": True}
+        compiled = compile_json_schema(GrammarCompiler(vocab), schema, whitespace="compact")  # fresh memos
+        dropped, simulated, asked = refusals_by_simulation(compiled, vocab, prefix)
+        assert dropped == simulated == {ids[t] for t in refused}, (prefix, sorted(vocab.tokens[t] for t in dropped))
+        assert not asked & plain, (prefix, [vocab.tokens[t] for t in asked])
+        if '"' in pattern:  # the tokens with an escape that the grammar allows there are simulated
+            assert ids[b'a\\"'] in asked or ids[b'\\"'] in asked, (prefix, [vocab.tokens[t] for t in asked])
