@@ -68,6 +68,7 @@ _LIT_TEXT = {ord("t"): b"true", ord("f"): b"false", ord("n"): b"null"}
 _CONTROL = re.compile(rb"[\x00-\x1f]")
 # memo entries per checked grammar: refusals (short lists of ints, which the collector stops tracking)
 _REFUSED_MEMO = 1 << 15
+_PREFIX_MEMO = 1 << 14  # texts whose prefix tokens a vocabulary's features keep (_VocabFeatures.prefix_tokens)
 # entries over all checked grammars of the process in the two memos that keep tracks after a token
 # (JsonTrack and its frames: containers every full pass of the garbage collector walks, ~1.5 ms per
 # 1,000 entries measured): a server keeps 256 grammars, and every full pass stops every thread. Past
@@ -559,6 +560,29 @@ class _VocabFeatures:
         # stops tracking tuples of ints (lists it would walk in every full collection)
         for table in (self.name_close, self.whole_name, self.simple_close, self.by_text, self.by_escaped):
             table.update((k, tuple(v)) for k, v in table.items())
+        self._prefix_memo: dict[bytes, np.ndarray] = {}  # prefix_tokens
+        self._begun: dict[int, bytes | None] = {}  # item_begun
+
+    def item_begun(self, t: int) -> bytes | None:
+        """The text a token with a quote writes after separators and that quote, where an item may
+        begin (``_ITEM_BEGUN``: no quote after it), or None; memoised per token."""
+        got = self._begun.get(t, _UNSET)
+        if got is _UNSET:
+            m = _ITEM_BEGUN.fullmatch(self.tokens[t])
+            got = self._begun[t] = None if m is None else m.group(1)
+        return got
+
+    def prefix_tokens(self, text: bytes) -> np.ndarray:
+        """The tokens of ``by_text`` and ``by_escaped`` whose text is a non-empty prefix of ``text``,
+        memoised: the rests of earlier items recur from mask to mask (a whole item where the next
+        begins, the same rest after the same head)."""
+        got = self._prefix_memo.get(text)
+        if got is None:
+            by_text, by_escaped = self.by_text, self.by_escaped
+            got = np.fromiter((t for k in range(1, len(text) + 1) for table in (by_text, by_escaped)
+                               for t in table.get(text[:k], ())), dtype=np.int64)  # fmt: skip
+            _put(self._prefix_memo, text, got, _PREFIX_MEMO)
+        return got
 
 
 def spelling_trie(rests) -> tuple[int, dict]:
@@ -820,6 +844,7 @@ def _ids(words: np.ndarray) -> np.ndarray:
 
 
 _NO_IDS = np.zeros(0, dtype=np.int64)
+_UNSET = object()
 
 
 _FEATURES: dict[str, _VocabFeatures] = {}
@@ -1557,15 +1582,16 @@ class UniqueMatcher:
     def _begun_as_earlier(self, frame: list, feats: _VocabFeatures, words: np.ndarray) -> np.ndarray:
         """Where an item may begin: the allowed tokens that begin a string item as an earlier string
         item begins (or with a backslash), whose ending the grammar must be searched for."""
-        earlier = [k[1].encode("utf-8") for k in frame[3] if k[0] == "s"]
-        if not earlier:
+        if not any(k[0] == "s" for k in frame[3]):
             return _NO_IDS
-        begun = {e[:k] for e in earlier for k in range(len(e) + 1)}
-        tokens = self.checked.compiled.vocabulary.tokens
+        # the earlier items' spellings: a text without a backslash (nor a quote, nor a control
+        # character, which no JSON string holds raw) begins one exactly where it begins its text
+        trie = self._trie_of(frame[3], _item_text)
+        begun = feats.item_begun
         found = []
         for t in _ids(words & feats.quote).tolist():
-            m = _ITEM_BEGUN.fullmatch(tokens[t])
-            if m is not None and (m.group(1) in begun or b"\\" in m.group(1)):
+            g = begun(t)
+            if g is not None and (b"\\" in g or _descend(trie, g) is not None):
                 found.append(t)
         return np.asarray(found, dtype=np.int64)
 
@@ -1574,14 +1600,9 @@ class UniqueMatcher:
         toward one of ``earlier``, their escapes decoded, and those spelling a surrogate. The others
         are allowed: after them the text begins no earlier one (the grammar accepts some ending, which
         is new), or ends inside an escape or a character (decided at the next token)."""
-        pieces: set[bytes] = set()  # each text once, however many earlier items share it
-        for spelled in earlier:
-            if spelled.startswith(head):
-                rest = spelled[len(head) :]
-                pieces.update(rest[:k] for k in range(1, len(rest) + 1))
-        by_text, by_escaped = feats.by_text, feats.by_escaped
-        found = np.fromiter((t for p in pieces for table in (by_text, by_escaped) for t in table.get(p, ())),
-                            dtype=np.int64)  # fmt: skip
+        n = len(head)
+        found = [feats.prefix_tokens(spelled[n:]) for spelled in earlier if len(spelled) > n and spelled.startswith(head)]
+        found = np.concatenate(found) if found else _NO_IDS  # (np.union1d below drops the repeats)
         found = found[(words[found >> 5] >> (found & 31).astype(np.uint32)) & 1 == 1]  # the allowed ones
         return np.union1d(found, _ids(words & feats.odd_escape))
 
