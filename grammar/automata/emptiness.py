@@ -66,6 +66,7 @@ class Emptiness:
         self.memo = _LiveMemo(pool)  # in the pool's arena: shared by forks, kept by pickles
         self._searching: set[int] = set()  # intersections/complements being searched right now
         self._reps: tuple = (None, 0)  # (the pool's reps list, its bytes as a 256-bit set)
+        self._parts_first = False
 
     def is_live(self, e: int, budget: int | None = None) -> bool:
         if budget is not None and budget != self.budget:
@@ -118,7 +119,14 @@ class Emptiness:
         # First greedily by min_len, for at most FIRST_TRY states; then, for the whole budget, by the
         # sum of an intersection's parts' min_len and the depth (``expr_core._guide``): most searches
         # end in the first try, and the few that wander there (oneOf exclusions) end in the second.
-        tries = [(False, min(FIRST_TRY, self.budget)), (True, self.budget)]
+        # A pool's searches come in runs of one shape (a lexeme's derivatives, one oneOf's exclusions):
+        # where the parts' guide answered the last one, it goes first (each within FIRST_TRY states,
+        # then the whole budget as before). Either order is exact: a try that runs out decides nothing.
+        first = min(FIRST_TRY, self.budget)
+        if self._parts_first:
+            tries = [(True, first), (False, first), (True, self.budget)]
+        else:
+            tries = [(False, first), (True, self.budget)]
         try:
             while True:
                 by_parts, budget = tries[0]
@@ -128,6 +136,7 @@ class Emptiness:
                         pool.arena, e, budget, within, reps is not None, MAX_HEADS, deadline, by_parts
                     )
                 if r >= 0:
+                    self._parts_first = by_parts  # the guide that answered goes first next time
                     return bool(r)
                 if r == core.TIMEOUT:
                     pool.bound.check()  # raises: the deadline has passed (else search again)
