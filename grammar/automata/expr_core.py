@@ -84,20 +84,18 @@ def new_arena(node_cap: int = 256, kids_cap: int = 1024, max_exprs: int = 2_000_
 
 def grow(a: np.ndarray) -> np.ndarray:
     """A copy of the arena with twice the room in each region over half full (in all of them if none
-    is: the call that ran out needs more than that region's rest). The node records and their hash
-    table are sized together, the derivative memo on its own (``_layout``): a region that keeps its
-    size is copied as it is, where a resized table has every entry placed again."""
+    is: the call that ran out needs more than that region's rest). The node records, their hash
+    table and the derivative memo are sized together (``_layout``), so a full memo doubles them all."""
     return _grow(a)
 
 
 @numba.njit(cache=True)
-def _layout(node_cap, kids_cap, max_exprs, memo_cap=0):
-    """An empty arena with room for node_cap nodes and kids_cap children (the node hash table sized
-    to them) and a derivative memo of memo_cap slots (a power of two; 0: twice the hash table's)."""
+def _layout(node_cap, kids_cap, max_exprs):
+    """An empty arena with room for node_cap nodes and kids_cap children (hash tables sized to them)."""
     hcap = 1
     while hcap < 2 * node_cap:
         hcap *= 2
-    mcap = memo_cap if memo_cap > 0 else 2 * hcap
+    mcap = 2 * hcap
     # An arena under LAZY bytes is zeroed whole here, where it is made or grown: its pages would
     # otherwise fault in one by one inside later masks, as they derive. A larger one (a pool of
     # hundreds of thousands of expressions) has only its header and the two tables' keys (-1: empty)
@@ -125,19 +123,13 @@ def _layout(node_cap, kids_cap, max_exprs, memo_cap=0):
 
 @numba.njit(cache=True)
 def _grow(a):
-    """grow() (compiled: a search grows the arena it works in and goes on).
-
-    The memo grows on its own: tied to the node table (as it was), every growth of a large arena
-    placed its ~1M entries again one by one, in random order, where a copy of the table as it is
-    costs a sequential pass (a 100 -> 200 MB growth, grown by its nodes and children with its memo
-    under half full, took ~90 ms inside one mask)."""
-    ncap, kcap, mcap = a[H_NCAP], a[H_KCAP], a[H_MCAP]
-    nodes = 2 * a[H_N] > ncap
-    memo = 2 * a[H_MCOUNT] > mcap
+    """grow() (compiled: a search grows the arena it works in and goes on)."""
+    ncap, kcap = a[H_NCAP], a[H_KCAP]
+    nodes = 2 * a[H_N] > ncap or 2 * a[H_MCOUNT] > a[H_MCAP]
     kids = 2 * a[H_KLEN] > kcap
-    if not (nodes or kids or memo):
-        nodes = kids = memo = True
-    b = _layout(2 * ncap if nodes else ncap, 2 * kcap if kids else kcap, a[H_MAX], 2 * mcap if memo else mcap)
+    if not (nodes or kids):
+        nodes = kids = True
+    b = _layout(2 * ncap if nodes else ncap, 2 * kcap if kids else kcap, a[H_MAX])
     _copy(a, b)
     return b
 

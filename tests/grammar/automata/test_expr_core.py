@@ -65,35 +65,6 @@ def test_derivatives_are_memoised_across_growth():
     assert pool._work == work  # answered from the memo, not derived again
 
 
-def test_the_memo_grows_on_its_own_and_a_table_that_keeps_its_size_keeps_its_slots():
-    """Interning many expressions and deriving few fills the node table, not the memo: growth doubles
-    the nodes' room and copies the memo as it is (its capacity, its slots), where it used to double
-    the memo with them and place every entry again; deriving many fills the memo, which grows too.
-    Derivatives stay memoised either way."""
-    pool = ExprPool()
-    e = pool.intern(alt(*_words(50)))
-    d = pool.deriv(e, ord("w"))
-    work = pool._work
-    memo = pool.arena[core.H_MCAP]
-    for w in _words(3000):  # nodes only
-        pool.intern(w)
-    a = pool.arena
-    assert a[core.H_NCAP] >= 3000 and 2 * a[core.H_MCOUNT] <= a[core.H_MCAP] == memo
-    assert pool.deriv(e, ord("w")) == d and pool._work == work
-    mk = a[core.O_MK]
-    slots = a[mk : mk + a[core.H_MCAP]].copy()
-    kept = core._layout(a[core.H_NCAP] * 2, a[core.H_KCAP], a[core.H_MAX], a[core.H_MCAP])
-    core._copy(a, kept)  # the nodes' room doubled, the memo's kept: its slots copied as they are
-    assert np.array_equal(kept[kept[core.O_MK] : kept[core.O_MK] + memo], slots)
-    for i, w in enumerate(_words(3000)):  # many derivatives: the memo grows past its half
-        x = pool.intern(w)
-        for b in f"w{i}x".encode():
-            x = pool.deriv(x, b)
-    a = pool.arena
-    assert a[core.H_MCAP] > memo and 4 * a[core.H_MCOUNT] <= 3 * a[core.H_MCAP]
-    assert pool.deriv(e, ord("w")) == d
-
-
 def test_a_pool_pickles_and_forks_with_the_same_ids_and_memos():
     pool = ExprPool()
     node = seq(alt(*_words(20)), intersect(repeat(chars([(0x61, 0x7A)]), 1, 5), repeat(literal("ab"))))
