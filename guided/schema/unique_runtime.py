@@ -639,6 +639,43 @@ def _name_text(name: str) -> str:
     return name
 
 
+_SHORT_ESCAPES = {ord('"'): '"', 0x5C: "\\", ord("/"): "/", ord("b"): "\b", ord("f"): "\f", ord("n"): "\n",
+                  ord("r"): "\r", ord("t"): "\t"}  # fmt: skip
+_HEX = b"0123456789abcdefABCDEF"
+_MAX_ESCAPES = 64  # \u escapes followed at one point at most (past them: not followed)
+
+
+def _escapes(dfa, s: int) -> list[tuple[bytes, int]] | None:
+    """The escapes the grammar takes from state ``s`` (a backslash next), each as (the canonical
+    spelling of the character it decodes to, as the tries of ``_trie_of`` hold it; the grammar's state
+    after the escape); None when it takes more than ``_MAX_ESCAPES`` of the ``\\u`` kind (a string
+    open to any character: some byte off the earlier strings is found before this is asked). A
+    ``\\u`` escape of half a surrogate pair is left out: that half spells no character alone."""
+    t = dfa.walk(s, b"\\")
+    if t < 0:
+        return []
+    out = []
+    for b, ch in _SHORT_ESCAPES.items():
+        after = dfa.walk(t, bytes((b,)))
+        if after >= 0:
+            out.append((json.dumps(ch, ensure_ascii=False)[1:-1].encode(), after))
+    level = [(0, dfa.walk(t, b"u"))] if dfa.walk(t, b"u") >= 0 else []
+    for _ in range(4):
+        deeper = []
+        for code, st in level:
+            for h in _HEX:
+                after = dfa.walk(st, bytes((h,)))
+                if after >= 0:
+                    deeper.append((code * 16 + int(chr(h), 16), after))
+                    if len(deeper) > _MAX_ESCAPES:
+                        return None
+        level = deeper
+    for code, after in level:
+        if not 0xD800 <= code <= 0xDFFF:
+            out.append((json.dumps(chr(code), ensure_ascii=False)[1:-1].encode(), after))
+    return out
+
+
 def _diverges(dfa, s: int, trie: tuple[int, dict], memo: dict, rows: dict) -> bool:
     """Whether, from the live automaton state ``s`` inside a name, some byte path leaves every string of
     ``trie`` (``spelling_trie`` of the spellings that end written names, each with its closing quote,
@@ -662,8 +699,19 @@ def _diverges(dfa, s: int, trie: tuple[int, dict], memo: dict, rows: dict) -> bo
         rows[s] = allowed
     # a byte allowed off every string (but a backslash, whose escape may spell one another way)
     found = bool(allowed & ~mask & ~_BACKSLASH)
+    decoded = False  # whether the escapes the grammar takes here were all followed as characters
+    if not found and allowed & _BACKSLASH:
+        escapes = _escapes(dfa, s)
+        decoded = escapes is not None
+        for spelled, after in escapes or ():
+            below = _descend(trie, spelled)
+            if below is None or below[1] and _diverges(dfa, after, below, memo, rows):
+                found = True
+                break
     if not found:
         for b, child in children.items():  # a child without children: the byte (the quote) ends a string
+            if b == 0x5C and decoded:  # the strings' escaped characters: followed as characters above
+                continue
             if child[1] and allowed >> b & 1 and _diverges(dfa, dfa.walk(s, bytes((b,))), child, memo, rows):
                 found = True
                 break

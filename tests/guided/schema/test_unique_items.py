@@ -232,8 +232,11 @@ def test_value_keys_follow_json_equality():
 
 
 def _diverges_by_lists(dfa, s, rests):
-    """_diverges as defined over the list of spellings (its first form): a byte the state allows
-    that begins none of them (but a backslash), or one that does, followed by a divergence."""
+    """_diverges as defined over the list of spellings: a byte the state allows that begins none of
+    them (but a backslash); an escape it takes whose character's spelling begins none of them, or
+    does and is followed by a divergence (escapes walked one by one, ``\\u`` ones over all 65,536);
+    or a byte that begins some of them, followed by a divergence (but a backslash, whose strings
+    the escapes stand for)."""
     if not rests:
         return True
     dfa.materialize(s)
@@ -241,9 +244,21 @@ def _diverges_by_lists(dfa, s, rests):
     firsts = {r[0] for r in rests}
     if any(allowed[b] and b not in firsts and b != 0x5C for b in range(256)):
         return True
+    if allowed[0x5C]:
+        escapes = [(e, json.loads('"' + e + '"')) for e in ('\\"', "\\\\", "\\/", "\\b", "\\f", "\\n", "\\r", "\\t")]
+        if dfa.walk(s, b"\\u") >= 0:
+            escapes += [(f"\\u{c:04x}", chr(c)) for c in range(0x10000) if not 0xD800 <= c <= 0xDFFF]
+        for escape, ch in escapes:
+            after = dfa.walk(s, escape.encode())
+            if after < 0:
+                continue
+            spelled = json.dumps(ch, ensure_ascii=False)[1:-1].encode()
+            below = [r[len(spelled) :] for r in rests if r.startswith(spelled)]
+            if not below or any(below) and _diverges_by_lists(dfa, after, [r for r in below if r]):
+                return True
     return any(
         allowed[b] and _diverges_by_lists(dfa, dfa.walk(s, bytes((b,))), [r[1:] for r in rests if r[:1] == bytes((b,)) and r[1:]])
-        for b in sorted(firsts) if any(r[:1] == bytes((b,)) and r[1:] for r in rests)
+        for b in sorted(firsts) if b != 0x5C and any(r[:1] == bytes((b,)) and r[1:] for r in rests)
     )  # fmt: skip
 
 
@@ -557,3 +572,35 @@ def test_tokens_adding_plain_text_to_an_item_are_decided_without_simulation():
         assert not asked & plain, (prefix, [vocab.tokens[t] for t in asked])
         if '"' in pattern:  # the tokens with an escape that the grammar allows there are simulated
             assert ids[b'a\\"'] in asked or ids[b'\\"'] in asked, (prefix, [vocab.tokens[t] for t in asked])
+
+
+ESCAPED_ITEM_TOKENS = [b"[", b"]", b",", b'"', b'",', b'"]', b"a", b"b", b'\\"', b'a\\"', b'b\\"']
+_ESCAPED_TEXT = {b"a": "a", b"b": "b", b'\\"': '"', b'a\\"': 'a"', b'b\\"': 'b"'}
+
+
+def test_an_item_whose_only_new_endings_begin_with_an_escape_may_go_on():
+    """Items of two characters of a, b or a quote (nine values): an item begun is cut exactly where
+    every value it can still become was written, escapes decoded: after aa and ab, "a may still end
+    as a\\" (the quote spelled with a backslash), which was refused before; after a\\", aa and ab it
+    may not. Checked against the nine values, token by token, and by accepting whole items."""
+    vocab = tiny_vocab(ESCAPED_ITEM_TOKENS)
+    ids = {t: i for i, t in enumerate(vocab.tokens)}
+    schema = {"type": "array", "items": {"type": "string", "pattern": '^[ab"]{2}$'}, "uniqueItems": True}
+    values = [x + y for x in 'ab"' for y in 'ab"']
+    for earlier, typed in ((["aa", "ab"], ""), (["aa", "ab"], "a"), (['a"', "aa", "ab"], ""),
+                           (['a"', "aa", "ab"], "b"), (['"a', '"b', '""'], ""), (['"a', '"b'], '"')):  # fmt: skip
+        prefix = "[" + ",".join(json.dumps(e) for e in earlier) + "," + json.dumps(typed)[:-1]
+        compiled = compile_json_schema(GrammarCompiler(vocab), schema, whitespace="compact")
+        dropped, simulated, _ = refusals_by_simulation(compiled, vocab, prefix)
+        assert dropped == simulated, prefix
+        for token, text in _ESCAPED_TEXT.items():
+            possible = [v for v in values if v.startswith(typed + text)]  # (none: the grammar refuses it)
+            if possible:
+                assert (ids[token] in dropped) == all(v in earlier for v in possible), (prefix, token)
+    m = compile_json_schema(GrammarCompiler(vocab), schema, whitespace="compact").matcher()
+    for ch in '["aa","ab","a\\"","b\\"","\\"\\""]':  # the items a", b" and "" after aa and ab
+        assert m.accept_text(ch), ch
+    assert m.is_accepting()
+    m = compile_json_schema(GrammarCompiler(vocab), schema, whitespace="compact").matcher()
+    assert all(m.accept_text(ch) for ch in '["aa","ab","a\\"",')
+    assert not m.copy().accept_text('"a') and m.accept_text('"b')  # every a-value written; b-values left
