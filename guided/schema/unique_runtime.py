@@ -562,6 +562,14 @@ class _VocabFeatures:
             table.update((k, tuple(v)) for k, v in table.items())
         self._prefix_memo: dict[bytes, np.ndarray] = {}  # prefix_tokens
         self._begun: dict[int, bytes | None] = {}  # item_begun
+        self._plain: dict[int, bool] = {}  # plain
+
+    def plain(self, t: int) -> bool:
+        """``_plain`` of token t, memoised per token (asked at every mask inside a string item)."""
+        got = self._plain.get(t)
+        if got is None:
+            got = self._plain[t] = _plain(self.tokens[t])
+        return got
 
     def item_begun(self, t: int) -> bytes | None:
         """The text a token with a quote writes after separators and that quote, where an item may
@@ -659,7 +667,8 @@ def _escapes(dfa, s: int) -> list[tuple[bytes, int]] | None:
         after = dfa.walk(t, bytes((b,)))
         if after >= 0:
             out.append((json.dumps(ch, ensure_ascii=False)[1:-1].encode(), after))
-    level = [(0, dfa.walk(t, b"u"))] if dfa.walk(t, b"u") >= 0 else []
+    u = dfa.walk(t, b"u")
+    level = [(0, u)] if u >= 0 else []
     for _ in range(4):
         deeper = []
         for code, st in level:
@@ -1048,10 +1057,19 @@ class UniqueMatcher:
         so_far = _decoded(_text(lex[1] + 1, len(self._bytes) + len(data), self._bytes, data, len(self._bytes)))
         if so_far is None:
             return True
-        node = _descend(self._trie_of(top[3], _item_text), json.dumps(so_far, ensure_ascii=False)[1:-1].encode())
+        node = self._item_node(top, so_far)
         if node is None:
             return True
-        state = self._state_after(data, token) if state is None else state
+        return self._ends_new(self._state_after(data, token) if state is None else state, node)
+
+    def _item_node(self, top: list, so_far: str) -> tuple[int, dict] | None:
+        """The node of the earlier items' spellings (``_trie_of``) after the text ``so_far`` of the
+        string item in progress in the unique array ``top``, or None when no earlier item begins so."""
+        return _descend(self._trie_of(top[3], _item_text), json.dumps(so_far, ensure_ascii=False)[1:-1].encode())
+
+    def _ends_new(self, state: int, node: tuple[int, dict]) -> bool:
+        """Whether, from grammar ``state`` (DEAD: the grammar refuses anyway), the item can still end
+        off the earlier items' spellings below ``node`` (``_diverges``)."""
         return state < 0 or _diverges(self.checked.compiled.dfa, state, node, self._answers, self.checked.allowed_rows)
 
     def _state_after(self, data: bytes, token: int | None) -> int:
@@ -1314,22 +1332,18 @@ class UniqueMatcher:
         if so_far is None:
             return ids
         top = track.stack[-1]
-        node = None
-        if top[6] == "bounded":
-            spelled = json.dumps(so_far, ensure_ascii=False)[1:-1].encode()
-            node = _descend(self._trie_of(top[3], _item_text), spelled)
+        node = self._item_node(top, so_far) if top[6] == "bounded" else None
         compiled = self.checked.compiled
         tokens, state, keep = compiled.vocabulary.tokens, self.inner.state, []
+        plain = _features(compiled.vocabulary).plain
         for t in ids:
-            data = tokens[t]
-            if not _plain(data):
+            if not plain(t):
                 keep.append(t)
                 continue
-            below = None if node is None else _descend(node, data)
+            below = None if node is None else _descend(node, tokens[t])
             if below is None:  # the text begins no earlier item (or any may repeat it): a new ending fits
                 continue
-            after = compiled.next_state(state, t)
-            if after >= 0 and not _diverges(compiled.dfa, after, below, self._answers, self.checked.allowed_rows):
+            if not self._ends_new(compiled.next_state(state, t), below):
                 out.append(t)
         return keep
 
