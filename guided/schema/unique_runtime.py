@@ -103,7 +103,19 @@ def _parse(text: bytes) -> tuple:
 
 
 class Dup(Exception):
-    """The bytes complete an item equal to an earlier one."""
+    """The bytes complete an item equal to an earlier one (or write a name twice, or close an
+    object a name is missing from: ``_check_present``)."""
+
+
+def _check_present(place, written: frozenset) -> None:
+    """Raise Dup where an object closing at ``place`` lacks a name the matcher checks there
+    (``KeyOrder.required_at_run_time``: a required one, or one a written name depends on)."""
+    need = place.required_at_run_time()
+    if need is None:
+        return
+    required, deps = need
+    if not required <= written or any(t in written and not names <= written for t, names in deps):
+        raise Dup
 
 
 class _ObjectEnd(Exception):
@@ -234,7 +246,9 @@ class JsonTrack:
                     top[10] = True
                 continue
             if b == 0x5D or b == 0x7D:  # ] }
-                self.stack.pop()
+                frame = self.stack.pop()
+                if frame[9] is not None and not frame[0] and frame[8] is not None and self.mode[0] == "any":
+                    _check_present(frame[8], frame[9])
                 if self.stack:  # the parent is the top again: a copy of its own (see clone)
                     self.stack[-1] = self.stack[-1].copy()
                 self._value_end(p + 1, past, data, base)
@@ -532,6 +546,22 @@ class _VocabFeatures:
         self.quote, self.complex_quote = pack(quote), pack(complex_quote)
         self.closer, self.starts, self.ends, self.sep = pack(self.closers > 0), pack(starts), pack(ends), pack(sep)
         self.zero, self.dot = pack(zero), pack(dot)
+        # a "{" and a "}" after it: an object that may open and close in the token (_check_present)
+        braces = np.zeros(n, dtype=bool)
+        for t in np.flatnonzero(self.closers > 0).tolist():
+            data = tokens[t]
+            i = data.find(b"{")
+            braces[t] = i >= 0 and data.find(b"}", i) > 0
+        self.braces = pack(braces)
+        # the lowest bracket depth a token without quotes reaches (-1: it closes the container it is
+        # read in): such a token closes an object, or not, whatever it is read after (outside a string)
+        self.min_depth = np.zeros(n, dtype=np.int16)
+        for t in np.flatnonzero((self.closers > 0) & ~quote).tolist():
+            depth = low = 0
+            for b in tokens[t]:
+                depth += (b in b"[{") - (b in b"]}")
+                low = min(low, depth)
+            self.min_depth[t] = low
         self.comma, self.quotes2, self.quotes3 = pack(comma), pack(quotes2), pack(quotes3)
         self.name_complex, self.whole = pack(name_complex), pack(whole)
         self.name_after_value, self.inner_quote = pack(after_value), pack(inner_quote)
@@ -930,9 +960,12 @@ class UniqueChecked:
     None. ``matcher()`` gives a UniqueMatcher; everything else is the grammar's."""
 
     def __init__(self, compiled, plan: UniquePlan | None, keys=None, strict: bool = False, key_order: str = "any",
-                 opener: bytes | None = None, max_ws: int = 0):  # fmt: skip
+                 opener: bytes | None = None, max_ws: int = 0, present: bool = False):  # fmt: skip
         self.compiled = compiled
         self.plan = plan
+        # whether some object may have to hold names the matcher checks where it closes
+        # (``_check_present``): then tokens that open and close an object are simulated too
+        self.present = present
         # the whitespace the grammar takes after "[" or "{" before a first element (flexible
         # whitespace's max_ws; 0: none, or no check): an empty one takes that much again before
         # its closing bracket, which is then the only way on (UniqueMatcher._empty_run_ok)
@@ -1185,6 +1218,9 @@ class UniqueMatcher:
             if self._next_bounded(track, d):  # strings begun in the token, commas before a new item
                 sim = np.union1d(sim, self._begun_as_earlier(track.stack[d], feats, words))
                 sim = np.union1d(sim, _ids(words & feats.comma))
+        closing = self._presence(track, d, feats, words, need, out)
+        if closing is not None:
+            sim = np.union1d(sim, closing)
         ids = sim.tolist()
         lex = track.lex
         in_item = d == len(track.stack) - 1 and track.stack[d][0] and lex is not None and lex[0] == "s" and not lex[2]
@@ -1208,7 +1244,32 @@ class UniqueMatcher:
             for t in extra.tolist():
                 if t not in asked and self._after(tokens[t], t) is None:
                     out.append(t)
+        if self.checked.present:
+            out += self._whole_objects(words, set(ids).union(out, () if extra is None else extra.tolist()))
         return out
+
+    def _presence(self, track: JsonTrack, d: int, feats: _VocabFeatures, words: np.ndarray, need: int,
+                  out: list[int]) -> np.ndarray | None:  # fmt: skip
+        """Where the object at depth ``d`` checks names that must be present (``_check_present``): the
+        tokens that close it, refused where a name is missing. Those without quotes write no name, so
+        they are refused at once (``out``) while one is missing; those with quotes may write one first:
+        returned, to simulate (where a name is missing or a written one has dependencies)."""
+        frame = track.stack[d] if d >= 0 else None
+        if frame is None or frame[0] or frame[9] is None or frame[8] is None or track.mode[0] != "any":
+            return None
+        check = frame[8].required_at_run_time()
+        if check is None:
+            return None
+        required, deps = check
+        written = frame[9]
+        ok = required <= written and all(t not in written or names <= written for t, names in deps)
+        lex = track.lex
+        if not ok and (lex is None or lex[0] != "s"):
+            plain = _ids(words & feats.closer & ~feats.quote)
+            out += plain[feats.min_depth[plain] <= -(need + 1)].tolist()
+        if ok and not deps:
+            return None
+        return _closing_past(feats, words & feats.quote, lex, need + 1)
 
     def _empty_run(self, t: JsonTrack, data: bytes) -> int | None:
         """With flexible whitespace (``max_ws``): how many whitespace characters follow the opening
@@ -1753,6 +1814,8 @@ class UniqueMatcher:
         # _depth, _noted and _part inlined where they read what the track keeps: every mask pays them
         depth = track.depth if track.depth is not None else self._depth(track)
         if depth < 0 or inner.is_terminated():
+            if self.checked.present and not inner.is_terminated():  # outside every checked object
+                self._refuse(bitmask, row, self._whole_objects(self._row(bitmask, row), []))
             return
         if not track.noted:
             self._noted(track)
@@ -1767,9 +1830,19 @@ class UniqueMatcher:
                 refused = self._refused(words := self._row(bitmask, row))
                 _put(self.checked.refused_memo, key, tuple(refused), _REFUSED_MEMO)  # a tuple: not tracked
         if refused:
-            words = self._row(bitmask, row) if words is None else words
-            for t in refused:
-                words[t >> 5] &= np.uint32(0xFFFFFFFF ^ (1 << (t & 31)))
+            self._refuse(bitmask, row, refused, words)
+
+    def _refuse(self, bitmask, row: int, refused, words: np.ndarray | None = None) -> None:
+        words = self._row(bitmask, row) if words is None else words
+        for t in refused:
+            words[t >> 5] &= np.uint32(0xFFFFFFFF ^ (1 << (t & 31)))
+
+    def _whole_objects(self, words: np.ndarray, asked) -> list[int]:
+        """Of the tokens allowed (``words``) that may open and close an object (``braces``), those not
+        in ``asked`` that the checks refuse: a name the object must hold is missing."""
+        feats = _features(self.checked.compiled.vocabulary)
+        tokens, asked = self.checked.compiled.vocabulary.tokens, set(asked)
+        return [t for t in _ids(words & feats.braces).tolist() if t not in asked and self._after(tokens[t], t) is None]
 
     @staticmethod
     def _row(bitmask, row: int) -> np.ndarray:

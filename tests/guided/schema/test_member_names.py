@@ -43,6 +43,11 @@ def _value(kind: str, i: int):
     return i if kind == "integer" else f"v{i}"
 
 
+# more names that must be present than a bag tracks (MAX_TRACKED_REQUIRED), and a dependency: the
+# matcher checks them where the object closes (KeyOrder.required_at_run_time)
+MANY_REQUIRED = {"type": "object", "properties": {n: {"type": "null"} for n in [*NAMES, "o0", "o1", "o2"]},
+                 "required": NAMES, "additionalProperties": False, "dependentRequired": {"o0": ["o1"]}}  # fmt: skip
+
 # names that patternProperties alone admit: four, so that they can all be written
 PATTERNED = {**_object(True, kinds=("null",)), "patternProperties": {"^q[0-3]$": {"type": "null"}}}
 PATTERN_NAMES = ["q0", "q1", "q2", "q3"]
@@ -233,8 +238,11 @@ def _masked_walk(compiled, vocab, rng, steps=400) -> bytes | None:
         {"anyOf": [_object(True, kinds=("null",)), {**_object(True, kinds=("boolean",)), "required": ["p8"]}]},
         PATTERNED,
         {**_object(False, kinds=("null",)), "patternProperties": {"^x": {"type": "boolean"}}},
+        MANY_REQUIRED,
+        {**MANY_REQUIRED, "additionalProperties": True},
     ],
-    ids=["closed", "closed-optional", "open", "in-array", "nested", "allOf", "anyOf", "patterns", "open-patterns"],
+    ids=["closed", "closed-optional", "open", "in-array", "nested", "allOf", "anyOf", "patterns", "open-patterns",
+         "many-required", "many-required-open"],
 )  # fmt: skip
 def test_random_walks_never_dead_end_and_finish_valid(compiler, vocab_builtin, schema):
     compiled = _compiled(compiler, schema, whitespace="compact")
@@ -390,8 +398,12 @@ def test_the_bag_policy_where_names_are_alike_only():
     any_x = {"type": "object", "properties": props, "patternProperties": {"^x-": {"title": "any"}}}
     assert KeyOrder.at(res, [(any_x, "")]).names_alike(False)  # every undeclared name fits anyway
     assert not KeyOrder.at(res, [(any_x, "")]).names_alike(True)  # strict: only ^x- names fit
-    many = {"type": "object", "properties": props, "required": NAMES}  # 9 names to track: past the bag's count
-    assert KeyOrder.at(res, [(many, "")]).policy("any", False) == "around"
+    many = {"type": "object", "properties": props, "required": NAMES}  # 9 names to track: past the bag's count,
+    assert KeyOrder.at(res, [(many, "")]).policy("any", False) == "bag"  # so the matcher checks they are present
+    assert KeyOrder.at(res, [(many, "")]).required_at_run_time() == (frozenset(NAMES), ())
+    counted = {**many, "maxProperties": 12}  # unless members are counted
+    assert KeyOrder.at(res, [(counted, "")]).policy("any", False) == "declared"
+    assert KeyOrder.at(res, [(counted, "")]).required_at_run_time() is None
     # oneOf: a bag, whether its branches are apart, overlap, or are intersections themselves
     # (exclusivity writes the refusals as schemas merged into each branch: no bag is complemented)
     kinds = [{"type": "object", "properties": {"kind": {"const": k}}, "required": ["kind"]} for k in "ab"]
@@ -606,3 +618,35 @@ def test_a_schema_declaring_its_properties_in_another_order_is_another_grammar(c
         m = compile_json_schema(compiler, schema, key_order="declared").matcher()
         text = json.dumps({n: 1 for n in names})
         assert m.accept_text(text) and m.is_accepting(), text
+
+
+def test_names_past_the_bags_count_are_checked_where_the_object_closes(compiler, vocab_builtin):
+    """Nine required names (more than a bag tracks) and a dependency: members in any order are
+    accepted, and the closing brace is allowed exactly where the object written so far is valid
+    (jsonschema on it, closed there): every required name present, and o1 beside o0."""
+    compiled = _compiled(compiler, MANY_REQUIRED, whitespace="compact")
+    assert compiled.compiled.vocabulary is vocab_builtin
+    validator = jsonschema.Draft202012Validator(MANY_REQUIRED)
+    close = [t for t, tok in enumerate(vocab_builtin.tokens) if tok == b"}"]
+    assert close
+    rng = random.Random(3)
+    checked = refused = 0
+    for k in range(12):
+        names = [*NAMES, *rng.sample(["o0", "o1", "o2"], k % 4)]
+        if k % 3 == 2:
+            names.remove(rng.choice(NAMES))  # a required name missing throughout
+        rng.shuffle(names)
+        text = "{"
+        for i, name in enumerate(names):
+            text += ("," if i else "") + f'"{name}":null'
+            m = compiled.matcher()
+            assert m.accept_text(text), text
+            valid = validator.is_valid(json.loads(text + "}"))
+            assert bool(m.allowed_tokens()[close[0]]) == valid, text
+            assert m.copy().accept_text("}") == valid, text
+            checked += 1
+            refused += not valid
+        whole = text + "}"
+        m = compiled.matcher()
+        assert (m.accept_text(whole) and m.is_accepting()) == validator.is_valid(json.loads(whole)), whole
+    assert refused > 40 and checked - refused >= 6, (checked, refused)
