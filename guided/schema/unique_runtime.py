@@ -546,12 +546,16 @@ class _VocabFeatures:
         self.quote, self.complex_quote = pack(quote), pack(complex_quote)
         self.closer, self.starts, self.ends, self.sep = pack(self.closers > 0), pack(starts), pack(ends), pack(sep)
         self.zero, self.dot = pack(zero), pack(dot)
-        # a "{" and a "}" after it: an object that may open and close in the token (_check_present)
+        # a "{" and a "}" after it: an object that may open and close in the token (_check_present);
+        # ``brace_lead``: of those, the ones with only whitespace and a colon before their first "{"
+        # (read outside a string, the object opens at the place of the value due)
         braces = np.zeros(n, dtype=bool)
+        self.brace_lead = np.zeros(n, dtype=bool)
         for t in np.flatnonzero(self.closers > 0).tolist():
             data = tokens[t]
             i = data.find(b"{")
             braces[t] = i >= 0 and data.find(b"}", i) > 0
+            self.brace_lead[t] = braces[t] and not data[:i].strip(b" \t\r\n:")
         self.braces = pack(braces)
         # the lowest bracket depth a token without quotes reaches (-1: it closes the container it is
         # read in): such a token closes an object, or not, whatever it is read after (outside a string)
@@ -1245,7 +1249,7 @@ class UniqueMatcher:
                 if t not in asked and self._after(tokens[t], t) is None:
                     out.append(t)
         if self.checked.present:
-            out += self._whole_objects(words, set(ids).union(out, () if extra is None else extra.tolist()))
+            out += self._whole_objects(words, ids, out, () if extra is None else extra.tolist())
         return out
 
     def _presence(self, track: JsonTrack, d: int, feats: _VocabFeatures, words: np.ndarray, need: int,
@@ -1815,7 +1819,7 @@ class UniqueMatcher:
         depth = track.depth if track.depth is not None else self._depth(track)
         if depth < 0 or inner.is_terminated():
             if self.checked.present and not inner.is_terminated():  # outside every checked object
-                self._refuse(bitmask, row, self._whole_objects(self._row(bitmask, row), []))
+                self._refuse(bitmask, row, self._whole_objects(self._row(bitmask, row)))
             return
         if not track.noted:
             self._noted(track)
@@ -1837,12 +1841,22 @@ class UniqueMatcher:
         for t in refused:
             words[t >> 5] &= np.uint32(0xFFFFFFFF ^ (1 << (t & 31)))
 
-    def _whole_objects(self, words: np.ndarray, asked) -> list[int]:
-        """Of the tokens allowed (``words``) that may open and close an object (``braces``), those not
-        in ``asked`` that the checks refuse: a name the object must hold is missing."""
+    def _whole_objects(self, words: np.ndarray, *asked) -> list[int]:
+        """Of the tokens allowed (``words``) that may open and close an object (``braces``), those in
+        none of the ``asked`` lists that the checks refuse: a name the object must hold is missing.
+        Where a value is due at a place that checks no names, the tokens that open their object there
+        (``brace_lead``) are not simulated."""
         feats = _features(self.checked.compiled.vocabulary)
-        tokens, asked = self.checked.compiled.vocabulary.tokens, set(asked)
-        return [t for t in _ids(words & feats.braces).tolist() if t not in asked and self._after(tokens[t], t) is None]
+        found = _ids(words & feats.braces)
+        if not len(found):
+            return []
+        track = self._tracks[-1]
+        if track.lex is None and track.opener is None:
+            place = track._place_here()
+            if place is not None and place.required_at_run_time() is None:
+                found = found[~feats.brace_lead[found]]
+        tokens, seen = self.checked.compiled.vocabulary.tokens, set().union(*asked)
+        return [t for t in found.tolist() if t not in seen and self._after(tokens[t], t) is None]
 
     @staticmethod
     def _row(bitmask, row: int) -> np.ndarray:

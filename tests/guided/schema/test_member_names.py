@@ -650,3 +650,31 @@ def test_names_past_the_bags_count_are_checked_where_the_object_closes(compiler,
         m = compiled.matcher()
         assert (m.accept_text(whole) and m.is_accepting()) == validator.is_valid(json.loads(whole)), whole
     assert refused > 40 and checked - refused >= 6, (checked, refused)
+
+
+@pytest.mark.parametrize("where", ["root", "member", "item"])
+def test_an_object_opened_and_closed_in_one_token_is_checked_too(compiler, vocab_builtin, where):
+    """A token such as "{}" opens an object and closes it before any frame of it is open: where that
+    object must hold names, the mask refuses it (so do accept_token and the walks), at the root, as a
+    member's value and as an array item. A schema whose documents name too few names for such a place
+    simulates nothing more."""
+    wrap = {"root": lambda s: s,
+            "member": lambda s: {"type": "object", "properties": {"inner": s}, "required": ["inner"]},
+            "item": lambda s: {"type": "array", "items": s}}[where]  # fmt: skip
+    prefix = {"root": "", "member": '{"inner":', "item": "["}[where]
+    empties = [t for t, tok in enumerate(vocab_builtin.tokens) if tok in (b"{}", b"{},")]
+    assert empties
+    compiled = _compiled(compiler, wrap(MANY_REQUIRED), whitespace="compact")
+    assert compiled.present
+    m = compiled.matcher()
+    assert m.accept_text(prefix)
+    plain = compiled.compiled.matcher()
+    assert plain.accept_text(prefix) and plain.allowed_tokens()[empties[0]]  # the grammar takes it
+    allowed = m.allowed_tokens()
+    for t in empties:
+        assert not allowed[t] and not m.copy().accept_token(t)
+    few = {**MANY_REQUIRED, "required": NAMES[:3], "dependentRequired": {}}
+    loose = _compiled(compiler, wrap(few), whitespace="compact")
+    assert not loose.present
+    m = loose.matcher()
+    assert m.accept_text(prefix) and not m.allowed_tokens()[empties[0]]  # three required: the bag itself refuses it
