@@ -1222,7 +1222,7 @@ class UniqueMatcher:
             if self._next_bounded(track, d):  # strings begun in the token, commas before a new item
                 sim = np.union1d(sim, self._begun_as_earlier(track.stack[d], feats, words))
                 sim = np.union1d(sim, _ids(words & feats.comma))
-        closing = self._presence(track, d, feats, words, need, out)
+        closing = self._presence(track, feats, words, out)
         if closing is not None:
             sim = np.union1d(sim, closing)
         ids = sim.tolist()
@@ -1252,28 +1252,32 @@ class UniqueMatcher:
             out += self._whole_objects(words, ids, out, () if extra is None else extra.tolist())
         return out
 
-    def _presence(self, track: JsonTrack, d: int, feats: _VocabFeatures, words: np.ndarray, need: int,
-                  out: list[int]) -> np.ndarray | None:  # fmt: skip
-        """Where the object at depth ``d`` checks names that must be present (``_check_present``): the
-        tokens that close it, refused where a name is missing. Those without quotes write no name, so
-        they are refused at once (``out``) while one is missing; those with quotes may write one first:
-        returned, to simulate (where a name is missing or a written one has dependencies)."""
-        frame = track.stack[d] if d >= 0 else None
-        if frame is None or frame[0] or frame[9] is None or frame[8] is None or track.mode[0] != "any":
+    def _presence(self, track: JsonTrack, feats: _VocabFeatures, words: np.ndarray, out: list[int]) -> np.ndarray | None:
+        """For each open object that checks names that must be present (``_check_present``), the
+        tokens that close it: those without quotes write no name, so they are refused at once
+        (``out``) where a name is missing from it; those with quotes may write one first: returned,
+        to simulate (where a name is missing or a written one has dependencies)."""
+        if track.mode[0] != "any":
             return None
-        check = frame[8].required_at_run_time()
-        if check is None:
-            return None
-        required, deps = check
-        written = frame[9]
-        ok = required <= written and all(t not in written or names <= written for t, names in deps)
-        lex = track.lex
-        if not ok and (lex is None or lex[0] != "s"):
-            plain = _ids(words & feats.closer & ~feats.quote)
-            out += plain[feats.min_depth[plain] <= -(need + 1)].tolist()
-        if ok and not deps:
-            return None
-        return _closing_past(feats, words & feats.quote, lex, need + 1)
+        stack, lex = track.stack, track.lex
+        in_string = lex is not None and lex[0] == "s"
+        closing = None
+        for j, frame in enumerate(stack):
+            if frame[0] or frame[9] is None or frame[8] is None:
+                continue
+            check = frame[8].required_at_run_time()
+            if check is None:
+                continue
+            required, deps = check
+            written, levels = frame[9], len(stack) - j  # the brackets that close it, its own included
+            ok = required <= written and all(t not in written or names <= written for t, names in deps)
+            if not ok and not in_string:
+                plain = _ids(words & feats.closer & ~feats.quote)
+                out += plain[feats.min_depth[plain] <= -levels].tolist()
+            if not ok or deps:
+                more = _closing_past(feats, words & feats.quote, lex, levels)
+                closing = more if closing is None else np.union1d(closing, more)
+        return closing
 
     def _empty_run(self, t: JsonTrack, data: bytes) -> int | None:
         """With flexible whitespace (``max_ws``): how many whitespace characters follow the opening

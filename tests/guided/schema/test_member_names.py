@@ -678,3 +678,25 @@ def test_an_object_opened_and_closed_in_one_token_is_checked_too(compiler, vocab
     assert not loose.present
     m = loose.matcher()
     assert m.accept_text(prefix) and not m.allowed_tokens()[empties[0]]  # three required: the bag itself refuses it
+
+
+def test_a_token_closing_several_objects_is_checked_at_each(vocab_llama3):
+    """Llama 3's "}}" closes an inner object and then the one around it: refused while the outer
+    object (nine required names: checked where it closes) lacks one, allowed once all are written,
+    whatever the inner object (names tracked, none required) holds."""
+    schema = {"type": "object", "properties": {**{n: {"type": "null"} for n in NAMES}, "inner": {"type": "object"}},
+              "required": NAMES, "additionalProperties": False}  # fmt: skip
+    compiled = _compiled(GrammarCompiler(vocab_llama3), schema, whitespace="compact")
+    tokens = vocab_llama3.tokens
+    both = [t for t, tok in enumerate(tokens) if tok in (b"}}", b"}}\n")]
+    assert both
+    every = ",".join(f'"{n}":null' for n in NAMES)
+    for prefix, valid in [('{"inner":{"x":1', False), ('{' + every + ',"inner":{"x":1', True),
+                          ('{"p0":null,"inner":{"x":"a"', False), ('{"inner":{"x":"a"},' + every[:-6], False)]:  # fmt: skip
+        m = compiled.matcher()
+        assert m.accept_text(prefix), prefix
+        allowed = m.allowed_tokens()
+        for t in both:
+            assert bool(allowed[t]) == m.copy().accept_token(t), (prefix, tokens[t])
+        if not prefix.endswith("}"):
+            assert bool(allowed[both[0]]) == (valid and compiled.compiled.matcher().accept_text(prefix + "}}")), prefix
