@@ -107,6 +107,34 @@ class Dup(Exception):
     object a name is missing from: ``_check_present``)."""
 
 
+def _missing_bytes(track: JsonTrack) -> int:
+    """A lower bound of the bytes the names missing from the open objects that check them
+    (``_check_present``) still take: each a quoted name, a colon, a value and a comma, less the
+    costliest one the name in progress (or due after a comma) may become: the grammar's shortest
+    ending holds that member."""
+    if track.mode[0] != "any":
+        return 0
+    total, lex, last = 0, track.lex, len(track.stack) - 1
+    in_name = lex is not None and lex[0] == "s" and lex[3]
+    begun = _decoded(lex[4]) if in_name and not lex[2] else None
+    # a name begun, or due after a comma: the grammar's shortest ending writes that member
+    in_name = in_name or lex is None and last >= 0 and not track.stack[last][0] and track.stack[last][10]
+    for j, frame in enumerate(track.stack):
+        if frame[0] or frame[9] is None or frame[8] is None:
+            continue
+        check = frame[8].required_at_run_time()
+        if check is None:
+            continue
+        required, deps = check
+        written = frame[9]
+        missing = set(required - written).union(*(names - written for t, names in deps if t in written))
+        cost = {n: len(json.dumps(n, ensure_ascii=False)) + 3 for n in missing}
+        total += sum(cost.values())
+        if in_name and j == last:
+            total -= max((c for n, c in cost.items() if begun is None or n.startswith(begun)), default=0)
+    return total
+
+
 def _check_present(place, written: frozenset) -> None:
     """Raise Dup where an object closing at ``place`` lacks a name the matcher checks there
     (``KeyOrder.required_at_run_time``: a required one, or one a written name depends on)."""
@@ -2047,7 +2075,11 @@ class UniqueMatcher:
         """Best-first over bytes with copies of this matcher; states are (grammar state, ``_part``),
         or (grammar state, the bytes so far) under a unique array, ranked by bytes so far plus the
         grammar's shortest from there (a lower bound: the first accepting one is a shortest), the
-        deepest first among equals."""
+        deepest first among equals. Names missing from objects that check them where they close
+        count twice their least bytes on top (``_missing_bytes``): the search then writes them one
+        after another, where a bound alone has it try their orders first (past ``max_states`` with
+        nine names), and the ending it finds is short rather than always the shortest (every name
+        that can be missing is a literal of the grammar, so one byte per class spells it)."""
         compiled = self.checked.compiled
         dfa = compiled.dfa
 
@@ -2057,7 +2089,9 @@ class UniqueMatcher:
 
         def needed(m: UniqueMatcher) -> int | None:
             got = compiled.shortest_completion(m.inner.state)
-            return None if got is None else len(got.text)
+            # names missing from objects that check them count twice their least bytes: a bound no
+            # longer, but a search that writes them one after another (else it visits every order)
+            return None if got is None else len(got.text) + 2 * _missing_bytes(m._tracks[-1])
 
         start, h = key(self), needed(self)
         if h is None:

@@ -700,3 +700,32 @@ def test_a_token_closing_several_objects_is_checked_at_each(vocab_llama3):
             assert bool(allowed[t]) == m.copy().accept_token(t), (prefix, tokens[t])
         if not prefix.endswith("}"):
             assert bool(allowed[both[0]]) == (valid and compiled.compiled.matcher().accept_text(prefix + "}}")), prefix
+
+
+# required names no property declares (their values: additionalProperties), written as the others are
+UNDECLARED_REQUIRED = {"type": "object", "properties": {n: {"type": "null"} for n in NAMES[:5]},
+                       "required": [*NAMES[:5], "zq", "zr", "wv", "wx"], "additionalProperties": {"type": "null"}}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "schema, prefix",
+    [(MANY_REQUIRED, p) for p in ["", "{", '{"p0":null', '{"o0":null,"p3":null', '{"p2":null,"p', '{"p1":null,']]
+    + [(UNDECLARED_REQUIRED, p) for p in ["{", '{"p0":null,"z', '{"wv":null']],
+)  # fmt: skip
+def test_the_shortest_ending_writes_the_missing_names(compiler, schema, prefix):
+    """What the budget closes an output with (``shortest_completion``): from prefixes missing most of
+    nine required names (and o1, once o0 is written), an ending the matcher takes that makes a valid
+    instance, as short as writing each missing member once."""
+    compiled = _compiled(compiler, schema, whitespace="compact")
+    m = compiled.matcher()
+    assert m.accept_text(prefix)
+    got = m.shortest_completion()
+    assert got is not None, prefix
+    whole = prefix + got.text.decode()
+    value = one_value(whole)
+    assert jsonschema.Draft202012Validator(schema).is_valid(value), whole
+    assert m.accept_tokens(got.tokens) == len(got.tokens) and m.is_accepting()
+    present = json.loads(prefix + "}") if prefix.endswith(("null", "{")) else None
+    if present is not None:  # each member it adds is a missing one, written as "name":null
+        missing = set(value) - set(present)
+        assert len(got.text) == sum(len(f',"{n}":null') for n in missing) + 1 - (prefix == "{")
