@@ -112,22 +112,12 @@ def _missing_bytes(track: JsonTrack) -> int:
     (``_check_present``) still take: each a quoted name, a colon, a value and a comma, less the
     costliest one the name in progress (or due after a comma) may become: the grammar's shortest
     ending holds that member."""
-    if track.mode[0] != "any":
-        return 0
     total, lex, last = 0, track.lex, len(track.stack) - 1
     in_name = lex is not None and lex[0] == "s" and lex[3]
     begun = _decoded(lex[4]) if in_name and not lex[2] else None
     # a name begun, or due after a comma: the grammar's shortest ending writes that member
     in_name = in_name or lex is None and last >= 0 and not track.stack[last][0] and track.stack[last][10]
-    for j, frame in enumerate(track.stack):
-        if frame[0] or frame[9] is None or frame[8] is None:
-            continue
-        check = frame[8].required_at_run_time()
-        if check is None:
-            continue
-        required, deps = check
-        written = frame[9]
-        missing = set(required - written).union(*(names - written for t, names in deps if t in written))
+    for j, missing, _ in _checked_frames(track):
         cost = {n: len(json.dumps(n, ensure_ascii=False)) + 3 for n in missing}
         total += sum(cost.values())
         if in_name and j == last:
@@ -135,14 +125,30 @@ def _missing_bytes(track: JsonTrack) -> int:
     return total
 
 
+def _checked_frames(track: JsonTrack):
+    """(index, the names missing, whether names depend on others) of each open object of ``track``
+    that checks names that must be present where it closes (``KeyOrder.required_at_run_time``)."""
+    if track.mode[0] != "any":
+        return
+    for j, frame in enumerate(track.stack):
+        if not frame[0] and frame[9] is not None and frame[8] is not None:
+            need = frame[8].required_at_run_time()
+            if need is not None:
+                yield j, _missing(need, frame[9]), bool(need[1])
+
+
+def _missing(need: tuple, written: frozenset) -> set[str]:
+    """The names of ``need`` (``required_at_run_time``) an object with names ``written`` lacks: the
+    required ones, and those a written name depends on."""
+    required, deps = need
+    return set(required - written).union(*(names - written for t, names in deps if t in written))
+
+
 def _check_present(place, written: frozenset) -> None:
     """Raise Dup where an object closing at ``place`` lacks a name the matcher checks there
     (``KeyOrder.required_at_run_time``: a required one, or one a written name depends on)."""
     need = place.required_at_run_time()
-    if need is None:
-        return
-    required, deps = need
-    if not required <= written or any(t in written and not names <= written for t, names in deps):
+    if need is not None and _missing(need, written):
         raise Dup
 
 
@@ -1285,24 +1291,14 @@ class UniqueMatcher:
         tokens that close it: those without quotes write no name, so they are refused at once
         (``out``) where a name is missing from it; those with quotes may write one first: returned,
         to simulate (where a name is missing or a written one has dependencies)."""
-        if track.mode[0] != "any":
-            return None
-        stack, lex = track.stack, track.lex
+        lex, closing = track.lex, None
         in_string = lex is not None and lex[0] == "s"
-        closing = None
-        for j, frame in enumerate(stack):
-            if frame[0] or frame[9] is None or frame[8] is None:
-                continue
-            check = frame[8].required_at_run_time()
-            if check is None:
-                continue
-            required, deps = check
-            written, levels = frame[9], len(stack) - j  # the brackets that close it, its own included
-            ok = required <= written and all(t not in written or names <= written for t, names in deps)
-            if not ok and not in_string:
+        for j, missing, deps in _checked_frames(track):
+            levels = len(track.stack) - j  # the brackets that close it, its own included
+            if missing and not in_string:
                 plain = _ids(words & feats.closer & ~feats.quote)
                 out += plain[feats.min_depth[plain] <= -levels].tolist()
-            if not ok or deps:
+            if missing or deps:
                 more = _closing_past(feats, words & feats.quote, lex, levels)
                 closing = more if closing is None else np.union1d(closing, more)
         return closing
