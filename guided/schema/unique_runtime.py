@@ -583,13 +583,17 @@ class _VocabFeatures:
         # a "{" and a "}" after it: an object that may open and close in the token (_check_present);
         # ``brace_lead``: of those, the ones with only whitespace and a colon before their first "{"
         # (read outside a string, the object opens at the place of the value due)
+        # (``brace_quotes``: the parity of the quotes before that "{", -1 where a backslash is there:
+        # read inside a string, an even count leaves the brace in the string's text, so no object)
         braces = np.zeros(n, dtype=bool)
         self.brace_lead = np.zeros(n, dtype=bool)
+        self.brace_quotes = np.zeros(n, dtype=np.int8)
         for t in np.flatnonzero(self.closers > 0).tolist():
             data = tokens[t]
             i = data.find(b"{")
             braces[t] = i >= 0 and data.find(b"}", i) > 0
             self.brace_lead[t] = braces[t] and not data[:i].strip(b" \t\r\n:")
+            self.brace_quotes[t] = -1 if b"\\" in data[:i] else data[:i].count(b'"') % 2
         self.braces = pack(braces)
         # the lowest bracket depth a token without quotes reaches (-1: it closes the container it is
         # read in): such a token closes an object, or not, whatever it is read after (outside a string)
@@ -1879,7 +1883,9 @@ class UniqueMatcher:
         if not len(found):
             return []
         track = self._tracks[-1]
-        if track.lex is None and track.opener is None:
+        if track.lex is not None and track.lex[0] == "s":  # a brace in the string's text opens nothing
+            found = found[feats.brace_quotes[found] != 0]
+        elif track.lex is None and track.opener is None:
             place = track._place_here()
             if place is not None and place.required_at_run_time() is None:
                 found = found[~feats.brace_lead[found]]
