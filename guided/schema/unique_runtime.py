@@ -595,6 +595,11 @@ class _VocabFeatures:
             self.brace_lead[t] = braces[t] and not data[:i].strip(b" \t\r\n:")
             self.brace_quotes[t] = -1 if b"\\" in data[:i] else data[:i].count(b'"') % 2
         self.braces = pack(braces)
+        # the same as token ids, for a test of their bits alone (``_allowed_of``): few tokens
+        self.brace_ids = np.flatnonzero(braces).astype(np.int64)
+        closing = (self.closers > 0) & live
+        self.plain_closer_ids = np.flatnonzero(closing & ~quote).astype(np.int64)
+        self.quoted_closer_ids = np.flatnonzero(closing & quote).astype(np.int64)
         # the lowest bracket depth a token without quotes reaches (-1: it closes the container it is
         # read in): such a token closes an object, or not, whatever it is read after (outside a string)
         self.min_depth = np.zeros(n, dtype=np.int16)
@@ -955,6 +960,12 @@ def _pack(flags: np.ndarray, words: int) -> np.ndarray:
     return np.packbits(bits, bitorder="little").view(np.uint32)
 
 
+def _allowed_of(words: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Those of token ``ids`` whose bits are set in packed uint32 ``words`` (for a few ids, cheaper
+    than ``_ids`` over every word)."""
+    return ids[(words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1 != 0]
+
+
 def _ids(words: np.ndarray) -> np.ndarray:
     """Token ids of the set bits of packed uint32 words (only the nonzero words are unpacked; most
     masks here select none, and counting is the cheapest way to see it)."""
@@ -1300,10 +1311,11 @@ class UniqueMatcher:
         for j, missing, deps in _checked_frames(track):
             levels = len(track.stack) - j  # the brackets that close it, its own included
             if missing and not in_string:
-                plain = _ids(words & feats.closer & ~feats.quote)
+                plain = _allowed_of(words, feats.plain_closer_ids)
                 out += plain[feats.min_depth[plain] <= -levels].tolist()
             if missing or deps:
-                more = _closing_past(feats, words & feats.quote, lex, levels)
+                more = _allowed_of(words, feats.quoted_closer_ids)
+                more = more[feats.closers[more] >= levels]
                 closing = more if closing is None else np.union1d(closing, more)
         return closing
 
@@ -1658,7 +1670,9 @@ class UniqueMatcher:
     def _stuck_in_name(self, left: frozenset, so_far: str, words: np.ndarray, feats: _VocabFeatures) -> list[int]:
         """Allowed tokens without a quote that continue the name ``so_far`` where no name in ``left``
         (the names not yet written) can follow."""
+        # a token's text continues some name left exactly when it is a prefix of one's rest
         rests = [n[len(so_far) :] for n in left if n.startswith(so_far)]
+        heads = {r[:k] for r in rests for k in range(1, len(r) + 1)}
         tokens = self.checked.compiled.vocabulary.tokens
         stuck = []
         for t in _ids(words & (~feats.quote | feats.inner_quote)).tolist():
@@ -1670,7 +1684,7 @@ class UniqueMatcher:
             if text is None:  # an escape or part of a character: simulated
                 if self._after(data, t) is None:
                     stuck.append(t)
-            elif not any(r.startswith(text) for r in rests):
+            elif text not in heads if text else not rests:
                 stuck.append(t)
         return stuck
 
@@ -1879,7 +1893,7 @@ class UniqueMatcher:
         Where a value is due at a place that checks no names, the tokens that open their object there
         (``brace_lead``) are not simulated."""
         feats = _features(self.checked.compiled.vocabulary)
-        found = _ids(words & feats.braces)
+        found = _allowed_of(words, feats.brace_ids)
         if not len(found):
             return []
         track = self._tracks[-1]
