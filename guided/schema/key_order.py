@@ -272,6 +272,8 @@ class KeyOrder:
         return self._checked or None
 
     def _required_at_run_time(self) -> tuple | None:
+        if not _branch_free(self.resolver):
+            return None  # a place reached through a branch holds every branch's schemas: their names are not all due
         deps: dict[str, set[str]] = {}
         for schema, _ in self.schemas:
             if any(k in schema for k in (*_COUNTING, *_EITHER)):
@@ -443,6 +445,34 @@ def root_place(schema, registry: dict | None = None) -> KeyOrder:
     """The place of a schema's instance root (its own resolver: places are made once per resolver)."""
     resolver = SchemaResolver(schema if isinstance(schema, dict) else {}, registry)
     return KeyOrder.at(resolver, [(schema, resolver.root_base)])
+
+
+def _branch_free(resolver: SchemaResolver) -> bool:
+    """Whether no schema of the resolver's documents branches (``_EITHER``, or a dependency with a
+    schema): then every place's schemas all apply to each object there, wherever the path to it came
+    from. A place keeps the schemas of every branch it was reached through (``KeyOrder.child`` of a
+    ``oneOf``'s place takes each branch's ``properties``, and none from a branch that declares
+    nothing), so only then are the names they require all due. Once per resolver."""
+    got = resolver.__dict__.get("_branch_free")
+    if got is None:
+        got = resolver.__dict__["_branch_free"] = not _branches(resolver.root, resolver._registry)
+    return got
+
+
+def _branches(schema, registry: dict) -> bool:
+    todo = [schema, *registry.values()]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, list):
+            todo.extend(node)
+        elif isinstance(node, dict):
+            if any(k in node for k in _EITHER):
+                return True
+            for kw in ("dependencies", "dependentSchemas"):
+                if isinstance(node.get(kw), dict) and any(isinstance(v, (dict, bool)) for v in node[kw].values()):
+                    return True
+            todo.extend(v for v in node.values() if isinstance(v, (dict, list)))
+    return False
 
 
 def checks_presence(schema, registry: dict | None, key_order: str) -> bool:

@@ -729,3 +729,26 @@ def test_the_shortest_ending_writes_the_missing_names(compiler, schema, prefix):
     if present is not None:  # each member it adds is a missing one, written as "name":null
         missing = set(value) - set(present)
         assert len(got.text) == sum(len(f',"{n}":null') for n in missing) + 1 - (prefix == "{")
+
+
+def test_names_one_branch_requires_are_not_asked_of_the_other(compiler):
+    """Under a oneOf, each branch's items require five names of their own: the items' place holds
+    both branches' schemas (ten names between them, past a bag's count), but an item needs only its
+    own branch's, so no name is checked where it closes there (the place keeps its declared order:
+    ``KeyOrder.required_at_run_time`` needs a schema without branches). Items of either branch are
+    accepted, and an item lacking one of its branch's names is refused."""
+    def branch(k: int, prefix: str) -> dict:
+        names = [f"{prefix}{i}" for i in range(5)]
+        item = {"type": "object", "properties": {n: {"type": "null"} for n in [*names, f"{prefix}x"]},
+                "required": names, "additionalProperties": False}  # fmt: skip
+        return {"properties": {"k": {"const": k}, "xs": {"type": "array", "items": item}}, "required": ["k", "xs"]}
+
+    schema = {"type": "object", "oneOf": [branch(1, "a"), branch(2, "b")]}
+    compiled = compile_json_schema(compiler, schema, key_order="any", whitespace="compact")
+    validator = jsonschema.Draft202012Validator(schema)
+    for k, prefix in ((1, "a"), (2, "b")):
+        for drop in (None, f"{prefix}2"):
+            names = [n for n in [f"{prefix}{i}" for i in range(5)] + [f"{prefix}x"] if n != drop]
+            text = '{"k":%d,"xs":[{%s}]}' % (k, ",".join(f'"{n}":null' for n in names))
+            m = compiled.matcher()
+            assert (m.accept_text(text) and m.is_accepting()) == validator.is_valid(json.loads(text)) == (drop is None), text
