@@ -749,6 +749,7 @@ def test_names_one_branch_requires_are_not_asked_of_the_other(compiler):
     for k, prefix in ((1, "a"), (2, "b")):
         for drop in (None, f"{prefix}2"):
             names = [n for n in [f"{prefix}{i}" for i in range(5)] + [f"{prefix}x"] if n != drop]
-            text = '{"k":%d,"xs":[{%s}]}' % (k, ",".join(f'"{n}":null' for n in names))
+            members = ",".join(f'"{n}":null' for n in names)
+            text = f'{{"k":{k},"xs":[{{{members}}}]}}'
             m = compiled.matcher()
             assert (m.accept_text(text) and m.is_accepting()) == validator.is_valid(json.loads(text)) == (drop is None), text
