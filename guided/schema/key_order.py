@@ -276,16 +276,13 @@ class KeyOrder:
             return None  # a place reached through a branch holds every branch's schemas: their names are not all due
         deps: dict[str, set[str]] = {}
         for schema, _ in self.schemas:
-            if any(k in schema for k in (*_COUNTING, *_EITHER)):
+            if any(k in schema for k in _COUNTING):
                 return None
-            for kw in ("dependentRequired", "dependencies"):
-                value = schema.get(kw)
-                if value is None:
-                    continue
-                if not isinstance(value, dict) or not all(isinstance(v, list) for v in value.values()):
-                    return None  # a dependency with a schema: a branch the matcher cannot read off the names
-                for trigger, names in value.items():
-                    deps.setdefault(trigger, set()).update(n for n in names if isinstance(n, str) and n != trigger)
+            for kw in ("dependentRequired", "dependencies"):  # name-only: the documents have no other kind
+                if isinstance(schema.get(kw), dict):
+                    for trigger, names in schema[kw].items():
+                        if isinstance(names, list):
+                            deps.setdefault(trigger, set()).update(n for n in names if isinstance(n, str) and n != trigger)
         required = frozenset(self.required_names)
         tracked = required.union(deps, *deps.values())
         if bag_fits(len(tracked), 0):
@@ -478,9 +475,10 @@ def _branches(schema, registry: dict) -> bool:
 def checks_presence(schema, registry: dict | None, key_order: str) -> bool:
     """Whether an object of the instances may have names the matcher checks where it closes
     (``KeyOrder.required_at_run_time``): a cautious answer from the documents alone (no place can
-    need more names than all their ``required`` lists and name dependencies hold), without walking
-    the places (a walk cost large schemas up to 30 ms)."""
-    return key_order == "any" and _names_past_a_bag(schema, registry)
+    need more names than all their ``required`` lists and name dependencies hold, and none where a
+    schema branches: ``_branch_free``), without walking the places (a walk cost large schemas up to
+    30 ms)."""
+    return key_order == "any" and _names_past_a_bag(schema, registry) and not _branches(schema, registry or {})
 
 
 def _names_past_a_bag(schema, registry: dict | None) -> bool:

@@ -580,11 +580,11 @@ class _VocabFeatures:
         self.quote, self.complex_quote = pack(quote), pack(complex_quote)
         self.closer, self.starts, self.ends, self.sep = pack(self.closers > 0), pack(starts), pack(ends), pack(sep)
         self.zero, self.dot = pack(zero), pack(dot)
-        # a "{" and a "}" after it: an object that may open and close in the token (_check_present);
-        # ``brace_lead``: of those, the ones with only whitespace and a colon before their first "{"
-        # (read outside a string, the object opens at the place of the value due)
-        # (``brace_quotes``: the parity of the quotes before that "{", -1 where a backslash is there:
-        # read inside a string, an even count leaves the brace in the string's text, so no object)
+        # ``brace_ids``: tokens with a "{" and a "}" after it, an object that may open and close in the
+        # token (_check_present); ``brace_lead``: only whitespace and a colon before their first "{"
+        # (read outside a string, the object opens at the place of the value due); ``brace_quotes``:
+        # the parity of the quotes before it, -1 where a backslash is there (read inside a string, an
+        # even count leaves the brace in the string's text: no object)
         braces = np.zeros(n, dtype=bool)
         self.brace_lead = np.zeros(n, dtype=bool)
         self.brace_quotes = np.zeros(n, dtype=np.int8)
@@ -594,9 +594,7 @@ class _VocabFeatures:
             braces[t] = i >= 0 and data.find(b"}", i) > 0
             self.brace_lead[t] = braces[t] and not data[:i].strip(b" \t\r\n:")
             self.brace_quotes[t] = -1 if b"\\" in data[:i] else data[:i].count(b'"') % 2
-        self.braces = pack(braces)
-        # the same as token ids, for a test of their bits alone (``_allowed_of``): few tokens
-        self.brace_ids = np.flatnonzero(braces).astype(np.int64)
+        self.brace_ids = np.flatnonzero(braces).astype(np.int64)  # few: their bits are tested (_allowed_of)
         closing = (self.closers > 0) & live
         self.plain_closer_ids = np.flatnonzero(closing & ~quote).astype(np.int64)
         self.quoted_closer_ids = np.flatnonzero(closing & quote).astype(np.int64)
