@@ -396,7 +396,8 @@ class _Checks:
         plan, _, _, keys = self.found
         if plan is None and keys is None:
             return None
-        present = keys is not None and checks_presence(self.schema, self.registry, self.opts.key_order)
+        # (read off the document the places were made from: the one the lowering reads)
+        present = keys is not None and checks_presence(keys.resolver.root, self.registry, self.opts.key_order)
         return UniqueChecked(compiled, plan, keys, self.opts.strict, self.opts.key_order, max_ws=max_ws,
                              present=present)
 

@@ -272,8 +272,6 @@ class KeyOrder:
         return self._checked or None
 
     def _required_at_run_time(self) -> tuple | None:
-        if not _branch_free(self.resolver):
-            return None  # a place reached through a branch holds every branch's schemas: their names are not all due
         deps: dict[str, set[str]] = {}
         for schema, _ in self.schemas:
             if any(k in schema for k in _COUNTING):
@@ -287,6 +285,8 @@ class KeyOrder:
         tracked = required.union(deps, *deps.values())
         if bag_fits(len(tracked), 0):
             return None
+        if not _branch_free(self.resolver):  # (last: a walk of the documents, once per resolver)
+            return None  # a place reached through a branch holds every branch's schemas: their names are not all due
         # (a dependency whose names are all required anyway asks for nothing more)
         return required, tuple((t, frozenset(n - required)) for t, n in deps.items() if n - required)
 

@@ -128,7 +128,7 @@ def _missing_bytes(track: JsonTrack) -> int:
 def _checked_frames(track: JsonTrack):
     """(index, the names missing, whether names depend on others) of each open object of ``track``
     that checks names that must be present where it closes (``KeyOrder.required_at_run_time``)."""
-    if track.mode[0] != "any":
+    if not track.mode[2]:
         return
     for j, frame in enumerate(track.stack):
         if not frame[0] and frame[9] is not None and frame[8] is not None:
@@ -180,11 +180,13 @@ class JsonTrack:
     #         key-order place, names written (a frozenset where they must be unique, else None),
     #         a comma was written and the next name not started, names the grammar accepts here or None,
     #         a "closed" item's declared names (else None), the names written in it]
-    def __init__(self, plan: UniquePlan | None, keys=None, mode: tuple[str, bool] = ("any", False),
+    def __init__(self, plan: UniquePlan | None, keys=None, mode: tuple[str, bool, bool] = ("any", False, False),
                  opener: bytes | None = None):  # fmt: skip
         self.plan = plan
         self.keys = keys  # the root's KeyOrder place, or None when no object checks its names
-        self.mode = mode  # (key_order, strict): which places check names (KeyOrder.checks_names)
+        # (key_order, strict): which places check names (KeyOrder.checks_names); and whether some object
+        # may check the names that must be present where it closes (UniqueChecked.present)
+        self.mode = mode
         # JSON inside other text (tool calls): each JSON object begins at the first "{" of ``opener``
         # and ends with its closing bracket; ``scan``: opener bytes matched outside them, or -1 inside
         self.opener = opener
@@ -281,7 +283,7 @@ class JsonTrack:
                 continue
             if b == 0x5D or b == 0x7D:  # ] }
                 frame = self.stack.pop()
-                if frame[9] is not None and not frame[0] and frame[8] is not None and self.mode[0] == "any":
+                if frame[9] is not None and not frame[0] and frame[8] is not None and self.mode[2]:
                     _check_present(frame[8], frame[9])
                 if self.stack:  # the parent is the top again: a copy of its own (see clone)
                     self.stack[-1] = self.stack[-1].copy()
@@ -299,7 +301,7 @@ class JsonTrack:
                 place = self._place_here()
                 is_array = b == 0x5B
                 unique = is_array and f is not None and self.plan.demand(f) == "Y"
-                names = None if is_array or place is None or not place.checks_names(*self.mode) else frozenset()
+                names = None if is_array or place is None or not place.checks_names(*self.mode[:2]) else frozenset()
                 closed = None
                 if not is_array and top is not None and top[0] and top[2] and top[6] == "closed":
                     closed = self.plan.closed_names(f)
@@ -1070,7 +1072,8 @@ class UniqueMatcher:
     def __init__(self, inner, checked: UniqueChecked):
         self.inner = inner
         self.checked = checked
-        self._tracks = [JsonTrack(checked.plan, checked.keys, (checked.key_order, checked.strict), checked.opener)]
+        mode = (checked.key_order, checked.strict, checked.present)
+        self._tracks = [JsonTrack(checked.plan, checked.keys, mode, checked.opener)]
         self._bytes = bytearray()
         self._lens = [0]
         self._searches: dict[frozenset, tuple] = {}  # _trie_of: the last few sets of earlier items or names
