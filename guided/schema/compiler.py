@@ -75,7 +75,7 @@ from guided.schema.drafts import for_draft
 from guided.schema.dynamic_refs import static_dynamic_refs
 from guided.schema.formats import format_node
 from guided.schema.intersections import meet_one
-from guided.schema.key_order import KeyOrder, checks_presence, has_bag, repeats_names, root_place
+from guided.schema.key_order import KeyOrder, has_bag, repeats_names, root_place
 from guided.schema.lowering import SchemaLowering
 from guided.schema.options import SchemaOptions
 from guided.schema.pydantic_models import json_schema_for
@@ -396,10 +396,7 @@ class _Checks:
         plan, _, _, keys = self.found
         if plan is None and keys is None:
             return None
-        # (read off the document the places were made from: the one the lowering reads)
-        present = keys is not None and checks_presence(keys.resolver.root, self.registry, self.opts.key_order)
-        return UniqueChecked(compiled, plan, keys, self.opts.strict, self.opts.key_order, max_ws=max_ws,
-                             present=present)
+        return UniqueChecked(compiled, plan, keys, self.opts.strict, self.opts.key_order, max_ws=max_ws)
 
 
 def _names(schema, registry: dict | None, opts: SchemaOptions) -> tuple[bool, KeyOrder | None]:

@@ -16,10 +16,7 @@ compare like with like. Two policies (``SchemaOptions.key_order``):
   written there anyway: ``admits_undeclared``), when the matcher checks member names
   (``compile_json_schema``) and at most ``MAX_TRACKED_REQUIRED`` names must be present ("bag"): any
   order in linear size, the grammar taking members with repeats (``object_bags.bag``) and the
-  matcher refusing a name written twice (``unique_runtime``). Where more names must be present,
-  the bag still applies where the matcher can check them itself (``required_at_run_time``: no
-  member count, no branches but name-only dependencies): it refuses the closing brace until they
-  are written, and the grammar takes each name at will. Below a schema-free or recursive
+  matcher refusing a name written twice (``unique_runtime``). Below a schema-free or recursive
   value the permutation's subsets are rules of the context-free grammar: the bag made Kubernetes
   schemas compile in about 60% of the time, with unchanged masks at the median. Otherwise
   ("around"): the declared order, or the required names first (in ``required`` order) and then
@@ -45,7 +42,7 @@ from guided.schema.keywords import takes_all
 from guided.schema.object_bags import MAX_BAG_STATES, MAX_TRACKED_REQUIRED
 from guided.schema.resolver import SchemaResolver
 
-__all__ = ["KeyOrder", "order_instance", "root_place", "has_bag", "repeats_names", "checks_presence", "closing_names", "closes_by_default", "MAX_PERMUTED"]
+__all__ = ["KeyOrder", "order_instance", "root_place", "has_bag", "repeats_names", "closing_names", "closes_by_default", "MAX_PERMUTED"]
 
 MAX_PERMUTED = 6
 MAX_BAG_WALK = 4_000  # places a walk (has_bag, repeats_names) visits before it answers yes
@@ -58,7 +55,6 @@ _ORDER_KEYS = frozenset(
      "dependentSchemas", "dependencies"}
 )  # fmt: skip  (what the policy reads: places with equal keys get equal policies)
 _IN_PLACE_ONE = ("not", "if", "then", "else")
-_EITHER = ("anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas")  # branches a matcher cannot read
 _BRANCHING = ("anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas", "dependencies", "dependentRequired")
 
 
@@ -78,7 +74,6 @@ class KeyOrder:
         self._names: list[str] | None = None
         self._name_set: frozenset[str] | None = None
         self._bag: bool | None = None
-        self._checked: tuple | bool | None = None  # required_at_run_time, once worked out (False: none)
         self._open: bool | None = None
         self._patterned: tuple[bool, bool] | None = None  # (propertyNames here, patternProperties here)
         self._children: dict[str, KeyOrder] = {}
@@ -255,40 +250,7 @@ class KeyOrder:
                     cap = max(cap, schema[kw])
         if not self.conjunctive:  # one branch's names at a time: each object lowered here checks its own
             return True
-        return bag_fits(len(tracked), cap) or self.required_at_run_time() is not None
-
-    def required_at_run_time(self) -> tuple[frozenset[str], tuple[tuple[str, frozenset[str]], ...]] | None:
-        """(the names required here, the name dependencies here: (trigger, the names it requires))
-        when a "bag" here leaves the names that must be present to the matcher, which refuses the
-        object's closing brace until they are written (``unique_runtime``): where more names must be
-        present than a bag tracks (``MAX_TRACKED_REQUIRED``), no member count is bounded, and nothing
-        branches but name-only dependencies (``dependentRequired``, ``dependencies`` with arrays).
-        Then every name the check can ask for is a member the bag still takes, so no object is left
-        without a way to close (a required name no member can have leaves no object at all, and a
-        trigger whose names cannot all be present is refused by the grammar's own case split). Else
-        None: the grammar tracks them, or the "around" / "declared" order applies."""
-        if self._checked is None:
-            self._checked = self._required_at_run_time() or False
-        return self._checked or None
-
-    def _required_at_run_time(self) -> tuple | None:
-        deps: dict[str, set[str]] = {}
-        for schema, _ in self.schemas:
-            if any(k in schema for k in _COUNTING):
-                return None
-            for kw in ("dependentRequired", "dependencies"):  # name-only: the documents have no other kind
-                if isinstance(schema.get(kw), dict):
-                    for trigger, names in schema[kw].items():
-                        if isinstance(names, list):
-                            deps.setdefault(trigger, set()).update(n for n in names if isinstance(n, str) and n != trigger)
-        required = frozenset(self.required_names)
-        tracked = required.union(deps, *deps.values())
-        if bag_fits(len(tracked), 0):
-            return None
-        if not _branch_free(self.resolver):  # (last: a walk of the documents, once per resolver)
-            return None  # a place reached through a branch holds every branch's schemas: their names are not all due
-        # (a dependency whose names are all required anyway asks for nothing more)
-        return required, tuple((t, frozenset(n - required)) for t, n in deps.items() if n - required)
+        return bag_fits(len(tracked), cap)
 
     @property
     def required_names(self) -> list[str]:
@@ -442,63 +404,6 @@ def root_place(schema, registry: dict | None = None) -> KeyOrder:
     """The place of a schema's instance root (its own resolver: places are made once per resolver)."""
     resolver = SchemaResolver(schema if isinstance(schema, dict) else {}, registry)
     return KeyOrder.at(resolver, [(schema, resolver.root_base)])
-
-
-def _branch_free(resolver: SchemaResolver) -> bool:
-    """Whether no schema of the resolver's documents branches (``_EITHER``, or a dependency with a
-    schema): then every place's schemas all apply to each object there, wherever the path to it came
-    from. A place keeps the schemas of every branch it was reached through (``KeyOrder.child`` of a
-    ``oneOf``'s place takes each branch's ``properties``, and none from a branch that declares
-    nothing), so only then are the names they require all due. Once per resolver."""
-    got = resolver.__dict__.get("_branch_free")
-    if got is None:
-        got = resolver.__dict__["_branch_free"] = not _branches(resolver.root, resolver._registry)
-    return got
-
-
-def _branches(schema, registry: dict) -> bool:
-    todo = [schema, *registry.values()]
-    while todo:
-        node = todo.pop()
-        if isinstance(node, list):
-            todo.extend(node)
-        elif isinstance(node, dict):
-            if any(k in node for k in _EITHER):
-                return True
-            for kw in ("dependencies", "dependentSchemas"):
-                if isinstance(node.get(kw), dict) and any(isinstance(v, (dict, bool)) for v in node[kw].values()):
-                    return True
-            todo.extend(v for v in node.values() if isinstance(v, (dict, list)))
-    return False
-
-
-def checks_presence(schema, registry: dict | None, key_order: str) -> bool:
-    """Whether an object of the instances may have names the matcher checks where it closes
-    (``KeyOrder.required_at_run_time``): a cautious answer from the documents alone (no place can
-    need more names than all their ``required`` lists and name dependencies hold, and none where a
-    schema branches: ``_branch_free``), without walking the places (a walk cost large schemas up to
-    30 ms)."""
-    return key_order == "any" and _names_past_a_bag(schema, registry) and not _branches(schema, registry or {})
-
-
-def _names_past_a_bag(schema, registry: dict | None) -> bool:
-    """Whether the documents name more distinct names in ``required`` lists and dependencies than a
-    bag tracks (``MAX_TRACKED_REQUIRED``)."""
-    names: set[str] = set()
-    todo = [schema, *(registry or {}).values()]
-    while todo:
-        node = todo.pop()
-        if isinstance(node, list):
-            todo.extend(node)
-        elif isinstance(node, dict):
-            req = node.get("required")
-            if isinstance(req, list):
-                names.update(r for r in req if isinstance(r, str))
-            names.update(_dependency_names(node))
-            if len(names) > MAX_TRACKED_REQUIRED:
-                return True
-            todo.extend(v for v in node.values() if isinstance(v, (dict, list)))
-    return False
 
 
 def has_bag(root: KeyOrder, strict: bool) -> bool:

@@ -335,11 +335,7 @@ def _object(
     hi = lowering.count(schema, "maxProperties", None, path)
     lo, hi, extra = _counts_folded(lowering, lo, hi, extra)
     policy = place.policy(lowering.options.key_order, lowering.options.strict, lowering.names_runtime)
-    if policy == "bag" and lowering.mode != lowering.NEG and place.required_at_run_time() is not None:
-        # more names must be present than a bag tracks: the matcher refuses the closing brace until
-        # they are written (``KeyOrder.required_at_run_time``), so the bag takes each name at will
-        slots = [(member, False) for member, _ in slots]
-    elif policy == "bag" and not bag_fits(sum(req for _, req in slots), hi if hi is not None else lo):
+    if policy == "bag" and not bag_fits(sum(req for _, req in slots), hi if hi is not None else lo):
         policy = place.ordered_policy  # this object's own names, where the place has several branches
     if policy == "bag" or (lowering.mode == lowering.NEG and (slots or lo or hi is not None)):
         # every order: to be complemented, or ("bag") with the matcher refusing a name written twice

@@ -49,7 +49,6 @@ import json
 import re
 import threading
 import weakref
-from bisect import bisect_left
 
 import numpy as np
 
@@ -104,53 +103,7 @@ def _parse(text: bytes) -> tuple:
 
 
 class Dup(Exception):
-    """The bytes complete an item equal to an earlier one (or write a name twice, or close an
-    object a name is missing from: ``_check_present``)."""
-
-
-def _missing_bytes(track: JsonTrack) -> int:
-    """A lower bound of the bytes the names missing from the open objects that check them
-    (``_check_present``) still take: each a quoted name, a colon, a value and a comma, less the
-    costliest one the name in progress (or due after a comma) may become: the grammar's shortest
-    ending holds that member."""
-    total, lex, last = 0, track.lex, len(track.stack) - 1
-    in_name = lex is not None and lex[0] == "s" and lex[3]
-    begun = _decoded(lex[4]) if in_name and not lex[2] else None
-    # a name begun, or due after a comma: the grammar's shortest ending writes that member
-    in_name = in_name or lex is None and last >= 0 and not track.stack[last][0] and track.stack[last][10]
-    for j, missing, _ in _checked_frames(track):
-        cost = {n: len(json.dumps(n, ensure_ascii=False)) + 3 for n in missing}
-        total += sum(cost.values())
-        if in_name and j == last:
-            total -= max((c for n, c in cost.items() if begun is None or n.startswith(begun)), default=0)
-    return total
-
-
-def _checked_frames(track: JsonTrack):
-    """(index, the names missing, whether names depend on others) of each open object of ``track``
-    that checks names that must be present where it closes (``KeyOrder.required_at_run_time``)."""
-    if not track.mode[2]:
-        return
-    for j, frame in enumerate(track.stack):
-        if not frame[0] and frame[9] is not None and frame[8] is not None:
-            need = frame[8].required_at_run_time()
-            if need is not None:
-                yield j, _missing(need, frame[9]), bool(need[1])
-
-
-def _missing(need: tuple, written: frozenset) -> set[str]:
-    """The names of ``need`` (``required_at_run_time``) an object with names ``written`` lacks: the
-    required ones, and those a written name depends on."""
-    required, deps = need
-    return set(required - written).union(*(names - written for t, names in deps if t in written))
-
-
-def _check_present(place, written: frozenset) -> None:
-    """Raise Dup where an object closing at ``place`` lacks a name the matcher checks there
-    (``KeyOrder.required_at_run_time``: a required one, or one a written name depends on)."""
-    need = place.required_at_run_time()
-    if need is not None and _missing(need, written):
-        raise Dup
+    """The bytes complete an item equal to an earlier one."""
 
 
 class _ObjectEnd(Exception):
@@ -181,13 +134,11 @@ class JsonTrack:
     #         key-order place, names written (a frozenset where they must be unique, else None),
     #         a comma was written and the next name not started, names the grammar accepts here or None,
     #         a "closed" item's declared names (else None), the names written in it]
-    def __init__(self, plan: UniquePlan | None, keys=None, mode: tuple[str, bool, bool] = ("any", False, False),
+    def __init__(self, plan: UniquePlan | None, keys=None, mode: tuple[str, bool] = ("any", False),
                  opener: bytes | None = None):  # fmt: skip
         self.plan = plan
         self.keys = keys  # the root's KeyOrder place, or None when no object checks its names
-        # (key_order, strict): which places check names (KeyOrder.checks_names); and whether some object
-        # may check the names that must be present where it closes (UniqueChecked.present)
-        self.mode = mode
+        self.mode = mode  # (key_order, strict): which places check names (KeyOrder.checks_names)
         # JSON inside other text (tool calls): each JSON object begins at the first "{" of ``opener``
         # and ends with its closing bracket; ``scan``: opener bytes matched outside them, or -1 inside
         self.opener = opener
@@ -283,9 +234,7 @@ class JsonTrack:
                     top[10] = True
                 continue
             if b == 0x5D or b == 0x7D:  # ] }
-                frame = self.stack.pop()
-                if frame[9] is not None and not frame[0] and frame[8] is not None and self.mode[2]:
-                    _check_present(frame[8], frame[9])
+                self.stack.pop()
                 if self.stack:  # the parent is the top again: a copy of its own (see clone)
                     self.stack[-1] = self.stack[-1].copy()
                 self._value_end(p + 1, past, data, base)
@@ -302,7 +251,7 @@ class JsonTrack:
                 place = self._place_here()
                 is_array = b == 0x5B
                 unique = is_array and f is not None and self.plan.demand(f) == "Y"
-                names = None if is_array or place is None or not place.checks_names(*self.mode[:2]) else frozenset()
+                names = None if is_array or place is None or not place.checks_names(*self.mode) else frozenset()
                 closed = None
                 if not is_array and top is not None and top[0] and top[2] and top[6] == "closed":
                     closed = self.plan.closed_names(f)
@@ -583,33 +532,6 @@ class _VocabFeatures:
         self.quote, self.complex_quote = pack(quote), pack(complex_quote)
         self.closer, self.starts, self.ends, self.sep = pack(self.closers > 0), pack(starts), pack(ends), pack(sep)
         self.zero, self.dot = pack(zero), pack(dot)
-        # ``brace_ids``: tokens with a "{" and a "}" after it, an object that may open and close in the
-        # token (_check_present); ``brace_lead``: only whitespace and a colon before their first "{"
-        # (read outside a string, the object opens at the place of the value due); ``brace_quotes``:
-        # the parity of the quotes before it, -1 where a backslash is there (read inside a string, an
-        # even count leaves the brace in the string's text: no object)
-        braces = np.zeros(n, dtype=bool)
-        self.brace_lead = np.zeros(n, dtype=bool)
-        self.brace_quotes = np.zeros(n, dtype=np.int8)
-        for t in np.flatnonzero(self.closers > 0).tolist():
-            data = tokens[t]
-            i = data.find(b"{")
-            braces[t] = i >= 0 and data.find(b"}", i) > 0
-            self.brace_lead[t] = braces[t] and not data[:i].strip(b" \t\r\n:")
-            self.brace_quotes[t] = -1 if b"\\" in data[:i] else data[:i].count(b'"') % 2
-        self.brace_ids = np.flatnonzero(braces).astype(np.int64)  # few: their bits are tested (_allowed_of)
-        closing = (self.closers > 0) & live
-        self.plain_closer_ids = np.flatnonzero(closing & ~quote).astype(np.int64)
-        self.quoted_closer_ids = np.flatnonzero(closing & quote).astype(np.int64)
-        # the lowest bracket depth a token without quotes reaches (-1: it closes the container it is
-        # read in): such a token closes an object, or not, whatever it is read after (outside a string)
-        self.min_depth = np.zeros(n, dtype=np.int16)
-        for t in np.flatnonzero((self.closers > 0) & ~quote).tolist():
-            depth = low = 0
-            for b in tokens[t]:
-                depth += (b in b"[{") - (b in b"]}")
-                low = min(low, depth)
-            self.min_depth[t] = low
         self.comma, self.quotes2, self.quotes3 = pack(comma), pack(quotes2), pack(quotes3)
         self.name_complex, self.whole = pack(name_complex), pack(whole)
         self.name_after_value, self.inner_quote = pack(after_value), pack(inner_quote)
@@ -961,12 +883,6 @@ def _pack(flags: np.ndarray, words: int) -> np.ndarray:
     return np.packbits(bits, bitorder="little").view(np.uint32)
 
 
-def _allowed_of(words: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """Those of token ``ids`` whose bits are set in packed uint32 ``words`` (for a few ids, cheaper
-    than ``_ids`` over every word)."""
-    return ids[(words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1 != 0]
-
-
 def _ids(words: np.ndarray) -> np.ndarray:
     """Token ids of the set bits of packed uint32 words (only the nonzero words are unpacked; most
     masks here select none, and counting is the cheapest way to see it)."""
@@ -1014,12 +930,9 @@ class UniqueChecked:
     None. ``matcher()`` gives a UniqueMatcher; everything else is the grammar's."""
 
     def __init__(self, compiled, plan: UniquePlan | None, keys=None, strict: bool = False, key_order: str = "any",
-                 opener: bytes | None = None, max_ws: int = 0, present: bool = False):  # fmt: skip
+                 opener: bytes | None = None, max_ws: int = 0):  # fmt: skip
         self.compiled = compiled
         self.plan = plan
-        # whether some object may have to hold names the matcher checks where it closes
-        # (``_check_present``): then tokens that open and close an object are simulated too
-        self.present = present
         # the whitespace the grammar takes after "[" or "{" before a first element (flexible
         # whitespace's max_ws; 0: none, or no check): an empty one takes that much again before
         # its closing bracket, which is then the only way on (UniqueMatcher._empty_run_ok)
@@ -1073,8 +986,7 @@ class UniqueMatcher:
     def __init__(self, inner, checked: UniqueChecked):
         self.inner = inner
         self.checked = checked
-        mode = (checked.key_order, checked.strict, checked.present)
-        self._tracks = [JsonTrack(checked.plan, checked.keys, mode, checked.opener)]
+        self._tracks = [JsonTrack(checked.plan, checked.keys, (checked.key_order, checked.strict), checked.opener)]
         self._bytes = bytearray()
         self._lens = [0]
         self._searches: dict[frozenset, tuple] = {}  # _trie_of: the last few sets of earlier items or names
@@ -1273,9 +1185,6 @@ class UniqueMatcher:
             if self._next_bounded(track, d):  # strings begun in the token, commas before a new item
                 sim = np.union1d(sim, self._begun_as_earlier(track.stack[d], feats, words))
                 sim = np.union1d(sim, _ids(words & feats.comma))
-        closing = self._presence(track, feats, words, out)
-        if closing is not None:
-            sim = np.union1d(sim, closing)
         ids = sim.tolist()
         lex = track.lex
         in_item = d == len(track.stack) - 1 and track.stack[d][0] and lex is not None and lex[0] == "s" and not lex[2]
@@ -1299,27 +1208,7 @@ class UniqueMatcher:
             for t in extra.tolist():
                 if t not in asked and self._after(tokens[t], t) is None:
                     out.append(t)
-        if self.checked.present:
-            out += self._whole_objects(words, ids, out, () if extra is None else extra.tolist())
         return out
-
-    def _presence(self, track: JsonTrack, feats: _VocabFeatures, words: np.ndarray, out: list[int]) -> np.ndarray | None:
-        """For each open object that checks names that must be present (``_check_present``), the
-        tokens that close it: those without quotes write no name, so they are refused at once
-        (``out``) where a name is missing from it; those with quotes may write one first: returned,
-        to simulate (where a name is missing or a written one has dependencies)."""
-        lex, closing = track.lex, None
-        in_string = lex is not None and lex[0] == "s"
-        for j, missing, deps in _checked_frames(track):
-            levels = len(track.stack) - j  # the brackets that close it, its own included
-            if missing and not in_string:
-                plain = _allowed_of(words, feats.plain_closer_ids)
-                out += plain[feats.min_depth[plain] <= -levels].tolist()
-            if missing or deps:
-                more = _allowed_of(words, feats.quoted_closer_ids)
-                more = more[feats.closers[more] >= levels]
-                closing = more if closing is None else np.union1d(closing, more)
-        return closing
 
     def _empty_run(self, t: JsonTrack, data: bytes) -> int | None:
         """With flexible whitespace (``max_ws``): how many whitespace characters follow the opening
@@ -1672,10 +1561,7 @@ class UniqueMatcher:
     def _stuck_in_name(self, left: frozenset, so_far: str, words: np.ndarray, feats: _VocabFeatures) -> list[int]:
         """Allowed tokens without a quote that continue the name ``so_far`` where no name in ``left``
         (the names not yet written) can follow."""
-        # a token's text continues some name left exactly when it is a prefix of one's rest: then the
-        # first rest not before it in sorted order is one (binary search, where trying every rest
-        # for every token cost 1.5 M calls on some schemas, and a set of every prefix cost its size)
-        rests = sorted(n[len(so_far) :] for n in left if n.startswith(so_far))
+        rests = [n[len(so_far) :] for n in left if n.startswith(so_far)]
         tokens = self.checked.compiled.vocabulary.tokens
         stuck = []
         for t in _ids(words & (~feats.quote | feats.inner_quote)).tolist():
@@ -1687,10 +1573,8 @@ class UniqueMatcher:
             if text is None:  # an escape or part of a character: simulated
                 if self._after(data, t) is None:
                     stuck.append(t)
-            else:
-                i = bisect_left(rests, text)
-                if i == len(rests) or not rests[i].startswith(text):
-                    stuck.append(t)
+            elif not any(r.startswith(text) for r in rests):
+                stuck.append(t)
         return stuck
 
     def _new_item_fits(self, t: JsonTrack, data: bytes, token: int | None, state: int | None) -> bool:
@@ -1869,8 +1753,6 @@ class UniqueMatcher:
         # _depth, _noted and _part inlined where they read what the track keeps: every mask pays them
         depth = track.depth if track.depth is not None else self._depth(track)
         if depth < 0 or inner.is_terminated():
-            if self.checked.present and not inner.is_terminated():  # outside every checked object
-                self._refuse(bitmask, row, self._whole_objects(self._row(bitmask, row)))
             return
         if not track.noted:
             self._noted(track)
@@ -1885,31 +1767,9 @@ class UniqueMatcher:
                 refused = self._refused(words := self._row(bitmask, row))
                 _put(self.checked.refused_memo, key, tuple(refused), _REFUSED_MEMO)  # a tuple: not tracked
         if refused:
-            self._refuse(bitmask, row, refused, words)
-
-    def _refuse(self, bitmask, row: int, refused, words: np.ndarray | None = None) -> None:
-        words = self._row(bitmask, row) if words is None else words
-        for t in refused:
-            words[t >> 5] &= np.uint32(0xFFFFFFFF ^ (1 << (t & 31)))
-
-    def _whole_objects(self, words: np.ndarray, *asked) -> list[int]:
-        """Of the tokens allowed (``words``) that may open and close an object (``braces``), those in
-        none of the ``asked`` lists that the checks refuse: a name the object must hold is missing.
-        Where a value is due at a place that checks no names, the tokens that open their object there
-        (``brace_lead``) are not simulated."""
-        feats = _features(self.checked.compiled.vocabulary)
-        found = _allowed_of(words, feats.brace_ids)
-        if not len(found):
-            return []
-        track = self._tracks[-1]
-        if track.lex is not None and track.lex[0] == "s":  # a brace in the string's text opens nothing
-            found = found[feats.brace_quotes[found] != 0]
-        elif track.lex is None and track.opener is None:
-            place = track._place_here()
-            if place is not None and place.required_at_run_time() is None:
-                found = found[~feats.brace_lead[found]]
-        tokens, seen = self.checked.compiled.vocabulary.tokens, set().union(*asked)
-        return [t for t in found.tolist() if t not in seen and self._after(tokens[t], t) is None]
+            words = self._row(bitmask, row) if words is None else words
+            for t in refused:
+                words[t >> 5] &= np.uint32(0xFFFFFFFF ^ (1 << (t & 31)))
 
     @staticmethod
     def _row(bitmask, row: int) -> np.ndarray:
@@ -2096,11 +1956,7 @@ class UniqueMatcher:
         """Best-first over bytes with copies of this matcher; states are (grammar state, ``_part``),
         or (grammar state, the bytes so far) under a unique array, ranked by bytes so far plus the
         grammar's shortest from there (a lower bound: the first accepting one is a shortest), the
-        deepest first among equals. Names missing from objects that check them where they close
-        count twice their least bytes on top (``_missing_bytes``): the search then writes them one
-        after another, where a bound alone has it try their orders first (past ``max_states`` with
-        nine names), and the ending it finds is short rather than always the shortest (every name
-        that can be missing is a literal of the grammar, so one byte per class spells it)."""
+        deepest first among equals."""
         compiled = self.checked.compiled
         dfa = compiled.dfa
 
@@ -2110,9 +1966,7 @@ class UniqueMatcher:
 
         def needed(m: UniqueMatcher) -> int | None:
             got = compiled.shortest_completion(m.inner.state)
-            # names missing from objects that check them count twice their least bytes: a bound no
-            # longer, but a search that writes them one after another (else it visits every order)
-            return None if got is None else len(got.text) + 2 * _missing_bytes(m._tracks[-1])
+            return None if got is None else len(got.text)
 
         start, h = key(self), needed(self)
         if h is None:

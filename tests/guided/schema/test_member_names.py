@@ -43,11 +43,6 @@ def _value(kind: str, i: int):
     return i if kind == "integer" else f"v{i}"
 
 
-# more names that must be present than a bag tracks (MAX_TRACKED_REQUIRED), and a dependency: the
-# matcher checks them where the object closes (KeyOrder.required_at_run_time)
-MANY_REQUIRED = {"type": "object", "properties": {n: {"type": "null"} for n in [*NAMES, "o0", "o1", "o2"]},
-                 "required": NAMES, "additionalProperties": False, "dependentRequired": {"o0": ["o1"]}}  # fmt: skip
-
 # names that patternProperties alone admit: four, so that they can all be written
 PATTERNED = {**_object(True, kinds=("null",)), "patternProperties": {"^q[0-3]$": {"type": "null"}}}
 PATTERN_NAMES = ["q0", "q1", "q2", "q3"]
@@ -238,11 +233,8 @@ def _masked_walk(compiled, vocab, rng, steps=400) -> bytes | None:
         {"anyOf": [_object(True, kinds=("null",)), {**_object(True, kinds=("boolean",)), "required": ["p8"]}]},
         PATTERNED,
         {**_object(False, kinds=("null",)), "patternProperties": {"^x": {"type": "boolean"}}},
-        MANY_REQUIRED,
-        {**MANY_REQUIRED, "additionalProperties": True},
     ],
-    ids=["closed", "closed-optional", "open", "in-array", "nested", "allOf", "anyOf", "patterns", "open-patterns",
-         "many-required", "many-required-open"],
+    ids=["closed", "closed-optional", "open", "in-array", "nested", "allOf", "anyOf", "patterns", "open-patterns"],
 )  # fmt: skip
 def test_random_walks_never_dead_end_and_finish_valid(compiler, vocab_builtin, schema):
     compiled = _compiled(compiler, schema, whitespace="compact")
@@ -398,12 +390,8 @@ def test_the_bag_policy_where_names_are_alike_only():
     any_x = {"type": "object", "properties": props, "patternProperties": {"^x-": {"title": "any"}}}
     assert KeyOrder.at(res, [(any_x, "")]).names_alike(False)  # every undeclared name fits anyway
     assert not KeyOrder.at(res, [(any_x, "")]).names_alike(True)  # strict: only ^x- names fit
-    many = {"type": "object", "properties": props, "required": NAMES}  # 9 names to track: past the bag's count,
-    assert KeyOrder.at(res, [(many, "")]).policy("any", False) == "bag"  # so the matcher checks they are present
-    assert KeyOrder.at(res, [(many, "")]).required_at_run_time() == (frozenset(NAMES), ())
-    counted = {**many, "maxProperties": 12}  # unless members are counted
-    assert KeyOrder.at(res, [(counted, "")]).policy("any", False) == "declared"
-    assert KeyOrder.at(res, [(counted, "")]).required_at_run_time() is None
+    many = {"type": "object", "properties": props, "required": NAMES}  # 9 names to track: past the bag's count
+    assert KeyOrder.at(res, [(many, "")]).policy("any", False) == "around"
     # oneOf: a bag, whether its branches are apart, overlap, or are intersections themselves
     # (exclusivity writes the refusals as schemas merged into each branch: no bag is complemented)
     kinds = [{"type": "object", "properties": {"kind": {"const": k}}, "required": ["kind"]} for k in "ab"]
@@ -618,138 +606,3 @@ def test_a_schema_declaring_its_properties_in_another_order_is_another_grammar(c
         m = compile_json_schema(compiler, schema, key_order="declared").matcher()
         text = json.dumps({n: 1 for n in names})
         assert m.accept_text(text) and m.is_accepting(), text
-
-
-def test_names_past_the_bags_count_are_checked_where_the_object_closes(compiler, vocab_builtin):
-    """Nine required names (more than a bag tracks) and a dependency: members in any order are
-    accepted, and the closing brace is allowed exactly where the object written so far is valid
-    (jsonschema on it, closed there): every required name present, and o1 beside o0."""
-    compiled = _compiled(compiler, MANY_REQUIRED, whitespace="compact")
-    assert compiled.compiled.vocabulary is vocab_builtin
-    validator = jsonschema.Draft202012Validator(MANY_REQUIRED)
-    close = [t for t, tok in enumerate(vocab_builtin.tokens) if tok == b"}"]
-    assert close
-    rng = random.Random(3)
-    checked = refused = 0
-    for k in range(12):
-        names = [*NAMES, *rng.sample(["o0", "o1", "o2"], k % 4)]
-        if k % 3 == 2:
-            names.remove(rng.choice(NAMES))  # a required name missing throughout
-        rng.shuffle(names)
-        text = "{"
-        for i, name in enumerate(names):
-            text += ("," if i else "") + f'"{name}":null'
-            m = compiled.matcher()
-            assert m.accept_text(text), text
-            valid = validator.is_valid(json.loads(text + "}"))
-            assert bool(m.allowed_tokens()[close[0]]) == valid, text
-            assert m.copy().accept_text("}") == valid, text
-            checked += 1
-            refused += not valid
-        whole = text + "}"
-        m = compiled.matcher()
-        assert (m.accept_text(whole) and m.is_accepting()) == validator.is_valid(json.loads(whole)), whole
-    assert refused > 40 and checked - refused >= 6, (checked, refused)
-
-
-@pytest.mark.parametrize("where", ["root", "member", "item"])
-def test_an_object_opened_and_closed_in_one_token_is_checked_too(compiler, vocab_builtin, where):
-    """A token such as "{}" opens an object and closes it before any frame of it is open: where that
-    object must hold names, the mask refuses it (so do accept_token and the walks), at the root, as a
-    member's value and as an array item. A schema whose documents name too few names for such a place
-    simulates nothing more."""
-    wrap = {"root": lambda s: s,
-            "member": lambda s: {"type": "object", "properties": {"inner": s}, "required": ["inner"]},
-            "item": lambda s: {"type": "array", "items": s}}[where]  # fmt: skip
-    prefix = {"root": "", "member": '{"inner":', "item": "["}[where]
-    empties = [t for t, tok in enumerate(vocab_builtin.tokens) if tok in (b"{}", b"{},")]
-    assert empties
-    compiled = _compiled(compiler, wrap(MANY_REQUIRED), whitespace="compact")
-    assert compiled.present
-    m = compiled.matcher()
-    assert m.accept_text(prefix)
-    plain = compiled.compiled.matcher()
-    assert plain.accept_text(prefix) and plain.allowed_tokens()[empties[0]]  # the grammar takes it
-    allowed = m.allowed_tokens()
-    for t in empties:
-        assert not allowed[t] and not m.copy().accept_token(t)
-    few = {**MANY_REQUIRED, "required": NAMES[:3], "dependentRequired": {}}
-    loose = _compiled(compiler, wrap(few), whitespace="compact")
-    assert not loose.present
-    m = loose.matcher()
-    assert m.accept_text(prefix) and not m.allowed_tokens()[empties[0]]  # three required: the bag itself refuses it
-
-
-def test_a_token_closing_several_objects_is_checked_at_each(vocab_llama3):
-    """Llama 3's "}}" closes an inner object and then the one around it: refused while the outer
-    object (nine required names: checked where it closes) lacks one, allowed once all are written,
-    whatever the inner object (names tracked, none required) holds."""
-    schema = {"type": "object", "properties": {**{n: {"type": "null"} for n in NAMES}, "inner": {"type": "object"}},
-              "required": NAMES, "additionalProperties": False}  # fmt: skip
-    compiled = _compiled(GrammarCompiler(vocab_llama3), schema, whitespace="compact")
-    tokens = vocab_llama3.tokens
-    both = [t for t, tok in enumerate(tokens) if tok in (b"}}", b"}}\n")]
-    assert both
-    every = ",".join(f'"{n}":null' for n in NAMES)
-    for prefix, valid in [('{"inner":{"x":1', False), ('{' + every + ',"inner":{"x":1', True),
-                          ('{"p0":null,"inner":{"x":"a"', False), ('{"inner":{"x":"a"},' + every[:-6], False)]:  # fmt: skip
-        m = compiled.matcher()
-        assert m.accept_text(prefix), prefix
-        allowed = m.allowed_tokens()
-        for t in both:
-            assert bool(allowed[t]) == m.copy().accept_token(t), (prefix, tokens[t])
-        if not prefix.endswith("}"):
-            assert bool(allowed[both[0]]) == (valid and compiled.compiled.matcher().accept_text(prefix + "}}")), prefix
-
-
-# required names no property declares (their values: additionalProperties), written as the others are
-UNDECLARED_REQUIRED = {"type": "object", "properties": {n: {"type": "null"} for n in NAMES[:5]},
-                       "required": [*NAMES[:5], "zq", "zr", "wv", "wx"], "additionalProperties": {"type": "null"}}  # fmt: skip
-
-
-@pytest.mark.parametrize(
-    "schema, prefix",
-    [(MANY_REQUIRED, p) for p in ["", "{", '{"p0":null', '{"o0":null,"p3":null', '{"p2":null,"p', '{"p1":null,']]
-    + [(UNDECLARED_REQUIRED, p) for p in ["{", '{"p0":null,"z', '{"wv":null']],
-)  # fmt: skip
-def test_the_shortest_ending_writes_the_missing_names(compiler, schema, prefix):
-    """What the budget closes an output with (``shortest_completion``): from prefixes missing most of
-    nine required names (and o1, once o0 is written), an ending the matcher takes that makes a valid
-    instance, as short as writing each missing member once."""
-    compiled = _compiled(compiler, schema, whitespace="compact")
-    m = compiled.matcher()
-    assert m.accept_text(prefix)
-    got = m.shortest_completion()
-    assert got is not None, prefix
-    whole = prefix + got.text.decode()
-    value = one_value(whole)
-    assert jsonschema.Draft202012Validator(schema).is_valid(value), whole
-    assert m.accept_tokens(got.tokens) == len(got.tokens) and m.is_accepting()
-    present = json.loads(prefix + "}") if prefix.endswith(("null", "{")) else None
-    if present is not None:  # each member it adds is a missing one, written as "name":null
-        missing = set(value) - set(present)
-        assert len(got.text) == sum(len(f',"{n}":null') for n in missing) + 1 - (prefix == "{")
-
-
-def test_names_one_branch_requires_are_not_asked_of_the_other(compiler):
-    """Under a oneOf, each branch's items require five names of their own: the items' place holds
-    both branches' schemas (ten names between them, past a bag's count), but an item needs only its
-    own branch's, so no name is checked where it closes there (the place keeps its declared order:
-    ``KeyOrder.required_at_run_time`` needs a schema without branches). Items of either branch are
-    accepted, and an item lacking one of its branch's names is refused."""
-    def branch(k: int, prefix: str) -> dict:
-        names = [f"{prefix}{i}" for i in range(5)]
-        item = {"type": "object", "properties": {n: {"type": "null"} for n in [*names, f"{prefix}x"]},
-                "required": names, "additionalProperties": False}  # fmt: skip
-        return {"properties": {"k": {"const": k}, "xs": {"type": "array", "items": item}}, "required": ["k", "xs"]}
-
-    schema = {"type": "object", "oneOf": [branch(1, "a"), branch(2, "b")]}
-    compiled = compile_json_schema(compiler, schema, key_order="any", whitespace="compact")
-    validator = jsonschema.Draft202012Validator(schema)
-    for k, prefix in ((1, "a"), (2, "b")):
-        for drop in (None, f"{prefix}2"):
-            names = [n for n in [f"{prefix}{i}" for i in range(5)] + [f"{prefix}x"] if n != drop]
-            members = ",".join(f'"{n}":null' for n in names)
-            text = f'{{"k":{k},"xs":[{{{members}}}]}}'
-            m = compiled.matcher()
-            assert (m.accept_text(text) and m.is_accepting()) == validator.is_valid(json.loads(text)) == (drop is None), text
