@@ -638,6 +638,12 @@ def _descend(trie: tuple[int, dict], data: bytes) -> tuple[int, dict] | None:
 _BACKSLASH = 1 << 0x5C
 
 
+def _spelled(text: str) -> bytes:
+    """The canonical spelling of a string's text between its quotes (JSON's own escapes, other
+    characters as UTF-8): how the tries of ``_trie_of`` hold earlier items and written names."""
+    return json.dumps(text, ensure_ascii=False)[1:-1].encode()
+
+
 def _item_text(key: tuple) -> str | None:
     """The text of an earlier item's key when it is a string (UniqueMatcher._trie_of)."""
     return key[1] if key[0] == "s" else None
@@ -666,7 +672,7 @@ def _escapes(dfa, s: int) -> list[tuple[bytes, int]] | None:
     for b, ch in _SHORT_ESCAPES.items():
         after = dfa.walk(t, bytes((b,)))
         if after >= 0:
-            out.append((json.dumps(ch, ensure_ascii=False)[1:-1].encode(), after))
+            out.append((_spelled(ch), after))
     u = dfa.walk(t, b"u")
     level = [(0, u)] if u >= 0 else []
     for _ in range(4):
@@ -681,7 +687,7 @@ def _escapes(dfa, s: int) -> list[tuple[bytes, int]] | None:
         level = deeper
     for code, after in level:
         if not 0xD800 <= code <= 0xDFFF:
-            out.append((json.dumps(chr(code), ensure_ascii=False)[1:-1].encode(), after))
+            out.append((_spelled(chr(code)), after))
     return out
 
 
@@ -1065,7 +1071,7 @@ class UniqueMatcher:
     def _item_node(self, top: list, so_far: str) -> tuple[int, dict] | None:
         """The node of the earlier items' spellings (``_trie_of``) after the text ``so_far`` of the
         string item in progress in the unique array ``top``, or None when no earlier item begins so."""
-        return _descend(self._trie_of(top[3], _item_text), json.dumps(so_far, ensure_ascii=False)[1:-1].encode())
+        return _descend(self._trie_of(top[3], _item_text), _spelled(so_far))
 
     def _ends_new(self, state: int, node: tuple[int, dict]) -> bool:
         """Whether, from grammar ``state`` (DEAD: the grammar refuses anyway), the item can still end
@@ -1429,7 +1435,7 @@ class UniqueMatcher:
         s = dfa.walk(state, lead) if lead else state
         if s < 0:
             return False
-        node = _descend(self._trie_of(written, _name_text), json.dumps(prefix, ensure_ascii=False)[1:-1].encode())
+        node = _descend(self._trie_of(written, _name_text), _spelled(prefix))
         return node is None or _diverges(dfa, s, node, self._answers, self.checked.allowed_rows)
 
     def _fits(self, state: int, lead: bytes, rest: str) -> bool:
@@ -1681,7 +1687,7 @@ class UniqueMatcher:
             if key[0] != "s" or not key[1].startswith(so_far):
                 continue
             rest = key[1][len(so_far) :]
-            spelled = json.dumps(rest, ensure_ascii=False)[1:-1].encode()
+            spelled = _spelled(rest)
             for t in feats.simple_close.get(spelled, ()):
                 if (int(words[t >> 5]) >> (t & 31)) & 1:
                     out.append(t)
