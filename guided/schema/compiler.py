@@ -131,6 +131,7 @@ def json_schema_to_grammar(
     registry: dict | None = None,
     unique_runtime: UniquePlan | PlanError | str | None = None,
     names_runtime: bool = False,
+    hosts_runtime: bool = False,
     _bind: bool = False,
     **options,
 ) -> Node | CfgGrammar:
@@ -153,6 +154,9 @@ def json_schema_to_grammar(
         with ``key_order="any"``, objects with more declared names than a permutation automaton
         holds then accept them in any order (with repeats, which the matcher refuses); without it
         they keep the declared order (see ``key_order``).
+    hosts_runtime : bool
+        The matcher checks the A-labels of ``format: hostname`` strings (``hostnames``): the grammar
+        takes every A-label's syntax there; without it, host names have no A-labels.
     **options
         ``SchemaOptions`` fields: strict, lenient, whitespace, max_ws, max_depth, any_depth,
         max_nodes, timeout_s.
@@ -176,6 +180,7 @@ def json_schema_to_grammar(
         lowering = SchemaLowering(static[0], opts, static[1])
     lowering.unique_runtime = isinstance(unique_runtime, UniquePlan)
     lowering.names_runtime = names_runtime
+    lowering.hosts_runtime = hosts_runtime
     lowering.unique_refusal = unique_runtime if isinstance(unique_runtime, (str, PlanError)) else None
     try:
         with hole_memo():  # one has_hole memo for the whole lowering (see has_hole)
@@ -363,7 +368,7 @@ def _compile_json_schema(compiler, schema: Any, registry: dict | None, options: 
         key,
         lambda: json_schema_to_grammar(
             schema, registry=registry, options=opts, unique_runtime=checks.found[0] or checks.found[1],
-            names_runtime=checks.found[2], _bind=True,
+            names_runtime=checks.found[2], hosts_runtime=checks.found[4] is not None, _bind=True,
         ),
     )
     # one wrapper per grammar, kept on it, so the run-time checks' plans live exactly as long as the
@@ -385,18 +390,22 @@ class _Checks:
     @cached_property
     def found(self) -> tuple:
         """(uniqueItems plan, why it cannot have one, whether some place takes the "bag" policy, the
-        root key-order place where names are checked)."""
+        root key-order place where names are checked, the plan whose places hostname's A-labels are
+        checked at)."""
         schema = _as_lowered(self.schema, self.opts)  # the document the lowering reads
         # (a schema whose text never names uniqueItems has none: no walk looks for it)
         unique = unique_plan(schema, self.registry, self.opts) if '"uniqueItems"' in self.text else (None, None)
-        return (*unique, *_names(schema, self.registry, self.opts))
+        hosts = None
+        if '"hostname"' in self.text and unique[1] is None:  # (a refused uniqueItems plan: no plan for either)
+            hosts = hosts_plan(schema, self.registry, self.opts, unique[0], self.text)
+        return (*unique, *_names(schema, self.registry, self.opts), hosts)
 
     def wrap(self, compiled, max_ws: int):
         """A UniqueChecked around ``compiled``, or None when nothing needs checking at run time."""
-        plan, _, _, keys = self.found
-        if plan is None and keys is None:
+        plan, _, _, keys, hosts = self.found
+        if plan is None and keys is None and hosts is None:
             return None
-        return UniqueChecked(compiled, plan, keys, self.opts.strict, self.opts.key_order, max_ws=max_ws)
+        return UniqueChecked(compiled, plan or hosts, keys, self.opts.strict, self.opts.key_order, max_ws=max_ws)
 
 
 def _names(schema, registry: dict | None, opts: SchemaOptions) -> tuple[bool, KeyOrder | None]:
@@ -419,16 +428,46 @@ def unique_plan(schema, registry: dict | None, opts: SchemaOptions) -> tuple[Uni
     if not mentions_unique(schema):
         return None, None
     try:
-        plan = UniquePlan(schema, registry, strict=opts.strict)
-        static = static_dynamic_refs(schema, registry, plan.resolver)
-        if static[0] is not schema or static[1] is not registry:
-            plan = UniquePlan(static[0], static[1], strict=opts.strict)
+        plan = _plan(schema, registry, opts)
         plan.check()
     except PlanError as e:
         return None, e
     except (SchemaError, RecursionError):
         return None, None  # the lowering reports a malformed schema with its own message
     return plan, None
+
+
+def _plan(schema, registry: dict | None, opts: SchemaOptions) -> UniquePlan:
+    """The places of the document the lowering reads (static dynamic references made plain)."""
+    plan = UniquePlan(schema, registry, strict=opts.strict)
+    static = static_dynamic_refs(schema, registry, plan.resolver)
+    if static[0] is not schema or static[1] is not registry:
+        plan = UniquePlan(static[0], static[1], strict=opts.strict)
+    return plan
+
+
+# keywords whose subschemas' strings no place of the plan reaches (they keep host names without A-labels)
+_UNREACHED = ('"if"', '"contains"', '"propertyNames"')
+
+
+def hosts_plan(schema, registry: dict | None, opts: SchemaOptions, plan: UniquePlan | None,
+               text: str) -> UniquePlan | None:  # fmt: skip
+    """The plan (``plan``, the uniqueItems one, when there is one) whose places the matcher checks
+    the A-labels of ``format: hostname`` strings at, or None where it cannot: some place where the
+    format applies in some branches only, a keyword whose strings no place reaches (``_UNREACHED``),
+    or no plan (``$dynamicRef``, more than ``MAX_PLACES`` places). There, host names are lowered
+    without A-labels, which a grammar alone holds exactly. ``text``: the JSON of the schema and
+    the registry."""
+    if any(k in text for k in _UNREACHED):
+        return None
+    try:
+        plan = plan or _plan(schema, registry, opts)
+        if not plan.format_decided("hostname"):
+            return None
+    except (SchemaError, RecursionError):
+        return None
+    plan.hosts = True
+    return plan
 
 
 _common_done = threading.Event()

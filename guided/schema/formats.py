@@ -2,8 +2,8 @@
 
 Each is the RFC's ABNF written as a regular expression (all of these grammars are regular), with
 deliberate restrictions that only narrow what is generated: hostnames have no A-labels (``xn--...``: their
-punycode validity is not a regular language), as RFC 5891 forbids "--" in a label's 3rd and 4th
-positions otherwise, and ``regex`` (ECMA-262 in unicode mode) is narrowed to patterns of bounded
+punycode validity is not a regular language) unless the matcher checks them (``HOSTNAME_A_LABELS``,
+``hostnames``), as RFC 5891 forbids "--" in a label's 3rd and 4th positions otherwise, and ``regex`` (ECMA-262 in unicode mode) is narrowed to patterns of bounded
 group nesting, with at most one named group (``regex_format_node``). ``idn-email`` reads its U-labels as
 RFC 6532 does (non-ASCII characters beside letters and digits). ``idn-hostname`` has no grammar here
 (IDNA2008 needs Unicode tables and punycode): a ``SchemaError`` unless the caller is lenient.
@@ -11,12 +11,15 @@ RFC 6532 does (non-ASCII characters beside letters and digits). ``idn-hostname``
 
 from __future__ import annotations
 
+import re
 from functools import cache
 
 from guided.grammar import parse_regex
+from guided.grammar.languages import matches
 from guided.grammar.regex_ast import Node, alt, any_char, intersect, literal, optional, repeat, seq
+from guided.schema.hostnames import labels_ok
 
-__all__ = ["format_node", "FORMATS"]
+__all__ = ["format_node", "format_holds", "FORMATS"]
 
 _YEAR = r"(?:\d{3}[1-9]|\d\d[1-9]\d|\d[1-9]\d\d|[1-9]\d{3})"
 _LEAP_YEAR = r"(?:\d\d(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26])00)"
@@ -95,11 +98,15 @@ _HEX = "[0-9A-Fa-f]"
 UUID = rf"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}"
 
 # RFC 5891 4.2.3.1: no "--" in the 3rd and 4th positions, except the A-label prefix "xn--".
-def _hostname(extra: str = "") -> str:
+def _hostname(extra: str = "", a_labels: bool = False) -> str:
     """RFC 1123 host names (labels of 1-63 letters, digits and inner hyphens, no "--" in the 3rd and
-    4th positions); ``extra`` (class ranges) counts as letters."""
+    4th positions); ``extra`` (class ranges) counts as letters. With ``a_labels``, also labels of an
+    A-label's syntax (``xn--`` in any case, then letters, digits and hyphens, not ending in one):
+    a superset of the valid ones, which the matcher's check narrows (``hostnames``)."""
     an, ldh = f"[A-Za-z0-9{extra}]", f"[A-Za-z0-9{extra}-]"
     label = rf"(?:{an}(?:{ldh}?{an})?|{an}{ldh}{{2}}{an}|{an}{ldh}(?:{an}{ldh}|-{an}){ldh}{{0,58}}{an})"
+    if a_labels:
+        label = rf"(?:{label}|[Xx][Nn]--{ldh}{{0,58}}{an})"
     return rf"{label}(?:\.{label})*"
 
 
@@ -113,6 +120,9 @@ def _email(extra: str = "") -> str:
 
 
 HOSTNAME = _hostname()
+# every A-label's syntax: the language where the matcher checks A-labels (exact with the check), and
+# inside a complement (``not``, ``oneOf`` exclusivity), where a superset keeps the complement a subset
+HOSTNAME_A_LABELS = _hostname(a_labels=True)
 EMAIL = _email()
 # RFC 6531 3.3: UTF8-non-ascii (every code point past ASCII) joins atext and qtextSMTP, and a domain's
 # sub-domain may be a U-label, read as RFC 6532 reads a domain: non-ASCII characters stand beside letters
@@ -244,14 +254,27 @@ _MAX_LEN = {"hostname": 253, "email": 254, "idn-email": 254}  # characters (RFC 
 
 
 @cache
-def format_node(name: str) -> Node | None:
-    """The decoded-string language of a format, or None when it has no regular grammar here."""
+def format_node(name: str, a_labels: bool = False) -> Node | None:
+    """The decoded-string language of a format, or None when it has no regular grammar here; with
+    ``a_labels``, ``hostname`` takes every A-label's syntax (``HOSTNAME_A_LABELS``)."""
     if name in _NODES:
         return _NODES[name]()
-    pattern = FORMATS.get(name)
+    pattern = HOSTNAME_A_LABELS if a_labels and name == "hostname" else FORMATS.get(name)
     if pattern is None:
         return None
     node = parse_regex(pattern)
     if name in _MAX_LEN:
         node = intersect(node, repeat(any_char(), 0, _MAX_LEN[name]))
     return node
+
+
+def format_holds(name: str, text: str) -> bool | None:
+    """Whether ``text`` is of format ``name``, or None when no grammar here knows the format: a
+    value the schema names (``enum``, ``const``) is checked in Python, A-labels included."""
+    if name == "hostname":
+        return len(text) <= _MAX_LEN[name] and _HOST_RE.fullmatch(text) is not None and labels_ok(text.split("."))
+    node = format_node(name)
+    return None if node is None else matches(node, text)
+
+
+_HOST_RE = re.compile(HOSTNAME_A_LABELS)

@@ -63,7 +63,7 @@ from guided.schema.any_value import ANY_PLAIN, AnyValue
 from guided.schema.arrays import array_node
 from guided.schema.complement import MEMBER, complement, complement_schema, member_node
 from guided.schema.facts import TYPES, discriminator, disjoint, json_equal, pairs_apart, unshared, within
-from guided.schema.formats import format_node
+from guided.schema.formats import format_holds, format_node
 from guided.schema.intersections import Unresolved, disjoint_upper, distributed, holes_meet, meet_one
 from guided.schema.key_order import KeyOrder, closes_by_default, exclusive_branches
 from guided.schema.keywords import (
@@ -174,6 +174,7 @@ class SchemaLowering:
         self.closing = options.strict and _describes_objects([root, *(registry or {}).values()])
         self.unique_runtime = False  # uniqueItems the grammar cannot hold is checked by the matcher
         self.names_runtime = False  # the matcher refuses repeated names (key_order "bag" places)
+        self.hosts_runtime = False  # the matcher checks hostname's A-labels wherever no complement is (hostnames)
         self.unique_refusal = None  # why it cannot be (unique_plan's PlanError or a string), for the error
         self.anys = AnyValue(self)
         self.anys_p = AnyValue(self, plain=True)
@@ -232,6 +233,14 @@ class SchemaLowering:
         others' complements keeps the literal meaning (``literally``), as its places know."""
         return self.closing and not self.negations and not self.literal
 
+    @property
+    def a_labels(self) -> bool:
+        """Whether ``format: hostname`` takes every A-label's syntax here (``formats.HOSTNAME_A_LABELS``):
+        where the matcher checks them (outside every complement, ``hosts_runtime``), and inside an odd
+        number of complements, where a superset keeps the complement a subset. Elsewhere (inside two)
+        the names without A-labels: a subset, as a grammar alone can be exact."""
+        return self.mode == NEG or (self.hosts_runtime and not self.negations)
+
     @contextmanager
     def literally(self):
         """Objects keep their literal meaning in what is lowered here (see ``closes_objects``)."""
@@ -287,7 +296,7 @@ class SchemaLowering:
                 return self.lower(schema, path, base, place)
         if place is None:
             place = KeyOrder.at(self.resolver, [(schema, base)])
-        key = (id(schema), base, place.key, self.mode, self.closes_objects)
+        key = (id(schema), base, place.key, self.mode, self.closes_objects, self.a_labels)
         if not self.unrolling and key in self.memo:
             return self.memo[key]
         node = self._lower(schema, path, base, place)
@@ -908,7 +917,7 @@ class SchemaLowering:
                 self.relax(f"pattern cannot be enforced exactly: {e}", f"{path}/pattern")
         fmt = schema.get("format")
         if isinstance(fmt, str):
-            node = format_node(fmt)
+            node = format_node(fmt, self.a_labels)
             if node is not None:
                 parts.append(node)
             elif fmt in UNSUPPORTED_FORMATS:
@@ -935,7 +944,9 @@ class SchemaLowering:
             checker = jsonschema.Draft202012Validator(
                 sibling, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
             )
-            kept = [v for v in values if _checked(checker, v, self, sibling, path)]
+            fmt = sibling.get("format") if isinstance(sibling.get("format"), str) else None
+            kept = [v for v in values if _checked(checker, v, self, sibling, path)  # (jsonschema checks few formats)
+                    and (fmt is None or not isinstance(v, str) or format_holds(fmt, v) is not False)]  # fmt: skip
             return alt(*(self.value_literal(v) for v in kept))
         rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
         own = alt(*(self.of_type(t, rest, path, base, place) for t in types))

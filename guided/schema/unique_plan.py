@@ -163,6 +163,8 @@ class UniquePlan:
         self._expanded: dict[tuple, tuple] = {}
         self._children: dict[tuple, tuple] = {}
         self._demands: dict[tuple, str] = {}
+        self._formats: dict[tuple, str] = {}  # (formula, format) -> string_format
+        self.hosts = False  # the matcher checks hostname's A-labels at every place (``hostnames``)
         self._kinds: dict[tuple, str | None] = {}
         self._patterns: dict[str, re.Pattern | None] = {}
         self.root = self.expand(root, self.resolver.root_base, "#")
@@ -324,24 +326,37 @@ class UniquePlan:
         return hit
 
     def _demand(self, f: tuple) -> str:
+        return self._fold(f, _array_demand, self.demand)
+
+    def string_format(self, f: tuple, fmt: str) -> str:
+        """For a string at a place of formula f: "Y" ``format: fmt`` applies in every way the place
+        can be valid, "N" in none, "0" no string valid there, "X" depends on which branch applies."""
+        memo = (f, fmt)
+        hit = self._formats.get(memo)
+        if hit is None:
+            hit = self._formats[memo] = self._fold(f, lambda s: _format_demand(s, fmt),
+                                                   lambda p: self.string_format(p, fmt))  # fmt: skip
+        return hit
+
+    def _fold(self, f: tuple, leaf, part) -> str:
+        """A formula's answer ("Y", "N", "0", "X"): T's "N", F's "0", a leaf's ``leaf(schema)``, else
+        from its parts' answers (``part(p)``), all of them applying ("A") or one ("O")."""
         if f == T:
             return "N"
         if f == F:
             return "0"
         if f[0] == "D":
-            schema = self.schemas[f[1]][0]
-            if not _admits(schema, "array"):
-                return "0"
-            if "const" in schema and not isinstance(schema["const"], list):
-                return "0"
-            if isinstance(schema.get("enum"), list) and not any(isinstance(v, list) for v in schema["enum"]):
-                return "0"
-            return "Y" if schema.get("uniqueItems") is True else "N"
-        got = [self.demand(p) for p in f[1]]
+            return leaf(self.schemas[f[1]][0])
+        got = [part(p) for p in f[1]]
         if f[0] == "A":
             return "0" if "0" in got else "Y" if "Y" in got else "X" if "X" in got else "N"
         live = {g for g in got if g != "0"}
         return "0" if not live else live.pop() if len(live) == 1 else "X"
+
+    def format_decided(self, fmt: str) -> bool:
+        """Whether at every place of an instance, ``format: fmt`` applies to a string in every way
+        the place can be valid or in none (no "X"), so that the matcher can check it there."""
+        return all(self.string_format(f, fmt) != "X" for f, _ in self._places())
 
     def item_kind(self, f: tuple) -> str | None:
         """What an item of formula f is: "any", "string", "number", "integer", "object", "bounded"
@@ -432,24 +447,30 @@ class UniquePlan:
     # ------------------------------------------------------------------ the compile-time walk
     def check(self) -> None:
         """Visit every place; raise PlanError where uniqueness is mixed or could dead-end."""
+        for f, where in self._places():
+            d = self.demand(f)
+            if d == "X":
+                raise PlanError(f"uniqueItems applies in some branches of the instance's {where} and not in "
+                                "others", self._unique_at(f))  # fmt: skip
+            if d == "Y":
+                leaves = list(_leaves(f))
+                self._check_unique_array(f, leaves, _width(self, leaves), where)
+
+    def _places(self):
+        """Every place's formula (and its JSON pointer, "*" for other names), each once; PlanError past
+        MAX_PLACES of them."""
         todo, seen = [(self.root, "#")], {self.root}
         while todo:
             f, where = todo.pop()
             if len(seen) > MAX_PLACES:
                 raise PlanError(f"the schema has more than {MAX_PLACES} places to check uniqueItems at", "#")
-            d = self.demand(f)
-            if d == "X":
-                raise PlanError(f"uniqueItems applies in some branches of the instance's {where} and not in "
-                                "others", self._unique_at(f))  # fmt: skip
+            yield f, where
             leaves = list(_leaves(f))
-            names, width = set(), 0
+            names, width = set(), _width(self, leaves)
             for leaf in leaves:
                 schema = self.schemas[leaf[1]][0]
                 if isinstance(schema.get("properties"), dict):
                     names.update(schema["properties"])
-                width = max(width, len(_prefix_of(schema)))
-            if d == "Y":
-                self._check_unique_array(f, leaves, width, where)
             nxt = [(self.child(f, n), f"{where}/{n}") for n in sorted(names)] + [(g, f"{where}/*") for g in self.undeclared(f)]
             nxt += [(self.item(f, i), f"{where}/{i}") for i in range(width + 1)]
             for g, w in nxt:
@@ -495,6 +516,30 @@ class UniquePlan:
                                             self._unique_at(f))  # fmt: skip
                         # many strings, or strings narrowed elsewhere: the matcher searches (as for maxLength)
                         self._kinds[self.item(f, i)] = "bounded"
+
+
+def _array_demand(schema: dict) -> str:
+    """An array's ``demand`` under one schema: "0" where it admits no array."""
+    if not _admits(schema, "array"):
+        return "0"
+    if "const" in schema and not isinstance(schema["const"], list):
+        return "0"
+    if isinstance(schema.get("enum"), list) and not any(isinstance(v, list) for v in schema["enum"]):
+        return "0"
+    return "Y" if schema.get("uniqueItems") is True else "N"
+
+
+def _format_demand(schema: dict, fmt: str) -> str:
+    """A string's ``string_format`` under one schema: "0" where it admits no string."""
+    values = [schema["const"]] if "const" in schema else schema.get("enum")
+    if not _admits(schema, "string") or isinstance(values, list) and not any(isinstance(v, str) for v in values):
+        return "0"
+    return "Y" if schema.get("format") == fmt else "N"
+
+
+def _width(plan: UniquePlan, leaves: list) -> int:
+    """The most tuple items (``prefixItems``) any schema of ``leaves`` declares."""
+    return max((len(_prefix_of(plan.schemas[leaf[1]][0])) for leaf in leaves), default=0)
 
 
 def _admits(schema: dict, kind: str) -> bool:

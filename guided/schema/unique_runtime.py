@@ -56,6 +56,7 @@ from guided.errors import GrammarError, LimitError
 from guided.grammar import EMPTY_ID, Completion, Matcher, byte_of_class, spell
 from guided.grammar.regex_ast import alt
 from guided.schema.facts import json_value_key, number_key
+from guided.schema.hostnames import labels_ok
 from guided.schema.objects import interned_language, pattern_language
 from guided.schema.unique_plan import UniquePlan
 
@@ -103,7 +104,18 @@ def _parse(text: bytes) -> tuple:
 
 
 class Dup(Exception):
-    """The bytes complete an item equal to an earlier one."""
+    """The bytes complete an item equal to an earlier one (or a host name's label its checks refuse)."""
+
+
+def _check_host(raw: bytes) -> None:
+    """Raise Dup unless ``raw`` (a JSON string's text up to a label's end: a dot or the closing
+    quote) holds labels a host name may have (``hostnames.labels_ok``). Only a name with an A-label
+    (a label with "--" in its 3rd and 4th places) can fail: others pass unread."""
+    if b"--" not in raw and b"\\" not in raw:
+        return
+    text = _decoded(raw)
+    if text is not None and not labels_ok(text.split(".")):
+        raise Dup
 
 
 class _ObjectEnd(Exception):
@@ -216,8 +228,12 @@ class JsonTrack:
                         lex[2] = -1
                         continue
                     if b != 0x22:
+                        if b == 0x2E and len(lex) > 4 and not lex[3]:  # a label of a checked host name ends
+                            _check_host(_text(lex[1] + 1, p, past, data, base))
                         continue
                     self.lex = None
+                    if len(lex) > 4 and not lex[3]:
+                        _check_host(_text(lex[1] + 1, p, past, data, base))
                     self._scalar_end(lex, p + 1, past, data, base)
                     continue
                 if b in _NUM or (kind == "l" and 0x61 <= b <= 0x7A):
@@ -246,6 +262,10 @@ class JsonTrack:
             self._value_start(p)
             if b == 0x22:
                 self.lex = ["s", p, 0, False]
+                if self.plan is not None and self.plan.hosts:
+                    f = self._formula_here()
+                    if f is not None and self.plan.string_format(f, "hostname") == "Y":
+                        self.lex.append(True)  # a host name whose A-labels are checked where each ends
             elif b == 0x5B or b == 0x7B:
                 f = self._formula_here()
                 place = self._place_here()
@@ -535,6 +555,9 @@ class _VocabFeatures:
         self.comma, self.quotes2, self.quotes3 = pack(comma), pack(quotes2), pack(quotes3)
         self.name_complex, self.whole = pack(name_complex), pack(whole)
         self.name_after_value, self.inner_quote = pack(after_value), pack(inner_quote)
+        # UniqueMatcher._refusals: tokens that may end a checked host name's label after k quotes (a
+        # dot or a quote past k of them)
+        self.label_ends = [pack((q > k) | ((q == k) & dot)) for k in range(5)]
 
         # a token's bytes, when they hold no quote -> the tokens: built here, with the other tables
         # (built on first use, it cost one mask ~80 ms with a 128k vocabulary)
@@ -962,6 +985,7 @@ class UniqueChecked:
         self.step_memo: dict[tuple, tuple] = {}
         self.allowed_rows: dict[int, int] = {}  # grammar state -> the bytes it allows (_diverges)
         self.strict = strict
+        self.hosts = plan is not None and plan.hosts  # strings whose A-labels are checked (JsonTrack)
         TRACK_MEMOS.register(self)  # step_memo and advance_memo: bounded over the process too
 
     @staticmethod
@@ -1715,8 +1739,8 @@ class UniqueMatcher:
         part = track.part
         if part is None:
             stack, lex = track.stack, track.lex
-            if any(f[2] for f in stack):
-                part = -1
+            if any(f[2] for f in stack) or (lex is not None and len(lex) > 4 and not lex[3]):
+                part = -1  # (in a checked host name, its text counts too)
             else:
                 if lex is None:
                     lexeme = (0, None, None)
@@ -1758,24 +1782,44 @@ class UniqueMatcher:
         track = self._tracks[-1]
         # _depth, _noted and _part inlined where they read what the track keeps: every mask pays them
         depth = track.depth if track.depth is not None else self._depth(track)
-        if depth < 0 or inner.is_terminated():
+        if (depth < 0 and not self.checked.hosts) or inner.is_terminated():
             return
-        if not track.noted:
+        if not track.noted and depth >= 0:
             self._noted(track)
         part = track.part if track.part is not None else self._part(track)
         words = None
         if part < 0:
-            refused = self._refused(words := self._row(bitmask, row))
+            refused = self._refusals(track, depth, words := self._row(bitmask, row))
         else:
             key = (inner.state, part)
             refused = self.checked.refused_memo.get(key)
             if refused is None:
-                refused = self._refused(words := self._row(bitmask, row))
+                refused = self._refusals(track, depth, words := self._row(bitmask, row))
                 _put(self.checked.refused_memo, key, tuple(refused), _REFUSED_MEMO)  # a tuple: not tracked
         if refused:
             words = self._row(bitmask, row) if words is None else words
             for t in refused:
                 words[t >> 5] &= np.uint32(0xFFFFFFFF ^ (1 << (t & 31)))
+
+    def _refusals(self, track: JsonTrack, depth: int, words: np.ndarray) -> list[int]:
+        """The allowed tokens (packed ``words``) the checks refuse: ``_refused`` under a checked array
+        or object, and where host names are checked, the tokens that may end a label of one: those
+        with a dot or a quote inside one, else those with enough quotes to begin one and end a
+        label in it (its opening quote, at most three more before it, as after a string value:
+        its closing quote and a member name's two), simulated."""
+        out = self._refused(words) if depth >= 0 else []
+        if self.checked.hosts:
+            lex = track.lex
+            if lex is None or lex[0] != "s":
+                quotes = 1
+            else:
+                quotes = 0 if len(lex) > 4 and not lex[3] else 2 if lex[3] else 4
+            tokens = self.checked.compiled.vocabulary.tokens
+            asked = set(out)
+            for t in _ids(words & _features(self.checked.compiled.vocabulary).label_ends[quotes]).tolist():
+                if t not in asked and self._after(tokens[t], t) is None:
+                    out.append(t)
+        return out
 
     @staticmethod
     def _row(bitmask, row: int) -> np.ndarray:
@@ -1799,9 +1843,10 @@ class UniqueMatcher:
 
     def _refusals_cached(self) -> bool:
         track = self._tracks[-1]
-        if self._depth(track) < 0:
+        depth = self._depth(track)
+        if depth < 0 and not self.checked.hosts:
             return True
-        if not self._noted(track, compute=False):
+        if depth >= 0 and not self._noted(track, compute=False):
             return False
         key = self._refusal_key(track)
         return key is not None and key in self.checked.refused_memo
@@ -1868,8 +1913,9 @@ class UniqueMatcher:
         lex = t.lex
         if lex is not None and lex[0] == "s" and not lex[2] and data and b'"' not in data and b"\\" not in data:
             top = t.stack[-1] if t.stack else None
-            if not lex[3] and not (top and top[2]):
-                # inside a string value, not a unique item's: the bytes change nothing the checks read
+            if not lex[3] and not (top and top[2]) and (len(lex) < 5 or b"." not in data):
+                # inside a string value, not a unique item's (nor a label's end in a checked host
+                # name): the bytes change nothing the checks read
                 if not inner_accept():
                     return False
                 self._push(t, data)
@@ -1933,14 +1979,14 @@ class UniqueMatcher:
     def forced_tokens(self) -> list[int]:
         """The grammar's forced tokens, up to the first one that would complete a duplicate."""
         forced = self.inner.forced_tokens()
-        if not forced or self._tracks[-1].unique_depth() < 0:
+        if not forced or (self._tracks[-1].unique_depth() < 0 and not self.checked.hosts):
             return forced
         probe = self.copy()
         n = probe.accept_tokens(forced)
         return forced[:n]
 
     def forced_bytes(self) -> bytes:
-        return self.inner.forced_bytes() if self._tracks[-1].unique_depth() < 0 else b""
+        return self.inner.forced_bytes() if self._tracks[-1].unique_depth() < 0 and not self.checked.hosts else b""
 
     def shortest_completion(self):
         """A shortest way to end the output that the checks take too (``Matcher.shortest_completion``):

@@ -1,0 +1,158 @@
+"""``format: hostname`` with A-labels: the grammar writes their syntax, the matcher checks each label
+where it ends (IDNA2008: Punycode, the code point tables and context rules, the Bidi rule).
+
+Oracles: the cases of RFC 5891-5893 below (valid or not, as the JSON Schema Test Suite has them),
+the suite's own ``hostname.json`` where ``../shared`` holds it, and for masks, every token the plain
+grammar allows simulated on the checked matcher.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from json_schema_oracle import refusals_by_simulation
+
+from guided.errors import SchemaError
+from guided.grammar.compiler import GrammarCompiler
+from guided.schema.compiler import compile_json_schema
+from guided.schema.hostnames import labels_ok, u_label
+from guided.schema.unique_runtime import UniqueChecked
+
+SUITE = Path(__file__).resolve().parents[3].parent / "shared/data/json-schema-test-suite/draft2020-12/optional/format"
+HOST = {"type": "string", "format": "hostname"}
+# (name, valid): A-labels from the test suite's cases of RFC 5891-5893, and plain names
+NAMES = [
+    ("xn--9n2bp8q.xn--9t4b11yi5a", True),  # example.test in Hangul
+    ("XN--9n2bp8q.com", True),  # the prefix in any case
+    ("xn--X", False),  # no Punycode
+    ("xn--07jt112bpxg.xn--9t4b11yi5a", False),  # U+302E, DISALLOWED
+    ("xn--hello-zed", False),  # begins with a nonspacing mark
+    ("xn--ll-0ea", True),  # MIDDLE DOT between two "l"s
+    ("xn--al-0ea", False),  # MIDDLE DOT without an "l" before it
+    ("xn--wva3je", True),  # Greek KERAIA followed by Greek
+    ("xn--wva3j", False),  # ... followed by nothing
+    ("xn--ngb6iyr", False),  # Arabic-Indic digits mixed with extended ones
+    ("xn--11b2ezcw70k", True),  # ZERO WIDTH JOINER after a virama
+    ("xn--11b2er09f", False),  # ... after no virama
+    ("XN--aa---o47jg78q", False),  # decodes to "--" in the 3rd and 4th places
+    ("xn--example-", False),  # decodes to ASCII only
+    ("xn---9uc", False),  # not the canonical Punycode of what it decodes to
+    ("xn--4dbc5h.com", True),  # Hebrew GERESH after Hebrew; an ASCII label beside it keeps the Bidi rule
+    ("1host.xn--4dbc5h", False),  # a right-to-left label makes a digit-first label break the Bidi rule
+    ("1host.com", True),  # ... which is fine in a name without one
+    ("a--b.com", True),
+    ("ab--c.com", False),  # "--" in the 3rd and 4th places of a label that is no A-label
+]
+
+
+@pytest.fixture(scope="module")
+def compiler(vocab_builtin):
+    return GrammarCompiler(vocab_builtin)
+
+
+@pytest.fixture(scope="module")
+def compiler_llama3(vocab_llama3):
+    return GrammarCompiler(vocab_llama3)
+
+
+def _accepts(compiled, value) -> bool:
+    m = compiled.matcher()
+    return m.accept_text(json.dumps(value, ensure_ascii=False)) and m.is_accepting()
+
+
+def test_labels_follow_idna2008():
+    for name, valid in NAMES:
+        assert labels_ok(name.split(".")) is valid, name
+    assert u_label("xn--9n2bp8q") == "\uc2e4\ub840" and u_label("xn--X") is None
+
+
+@pytest.mark.parametrize("where", ["root", "member", "items"])
+def test_a_labels_are_accepted_exactly_at_every_place(compiler, where):
+    schema = {"root": HOST, "member": {"type": "object", "properties": {"host": HOST}},
+              "items": {"type": "array", "items": HOST}}[where]  # fmt: skip
+    compiled = compile_json_schema(compiler, schema)
+    assert isinstance(compiled, UniqueChecked) and compiled.hosts
+    for name, valid in NAMES:
+        value = {"root": name, "member": {"host": name}, "items": ["example.com", name]}[where]
+        assert _accepts(compiled, value) is valid, value
+
+
+def test_masks_drop_exactly_the_tokens_that_end_a_refused_label(compiler_llama3, vocab_llama3):
+    compiled = compile_json_schema(compiler_llama3, {"type": "object", "properties": {"hosts": {"type": "array", "items": HOST}}})
+    for prefix in ['{"hosts": ["xn--X', '{"hosts": ["xn--9n2bp8q', '{"hosts": ["1host.xn--4dbc5h', '{"hosts": ["']:
+        dropped, refused, _ = refusals_by_simulation(compiled, vocab_llama3, prefix)
+        assert dropped == refused, prefix
+        if prefix.endswith("X"):  # ending the label here is refused: a dot, a quote
+            assert {t for t in refused if vocab_llama3.tokens[t][:1] in b'."'} and not refused & {
+                t for t, b in enumerate(vocab_llama3.tokens) if b.isalnum()}  # fmt: skip
+    m = compiled.matcher()
+    assert m.accept_text('{"hosts": ["xn--9n2bp8q.xn--9t4b11yi5a", "xn--ll-0ea"]}') and m.is_accepting()
+
+
+def test_a_refused_label_end_keeps_the_state(compiler):
+    m = compile_json_schema(compiler, HOST).matcher()
+    assert m.accept_text('"xn--al-0e')
+    assert not m.accept_text('a"') and not m.accept_text("a.")  # MIDDLE DOT without "l" before it
+    assert m.accept_text("a") and not m.accept_text('"')
+    assert not m.is_accepting() and m.accept_text("b")  # the label can still go on (and stays invalid)
+    m = compile_json_schema(compiler, HOST).matcher()
+    assert m.accept_text('"xn--ll-0e') and m.accept_text('a.com"') and m.is_accepting()
+
+
+def test_mixed_places_keep_host_names_without_a_labels(compiler):
+    # a string may be a host name or not, by branch: the grammar alone, without A-labels (a subset)
+    schema = {"anyOf": [HOST, {"type": "string", "pattern": "^x"}]}
+    compiled = compile_json_schema(compiler, schema)
+    assert not getattr(compiled, "hosts", False)
+    assert _accepts(compiled, "xn--X") and _accepts(compiled, "example.com") and not _accepts(compiled, "a_b")
+    unreached = compile_json_schema(compiler, {"propertyNames": HOST, "properties": {"h": HOST}})
+    assert not getattr(unreached, "hosts", False) and not _accepts(unreached, {"h": "xn--X"})
+    assert _accepts(unreached, {"h": "example.com"}) and not _accepts(unreached, {"a_b": "example.com"})
+
+
+def test_a_complement_never_takes_a_valid_host_name(compiler):
+    compiled = compile_json_schema(compiler, {"type": "string", "not": {"format": "hostname"}})
+    assert not _accepts(compiled, "xn--9n2bp8q.com") and not _accepts(compiled, "example.com")
+    assert _accepts(compiled, "a_b") and _accepts(compiled, "-x")
+    one_of = compile_json_schema(compiler, {"oneOf": [HOST, {"type": "string", "maxLength": 5}]})
+    assert not _accepts(one_of, "a.com") and _accepts(one_of, "a.b.com") and _accepts(one_of, "a_b")
+
+
+@pytest.mark.parametrize(("fmt", "values", "valid"), [
+    ("hostname", ["a_b", "ok.com", "xn--X", "xn--9n2bp8q"], ["ok.com", "xn--9n2bp8q"]),
+    ("time", ["noon", "12:00:00Z"], ["12:00:00Z"]),
+    ("date-time", ["2024-02-30T00:00:00Z", "2024-02-29T00:00:00Z"], ["2024-02-29T00:00:00Z"]),
+])  # fmt: skip
+def test_an_enum_keeps_only_the_values_of_its_format(compiler, fmt, values, valid):
+    compiled = compile_json_schema(compiler, {"enum": values, "format": fmt})
+    assert [v for v in values if _accepts(compiled, v)] == valid
+
+
+def test_idn_hostname_is_still_refused(compiler):
+    with pytest.raises(SchemaError, match="idn-hostname"):
+        compile_json_schema(compiler, {"format": "idn-hostname"})
+
+
+@pytest.mark.skipif(not (SUITE / "hostname.json").exists(), reason="../shared holds no JSON Schema Test Suite")
+def test_the_suites_host_names(compiler):
+    failed = []
+    for group in json.loads((SUITE / "hostname.json").read_text()):
+        compiled = compile_json_schema(compiler, group["schema"])
+        for case in group["tests"]:
+            if _accepts(compiled, case["data"]) is not case["valid"]:
+                failed.append(case["description"])
+    assert not failed
+
+
+def test_allowed_tokens_agree_with_acceptance_along_a_name(compiler, vocab_builtin):
+    m = compile_json_schema(compiler, HOST).matcher()
+    text = '"xn--9n2bp8q.xn--9t4b11yi5a"'
+    for ch in text:
+        allowed = np.flatnonzero(m.allowed_tokens())
+        ids = [t for t in allowed.tolist() if vocab_builtin.tokens[t] == ch.encode()]
+        assert ids, (ch, text)
+        assert m.accept_token(ids[0])
+    assert m.is_accepting()
