@@ -396,7 +396,7 @@ class _Checks:
         # (a schema whose text never names uniqueItems has none: no walk looks for it)
         unique = unique_plan(schema, self.registry, self.opts) if '"uniqueItems"' in self.text else (None, None)
         hosts = None
-        if '"hostname"' in self.text and unique[1] is None:  # (a refused uniqueItems plan: no plan for either)
+        if '"format": "hostname"' in self.text and unique[1] is None:  # (a refused uniqueItems plan: no plan for either)
             hosts = hosts_plan(schema, self.registry, self.opts, unique[0], self.text)
         return (*unique, *_names(schema, self.registry, self.opts), hosts)
 
@@ -453,8 +453,8 @@ _UNREACHED = ('"if"', '"contains"', '"propertyNames"')
 def hosts_plan(schema, registry: dict | None, opts: SchemaOptions, plan: UniquePlan | None,
                text: str) -> UniquePlan | None:  # fmt: skip
     """The plan (``plan``, the uniqueItems one, when there is one) whose places the matcher checks
-    the A-labels of ``format: hostname`` strings at, or None where it cannot: some place where the
-    format applies in some branches only, a keyword whose strings no place reaches (``_UNREACHED``),
+    the A-labels of ``format: hostname`` strings at, or None where it cannot or need not: no place
+    where the format applies, some place where it applies in some branches only, a keyword whose strings no place reaches (``_UNREACHED``),
     or no plan (``$dynamicRef``, more than ``MAX_PLACES`` places). There, host names are lowered
     without A-labels, which a grammar alone holds exactly. ``text``: the JSON of the schema and
     the registry."""
@@ -462,7 +462,7 @@ def hosts_plan(schema, registry: dict | None, opts: SchemaOptions, plan: UniqueP
         return None
     try:
         plan = plan or _plan(schema, registry, opts)
-        if not plan.format_decided("hostname"):
+        if not plan.format_checkable("hostname"):
             return None
     except (SchemaError, RecursionError):
         return None

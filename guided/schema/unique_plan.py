@@ -353,10 +353,16 @@ class UniquePlan:
         live = {g for g in got if g != "0"}
         return "0" if not live else live.pop() if len(live) == 1 else "X"
 
-    def format_decided(self, fmt: str) -> bool:
-        """Whether at every place of an instance, ``format: fmt`` applies to a string in every way
-        the place can be valid or in none (no "X"), so that the matcher can check it there."""
-        return all(self.string_format(f, fmt) != "X" for f, _ in self._places())
+    def format_checkable(self, fmt: str) -> bool:
+        """Whether ``format: fmt`` applies to a string at some place of an instance, and at every
+        place in every way the place can be valid or in none (no "X"): the matcher can check it."""
+        found = False
+        for f, _ in self._places():
+            got = self.string_format(f, fmt)
+            if got == "X":
+                return False
+            found = found or got == "Y"
+        return found
 
     def item_kind(self, f: tuple) -> str | None:
         """What an item of formula f is: "any", "string", "number", "integer", "object", "bounded"

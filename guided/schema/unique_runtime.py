@@ -558,6 +558,22 @@ class _VocabFeatures:
         # UniqueMatcher._refusals: tokens that may end a checked host name's label after k quotes (a
         # dot or a quote past k of them)
         self.label_ends = [pack((q > k) | ((q == k) & dot)) for k in range(5)]
+        # in a checked host name, the tokens with one label end (a dot with no dot, quote or backslash
+        # after it, or a quote with no quote after it) and no backslash before it: each is refused
+        # exactly when the name's text so far plus the token's text before that end is
+        # (``UniqueMatcher._host_refusals``); the texts before it, numbered, and each token's number
+        self.end_texts: list[bytes] = []
+        self.end_text_of = np.full(n, -1, dtype=np.int64)
+        numbers: dict[bytes, int] = {}
+        for t in np.flatnonzero(live & (quote | dot)).tolist():
+            data = tokens[t]
+            i = min(j for j in (data.find(b"."), data.find(b'"')) if j >= 0)
+            pre, rest = data[:i], data[i + 1 :]
+            if b"\\" in pre or (b'"' in rest if data[i] == 0x22 else any(c in rest for c in b'."\\')):
+                continue
+            self.end_text_of[t] = numbers.setdefault(pre, len(numbers))
+        self.end_texts = list(numbers)
+        self.one_end = pack(self.end_text_of >= 0)
 
         # a token's bytes, when they hold no quote -> the tokens: built here, with the other tables
         # (built on first use, it cost one mask ~80 ms with a 128k vocabulary)
@@ -1809,16 +1825,35 @@ class UniqueMatcher:
         its closing quote and a member name's two), simulated."""
         out = self._refused(words) if depth >= 0 else []
         if self.checked.hosts:
+            feats = _features(self.checked.compiled.vocabulary)
             lex = track.lex
             if lex is None or lex[0] != "s":
                 quotes = 1
             else:
                 quotes = 0 if len(lex) > 4 and not lex[3] else 2 if lex[3] else 4
+            sim = words & feats.label_ends[quotes]
+            if quotes == 0:
+                out += self._host_refusals(bytes(self._bytes[lex[1] + 1 :]), _ids(sim & feats.one_end), feats)
+                sim &= ~feats.one_end
             tokens = self.checked.compiled.vocabulary.tokens
             asked = set(out)
-            for t in _ids(words & _features(self.checked.compiled.vocabulary).label_ends[quotes]).tolist():
+            for t in _ids(sim).tolist():
                 if t not in asked and self._after(tokens[t], t) is None:
                     out.append(t)
+        return out
+
+    @staticmethod
+    def _host_refusals(raw: bytes, ids: np.ndarray, feats: _VocabFeatures) -> list[int]:
+        """Of tokens ``ids`` with one label end (``_VocabFeatures.one_end``), read inside a checked
+        host name whose text so far is ``raw``: those whose label end its check refuses, one check
+        per text before the end."""
+        numbers = feats.end_text_of[ids]
+        out: list[int] = []
+        for k in np.unique(numbers).tolist():
+            try:
+                _check_host(raw + feats.end_texts[k])
+            except Dup:
+                out += ids[numbers == k].tolist()
         return out
 
     @staticmethod

@@ -82,7 +82,9 @@ def test_a_labels_are_accepted_exactly_at_every_place(compiler, where):
 
 def test_masks_drop_exactly_the_tokens_that_end_a_refused_label(compiler_llama3, vocab_llama3):
     compiled = compile_json_schema(compiler_llama3, {"type": "object", "properties": {"hosts": {"type": "array", "items": HOST}}})
-    for prefix in ['{"hosts": ["xn--X', '{"hosts": ["xn--9n2bp8q', '{"hosts": ["1host.xn--4dbc5h', '{"hosts": ["']:
+    prefixes = ['{"hosts": ["xn--X', '{"hosts": ["xn--9n2bp8q', '{"hosts": ["1host.xn--4dbc5h', '{"hosts": ["',
+                '{"hosts": ["xn--4dbc5h.1', '{"hosts": ["xn--4dbc5h.a', '{"hosts": ["a.b", "xn--al-0e']
+    for prefix in prefixes:
         dropped, refused, _ = refusals_by_simulation(compiled, vocab_llama3, prefix)
         assert dropped == refused, prefix
         if prefix.endswith("X"):  # ending the label here is refused: a dot, a quote
