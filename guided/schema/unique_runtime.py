@@ -574,6 +574,9 @@ class _VocabFeatures:
             self.end_text_of[t] = numbers.setdefault(pre, len(numbers))
         self.end_texts = list(numbers)
         self.one_end = pack(self.end_text_of >= 0)
+        # tokens that can make a label an A-label or spell it with escapes (``_check_host`` reads no
+        # other name): "--", a backslash, or a leading hyphen (after one that ends the text so far)
+        self.dashes = pack(live & np.fromiter((b"--" in t or b"\\" in t or t[:1] == b"-" for t in tokens), bool, n))
 
         # a token's bytes, when they hold no quote -> the tokens: built here, with the other tables
         # (built on first use, it cost one mask ~80 ms with a 128k vocabulary)
@@ -1822,7 +1825,8 @@ class UniqueMatcher:
         or object, and where host names are checked, the tokens that may end a label of one: those
         with a dot or a quote inside one, else those with enough quotes to begin one and end a
         label in it (its opening quote, at most three more before it, as after a string value:
-        its closing quote and a member name's two), simulated."""
+        its closing quote and a member name's two), simulated; of those, while the name's text has
+        no A-label, only the tokens that can make one (``_VocabFeatures.dashes``)."""
         out = self._refused(words) if depth >= 0 else []
         if self.checked.hosts:
             feats = _features(self.checked.compiled.vocabulary)
@@ -1832,9 +1836,12 @@ class UniqueMatcher:
             else:
                 quotes = 0 if len(lex) > 4 and not lex[3] else 2 if lex[3] else 4
             sim = words & feats.label_ends[quotes]
+            raw = bytes(self._bytes[lex[1] + 1 :]) if quotes == 0 else b""
             if quotes == 0:
-                out += self._host_refusals(bytes(self._bytes[lex[1] + 1 :]), _ids(sim & feats.one_end), feats)
+                out += self._host_refusals(raw, _ids(sim & feats.one_end), feats)
                 sim &= ~feats.one_end
+            if b"--" not in raw and b"\\" not in raw:  # (a name begun in the token: its text is the token's)
+                sim &= feats.dashes
             tokens = self.checked.compiled.vocabulary.tokens
             asked = set(out)
             for t in _ids(sim).tolist():

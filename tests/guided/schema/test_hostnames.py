@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from grammar_oracle import tiny_vocab
 from json_schema_oracle import refusals_by_simulation
 
 from guided.errors import SchemaError
@@ -92,6 +93,21 @@ def test_masks_drop_exactly_the_tokens_that_end_a_refused_label(compiler_llama3,
                 t for t, b in enumerate(vocab_llama3.tokens) if b.isalnum()}  # fmt: skip
     m = compiled.matcher()
     assert m.accept_text('{"hosts": ["xn--9n2bp8q.xn--9t4b11yi5a", "xn--ll-0ea"]}') and m.is_accepting()
+
+
+def test_tokens_that_begin_a_name_and_end_its_label_are_checked():
+    # tokens writing a whole A-label, or one split around its "--", after any text before it
+    chars = [c.encode() for c in 'abcdefghijklmnopqrstuvwxyz0123456789-.",[] ']
+    tokens = [*chars, b'"xn--x"', b'"xn--x.', b'["xn--ll-0ea.', b'"xn', b'-', b'--x.', b'-x"', b'-x.a"', b',"xn--al-0ea"',
+              b'xn--\\u0061', b'"\\u0078n--x"']  # fmt: skip
+    vocab = tiny_vocab(tokens)
+    compiled = compile_json_schema(GrammarCompiler(vocab), {"type": "array", "items": HOST}, whitespace="compact")
+    expected = {"[": {b'"xn--x"', b'"xn--x.'}, '["a.com"': {b',"xn--al-0ea"'}, '["xn': {b"--x."}}
+    for prefix in ["", "[", '["a.com"', '["xn', '["xn-', '["xn--ll-0ea', '["xn--ll-0ea.xn']:
+        dropped, refused, _ = refusals_by_simulation(compiled, vocab, prefix)
+        assert dropped == refused, prefix
+        if prefix in expected:
+            assert {vocab.tokens[t] for t in refused} == expected[prefix], prefix
 
 
 def test_a_refused_label_end_keeps_the_state(compiler):
