@@ -73,7 +73,7 @@ from guided.limits import check_schema
 from guided.schema.any_value import ANY, ANY_NAMES, ANY_PLAIN
 from guided.schema.drafts import for_draft
 from guided.schema.dynamic_refs import static_dynamic_refs
-from guided.schema.formats import format_node
+from guided.schema.formats import HOST_FORMATS, format_node
 from guided.schema.intersections import meet_one
 from guided.schema.key_order import KeyOrder, has_bag, repeats_names, root_place
 from guided.schema.lowering import SchemaLowering
@@ -131,7 +131,7 @@ def json_schema_to_grammar(
     registry: dict | None = None,
     unique_runtime: UniquePlan | PlanError | str | None = None,
     names_runtime: bool = False,
-    hosts_runtime: bool = False,
+    hosts_runtime: frozenset = frozenset(),
     _bind: bool = False,
     **options,
 ) -> Node | CfgGrammar:
@@ -154,9 +154,10 @@ def json_schema_to_grammar(
         with ``key_order="any"``, objects with more declared names than a permutation automaton
         holds then accept them in any order (with repeats, which the matcher refuses); without it
         they keep the declared order (see ``key_order``).
-    hosts_runtime : bool
-        The matcher checks the A-labels of ``format: hostname`` strings (``hostnames``): the grammar
-        takes every A-label's syntax there; without it, host names have no A-labels.
+    hosts_runtime : frozenset
+        The formats (``hostname``, ``idn-hostname``) whose labels the matcher checks (``hostnames``):
+        their grammar takes every A-label's (and U-label's) syntax; without it, host names have no
+        A-labels and idn-hostname is refused.
     **options
         ``SchemaOptions`` fields: strict, lenient, whitespace, max_ws, max_depth, any_depth,
         max_nodes, timeout_s.
@@ -368,7 +369,7 @@ def _compile_json_schema(compiler, schema: Any, registry: dict | None, options: 
         key,
         lambda: json_schema_to_grammar(
             schema, registry=registry, options=opts, unique_runtime=checks.found[0] or checks.found[1],
-            names_runtime=checks.found[2], hosts_runtime=checks.found[4] is not None, _bind=True,
+            names_runtime=checks.found[2], hosts_runtime=checks.host_formats, _bind=True,
         ),
     )
     # one wrapper per grammar, kept on it, so the run-time checks' plans live exactly as long as the
@@ -396,9 +397,15 @@ class _Checks:
         # (a schema whose text never names uniqueItems has none: no walk looks for it)
         unique = unique_plan(schema, self.registry, self.opts) if '"uniqueItems"' in self.text else (None, None)
         hosts = None
-        if '"format": "hostname"' in self.text and unique[1] is None:  # (a refused uniqueItems plan: no plan for either)
-            hosts = hosts_plan(schema, self.registry, self.opts, unique[0], self.text)
+        formats = tuple(f for f in HOST_FORMATS if f'"format": "{f}"' in self.text)
+        if formats and unique[1] is None:  # (a refused uniqueItems plan: no plan for either)
+            hosts = hosts_plan(schema, self.registry, self.opts, unique[0], self.text, formats)
         return (*unique, *_names(schema, self.registry, self.opts), hosts)
+
+    @property
+    def host_formats(self) -> frozenset:
+        """The formats whose labels the matcher checks (``hosts_plan``)."""
+        return frozenset(self.found[4].hosts) if self.found[4] is not None else frozenset()
 
     def wrap(self, compiled, max_ws: int):
         """A UniqueChecked around ``compiled``, or None when nothing needs checking at run time."""
@@ -450,24 +457,24 @@ def _plan(schema, registry: dict | None, opts: SchemaOptions) -> UniquePlan:
 _UNREACHED = ('"if"', '"contains"', '"propertyNames"')
 
 
-def hosts_plan(schema, registry: dict | None, opts: SchemaOptions, plan: UniquePlan | None,
-               text: str) -> UniquePlan | None:  # fmt: skip
+def hosts_plan(schema, registry: dict | None, opts: SchemaOptions, plan: UniquePlan | None, text: str,
+               formats: tuple[str, ...]) -> UniquePlan | None:  # fmt: skip
     """The plan (``plan``, the uniqueItems one, when there is one) whose places the matcher checks
-    the A-labels of ``format: hostname`` strings at, or None where it cannot or need not: no place
-    where the format applies, some place where it applies in some branches only, a keyword whose strings no place reaches (``_UNREACHED``),
-    or no plan (``$dynamicRef``, more than ``MAX_PLACES`` places). There, host names are lowered
-    without A-labels, which a grammar alone holds exactly. ``text``: the JSON of the schema and
-    the registry."""
+    the labels of ``hostname`` and ``idn-hostname`` strings at (of ``formats``, those it can check:
+    ``plan.hosts``), or None where it cannot check any or need not: no place where a format
+    applies, some place where one applies in some branches only, a keyword whose strings no place
+    reaches (``_UNREACHED``), or no plan (``$dynamicRef``, more than ``MAX_PLACES`` places). A
+    format left unchecked keeps host names without A-labels (``hostname``, which a grammar alone
+    holds exactly) or is refused (``idn-hostname``). ``text``: the JSON of the schema and the
+    registry."""
     if any(k in text for k in _UNREACHED):
         return None
     try:
         plan = plan or _plan(schema, registry, opts)
-        if not plan.format_checkable("hostname"):
-            return None
+        plan.hosts = tuple(f for f in formats if plan.format_checkable(f))
     except (SchemaError, RecursionError):
         return None
-    plan.hosts = True
-    return plan
+    return plan if plan.hosts else None
 
 
 _common_done = threading.Event()

@@ -1,12 +1,14 @@
 """String ``format`` languages as regexes over decoded characters, from the RFCs' grammars.
 
 Each is the RFC's ABNF written as a regular expression (all of these grammars are regular), with
-deliberate restrictions that only narrow what is generated: hostnames have no A-labels (``xn--...``: their
-punycode validity is not a regular language) unless the matcher checks them (``HOSTNAME_A_LABELS``,
-``hostnames``), as RFC 5891 forbids "--" in a label's 3rd and 4th positions otherwise, and ``regex`` (ECMA-262 in unicode mode) is narrowed to patterns of bounded
-group nesting, with at most one named group (``regex_format_node``). ``idn-email`` reads its U-labels as
-RFC 6532 does (non-ASCII characters beside letters and digits). ``idn-hostname`` has no grammar here
-(IDNA2008 needs Unicode tables and punycode): a ``SchemaError`` unless the caller is lenient.
+deliberate restrictions that only narrow what is generated: hostnames have no A-labels (``xn--...``:
+their Punycode validity is not a regular language) unless the matcher checks them
+(``HOSTNAME_A_LABELS``, ``hostnames``), as RFC 5891 forbids "--" in a label's 3rd and 4th positions
+otherwise, and ``regex`` (ECMA-262 in unicode mode) is narrowed to patterns of bounded group nesting,
+with at most one named group (``regex_format_node``). ``idn-email`` reads its U-labels as RFC 6532
+does (non-ASCII characters beside letters and digits). ``idn-hostname`` has a grammar only where the
+matcher checks it (IDNA2008's rules past the code point tables, ``hostnames``); elsewhere a
+``SchemaError`` unless the caller is lenient.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from functools import cache
 
 from guided.grammar import parse_regex
 from guided.grammar.languages import matches
-from guided.grammar.regex_ast import Node, alt, any_char, intersect, literal, optional, repeat, seq
-from guided.schema.hostnames import labels_ok
+from guided.grammar.regex_ast import Node, alt, any_char, chars, intersect, literal, optional, repeat, seq
+from guided.schema.hostnames import SEPARATORS, idna_code_points, labels_ok
 
-__all__ = ["format_node", "format_holds", "FORMATS"]
+__all__ = ["format_node", "format_holds", "FORMATS", "HOST_FORMATS"]
+
+HOST_FORMATS = ("hostname", "idn-hostname")  # the formats whose labels the matcher checks (``hostnames``)
 
 _YEAR = r"(?:\d{3}[1-9]|\d\d[1-9]\d|\d[1-9]\d\d|[1-9]\d{3})"
 _LEAP_YEAR = r"(?:\d\d(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26])00)"
@@ -98,15 +102,19 @@ _HEX = "[0-9A-Fa-f]"
 UUID = rf"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}"
 
 # RFC 5891 4.2.3.1: no "--" in the 3rd and 4th positions, except the A-label prefix "xn--".
-def _hostname(extra: str = "", a_labels: bool = False) -> str:
-    """RFC 1123 host names (labels of 1-63 letters, digits and inner hyphens, no "--" in the 3rd and
-    4th positions); ``extra`` (class ranges) counts as letters. With ``a_labels``, also labels of an
-    A-label's syntax (``xn--`` in any case, then letters, digits and hyphens, not ending in one):
-    a superset of the valid ones, which the matcher's check narrows (``hostnames``)."""
+def _host_label(extra: str = "", a_labels: bool = False) -> str:
+    """An RFC 1123 host name's label (1-63 letters, digits and inner hyphens, no "--" in the 3rd and
+    4th positions); ``extra`` (class ranges) counts as letters. With ``a_labels``, also an A-label's
+    syntax (``xn--`` in any case, then letters, digits and hyphens, not ending in one): a superset
+    of the valid ones, which the matcher's check narrows (``hostnames``)."""
     an, ldh = f"[A-Za-z0-9{extra}]", f"[A-Za-z0-9{extra}-]"
     label = rf"(?:{an}(?:{ldh}?{an})?|{an}{ldh}{{2}}{an}|{an}{ldh}(?:{an}{ldh}|-{an}){ldh}{{0,58}}{an})"
-    if a_labels:
-        label = rf"(?:{label}|[Xx][Nn]--{ldh}{{0,58}}{an})"
+    return rf"(?:{label}|[Xx][Nn]--{ldh}{{0,58}}{an})" if a_labels else label
+
+
+def _hostname(extra: str = "", a_labels: bool = False) -> str:
+    """Host names: labels (``_host_label``) separated by dots."""
+    label = _host_label(extra, a_labels)
     return rf"{label}(?:\.{label})*"
 
 
@@ -253,10 +261,26 @@ _NODES = {"regex": regex_format_node, "time": _time_node, "date-time": _date_tim
 _MAX_LEN = {"hostname": 253, "email": 254, "idn-email": 254}  # characters (RFC 5321 4.5.3.1: octets, a SHOULD)
 
 
+def _idn_hostname() -> Node:
+    """idn-hostname's names, a superset the matcher narrows (``hostnames.labels_ok``): labels
+    separated by any of the four full stops, each an ASCII one (as hostname's, A-labels' syntax
+    included) or a U-label's syntax: 1-63 code points the IDNA2008 tables allow (of ASCII, lowercase
+    letters, digits and the hyphen), one past ASCII at least; at most 253 characters in all."""
+    allowed = idna_code_points()
+    wide = chars([r for r in allowed if r[1] >= 0x80])
+    u_label = intersect(repeat(chars(allowed), 1, 63), seq(repeat(any_char()), wide, repeat(any_char())))
+    label = alt(parse_regex(_host_label(a_labels=True)), u_label)
+    name = seq(label, repeat(seq(chars([(ord(c), ord(c)) for c in SEPARATORS]), label)))
+    return intersect(name, repeat(any_char(), 0, 253))
+
+
 @cache
 def format_node(name: str, a_labels: bool = False) -> Node | None:
-    """The decoded-string language of a format, or None when it has no regular grammar here; with
-    ``a_labels``, ``hostname`` takes every A-label's syntax (``HOSTNAME_A_LABELS``)."""
+    """The decoded-string language of a format, or None when it has no regular grammar here. With
+    ``a_labels`` (where the matcher checks IDNA2008, or inside a complement: a superset), hostname
+    takes every A-label's syntax (``HOSTNAME_A_LABELS``), and idn-hostname has a grammar."""
+    if name == "idn-hostname":
+        return _idn_hostname() if a_labels else None
     if name in _NODES:
         return _NODES[name]()
     pattern = HOSTNAME_A_LABELS if a_labels and name == "hostname" else FORMATS.get(name)
@@ -273,8 +297,15 @@ def format_holds(name: str, text: str) -> bool | None:
     value the schema names (``enum``, ``const``) is checked in Python, A-labels included."""
     if name == "hostname":
         return len(text) <= _MAX_LEN[name] and _HOST_RE.fullmatch(text) is not None and labels_ok(text.split("."))
+    if name == "idn-hostname":
+        labels = _IDN_SPLIT.split(text)
+        return (len(text) <= 253 and labels_ok(labels)
+                and all((_ASCII_LABEL if label.isascii() else _U_LABEL).fullmatch(label) for label in labels))  # fmt: skip
     node = format_node(name)
     return None if node is None else matches(node, text)
 
 
 _HOST_RE = re.compile(HOSTNAME_A_LABELS)
+_IDN_SPLIT = re.compile(f"[{SEPARATORS}]")
+_ASCII_LABEL = re.compile(_host_label(a_labels=True))
+_U_LABEL = re.compile("[" + "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in idna_code_points()) + "]{1,63}")

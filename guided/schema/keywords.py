@@ -10,7 +10,8 @@ __all__ = ["takes_all", "INTERPRETED", "UNSUPPORTED_KEYWORDS", "UNSUPPORTED_FORM
 # keywords the lowering refuses (dynamic scopes have no static grammar): dynamic_refs rewrites the static ones
 # as $ref before it, and refuses the others with their reason
 UNSUPPORTED_KEYWORDS = ("$dynamicRef", "$recursiveRef")
-# formats with no exact grammar here: a SchemaError (lenient: relaxed to any string)
+# formats exact only where the matcher checks them (``hosts_plan``), elsewhere a SchemaError (lenient:
+# relaxed to any string)
 UNSUPPORTED_FORMATS = frozenset({"idn-hostname"})
 # keywords the lowering interprets (the others, unknown ones included, are ignored as annotations)
 INTERPRETED = frozenset(

@@ -63,7 +63,7 @@ from guided.schema.any_value import ANY_PLAIN, AnyValue
 from guided.schema.arrays import array_node
 from guided.schema.complement import MEMBER, complement, complement_schema, member_node
 from guided.schema.facts import TYPES, discriminator, disjoint, json_equal, pairs_apart, unshared, within
-from guided.schema.formats import format_holds, format_node
+from guided.schema.formats import HOST_FORMATS, format_holds, format_node
 from guided.schema.intersections import Unresolved, disjoint_upper, distributed, holes_meet, meet_one
 from guided.schema.key_order import KeyOrder, closes_by_default, exclusive_branches
 from guided.schema.keywords import (
@@ -174,7 +174,7 @@ class SchemaLowering:
         self.closing = options.strict and _describes_objects([root, *(registry or {}).values()])
         self.unique_runtime = False  # uniqueItems the grammar cannot hold is checked by the matcher
         self.names_runtime = False  # the matcher refuses repeated names (key_order "bag" places)
-        self.hosts_runtime = False  # the matcher checks hostname's A-labels wherever no complement is (hostnames)
+        self.hosts_runtime = frozenset()  # formats whose labels the matcher checks wherever no complement is (hostnames)
         self.unique_refusal = None  # why it cannot be (unique_plan's PlanError or a string), for the error
         self.anys = AnyValue(self)
         self.anys_p = AnyValue(self, plain=True)
@@ -233,13 +233,13 @@ class SchemaLowering:
         others' complements keeps the literal meaning (``literally``), as its places know."""
         return self.closing and not self.negations and not self.literal
 
-    @property
-    def a_labels(self) -> bool:
-        """Whether ``format: hostname`` takes every A-label's syntax here (``formats.HOSTNAME_A_LABELS``):
-        where the matcher checks them (outside every complement, ``hosts_runtime``), and inside an odd
-        number of complements, where a superset keeps the complement a subset. Elsewhere (inside two)
-        the names without A-labels: a subset, as a grammar alone can be exact."""
-        return self.mode == NEG or (self.hosts_runtime and not self.negations)
+    def a_labels(self, fmt: str) -> bool:
+        """Whether host names of format ``fmt`` take every A-label's (and U-label's) syntax here
+        (``formats.format_node``): where the matcher checks them (outside every complement,
+        ``hosts_runtime``), and inside an odd number of complements, where a superset keeps the
+        complement a subset. Elsewhere (inside two) hostname's names without A-labels: a subset,
+        as a grammar alone can be exact (and idn-hostname none)."""
+        return self.mode == NEG or (fmt in self.hosts_runtime and not self.negations)
 
     @contextmanager
     def literally(self):
@@ -296,7 +296,7 @@ class SchemaLowering:
                 return self.lower(schema, path, base, place)
         if place is None:
             place = KeyOrder.at(self.resolver, [(schema, base)])
-        key = (id(schema), base, place.key, self.mode, self.closes_objects, self.a_labels)
+        key = (id(schema), base, place.key, self.mode, self.closes_objects, bool(self.hosts_runtime) and not self.negations)
         if not self.unrolling and key in self.memo:
             return self.memo[key]
         node = self._lower(schema, path, base, place)
@@ -917,11 +917,12 @@ class SchemaLowering:
                 self.relax(f"pattern cannot be enforced exactly: {e}", f"{path}/pattern")
         fmt = schema.get("format")
         if isinstance(fmt, str):
-            node = format_node(fmt, self.a_labels)
+            node = format_node(fmt, fmt in HOST_FORMATS and self.a_labels(fmt))
             if node is not None:
                 parts.append(node)
-            elif fmt in UNSUPPORTED_FORMATS:
-                self.relax(f"format {fmt!r} has no regular grammar here", f"{path}/format")
+            elif fmt in UNSUPPORTED_FORMATS:  # (idn-hostname where the matcher does not check it)
+                self.relax(f"format {fmt!r} is enforced only where it applies in every branch of its place or in "
+                           "none, outside if, contains and propertyNames", f"{path}/format")  # fmt: skip
         if (lo or hi is not None) and not (parts and within(parts, lo, hi)):
             parts.append(repeat(any_char(), lo, hi) if hi is None or hi >= lo else EMPTY)
         if not parts:

@@ -164,7 +164,7 @@ class UniquePlan:
         self._children: dict[tuple, tuple] = {}
         self._demands: dict[tuple, str] = {}
         self._formats: dict[tuple, str] = {}  # (formula, format) -> string_format
-        self.hosts = False  # the matcher checks hostname's A-labels at every place (``hostnames``)
+        self.hosts: tuple[str, ...] = ()  # the formats whose labels the matcher checks at every place (``hostnames``)
         self._kinds: dict[tuple, str | None] = {}
         self._patterns: dict[str, re.Pattern | None] = {}
         self.root = self.expand(root, self.resolver.root_base, "#")

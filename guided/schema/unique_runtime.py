@@ -56,7 +56,7 @@ from guided.errors import GrammarError, LimitError
 from guided.grammar import EMPTY_ID, Completion, Matcher, byte_of_class, spell
 from guided.grammar.regex_ast import alt
 from guided.schema.facts import json_value_key, number_key
-from guided.schema.hostnames import labels_ok
+from guided.schema.hostnames import SEPARATORS, labels_ok
 from guided.schema.objects import interned_language, pattern_language
 from guided.schema.unique_plan import UniquePlan
 
@@ -107,15 +107,19 @@ class Dup(Exception):
     """The bytes complete an item equal to an earlier one (or a host name's label its checks refuse)."""
 
 
-def _check_host(raw: bytes) -> None:
-    """Raise Dup unless ``raw`` (a JSON string's text up to a label's end: a dot or the closing
-    quote) holds labels a host name may have (``hostnames.labels_ok``). Only a name with an A-label
-    (a label with "--" in its 3rd and 4th places) can fail: others pass unread."""
-    if b"--" not in raw and b"\\" not in raw:
+def _check_host(raw: bytes, fmt: str) -> None:
+    """Raise Dup unless ``raw`` (a JSON string's text up to a label's end: a separator or the
+    closing quote) holds labels a name of format ``fmt`` may have (``hostnames.labels_ok``). Only a
+    name with an A-label (a label with "--" in its 3rd and 4th places) or a U-label can fail:
+    others pass unread."""
+    if b"--" not in raw and b"\\" not in raw and (fmt == "hostname" or raw.isascii()):
         return
     text = _decoded(raw)
-    if text is not None and not labels_ok(text.split(".")):
+    if text is not None and not labels_ok(text.split(".") if fmt == "hostname" else _IDN_SPLIT.split(text)):
         raise Dup
+
+
+_IDN_SPLIT = re.compile(f"[{SEPARATORS}]")
 
 
 class _ObjectEnd(Exception):
@@ -228,12 +232,12 @@ class JsonTrack:
                         lex[2] = -1
                         continue
                     if b != 0x22:
-                        if b == 0x2E and len(lex) > 4 and not lex[3]:  # a label of a checked host name ends
-                            _check_host(_text(lex[1] + 1, p, past, data, base))
+                        if len(lex) > 4 and not lex[3] and (b == 0x2E or b in _SEPARATOR_LAST):
+                            self._label_end(lex, p, past, data, base)  # a label of a checked host name may end
                         continue
                     self.lex = None
                     if len(lex) > 4 and not lex[3]:
-                        _check_host(_text(lex[1] + 1, p, past, data, base))
+                        _check_host(_text(lex[1] + 1, p, past, data, base), lex[4])
                     self._scalar_end(lex, p + 1, past, data, base)
                     continue
                 if b in _NUM or (kind == "l" and 0x61 <= b <= 0x7A):
@@ -264,8 +268,10 @@ class JsonTrack:
                 self.lex = ["s", p, 0, False]
                 if self.plan is not None and self.plan.hosts:
                     f = self._formula_here()
-                    if f is not None and self.plan.string_format(f, "hostname") == "Y":
-                        self.lex.append(True)  # a host name whose A-labels are checked where each ends
+                    for fmt in self.plan.hosts:  # a host name whose labels are checked where each ends
+                        if f is not None and self.plan.string_format(f, fmt) == "Y":
+                            self.lex.append(fmt)
+                            break
             elif b == 0x5B or b == 0x7B:
                 f = self._formula_here()
                 place = self._place_here()
@@ -289,6 +295,18 @@ class JsonTrack:
         lex = self.lex
         if lex is not None and lex[0] == "s" and lex[3]:  # a name in flight keeps its text, no position
             lex[4], lex[1] = _key_text(lex, base + len(data), data, base), -1
+
+    @staticmethod
+    def _label_end(lex: list, p: int, past: bytes, data: bytes, base: int) -> None:
+        """At byte ``p`` of a checked host name (a dot, or the last byte of a separator past ASCII):
+        check the labels before the separator that ends there, if one does."""
+        if data[p - base] == 0x2E:
+            _check_host(_text(lex[1] + 1, p, past, data, base), lex[4])
+        elif lex[4] == "idn-hostname":
+            text = _text(lex[1] + 1, p + 1, past, data, base)
+            for m in _SEPARATORS["idn-hostname"][1:]:
+                if text.endswith(m):
+                    _check_host(text[: -len(m)], lex[4])
 
     def _place_here(self):
         if not self.stack:
@@ -555,28 +573,8 @@ class _VocabFeatures:
         self.comma, self.quotes2, self.quotes3 = pack(comma), pack(quotes2), pack(quotes3)
         self.name_complex, self.whole = pack(name_complex), pack(whole)
         self.name_after_value, self.inner_quote = pack(after_value), pack(inner_quote)
-        # UniqueMatcher._refusals: tokens that may end a checked host name's label after k quotes (a
-        # dot or a quote past k of them)
-        self.label_ends = [pack((q > k) | ((q == k) & dot)) for k in range(5)]
-        # in a checked host name, the tokens with one label end (a dot with no dot, quote or backslash
-        # after it, or a quote with no quote after it) and no backslash before it: each is refused
-        # exactly when the name's text so far plus the token's text before that end is
-        # (``UniqueMatcher._host_refusals``); the texts before it, numbered, and each token's number
-        self.end_texts: list[bytes] = []
-        self.end_text_of = np.full(n, -1, dtype=np.int64)
-        numbers: dict[bytes, int] = {}
-        for t in np.flatnonzero(live & (quote | dot)).tolist():
-            data = tokens[t]
-            i = min(j for j in (data.find(b"."), data.find(b'"')) if j >= 0)
-            pre, rest = data[:i], data[i + 1 :]
-            if b"\\" in pre or (b'"' in rest if data[i] == 0x22 else any(c in rest for c in b'."\\')):
-                continue
-            self.end_text_of[t] = numbers.setdefault(pre, len(numbers))
-        self.end_texts = list(numbers)
-        self.one_end = pack(self.end_text_of >= 0)
-        # tokens that can make a label an A-label or spell it with escapes (``_check_host`` reads no
-        # other name): "--", a backslash, or a leading hyphen (after one that ends the text so far)
-        self.dashes = pack(live & np.fromiter((b"--" in t or b"\\" in t or t[:1] == b"-" for t in tokens), bool, n))
+        self._live, self._quotes, self._words = live, q, words  # for host_tables
+        self._host_tables: dict[str, _HostTables] = {}
 
         # a token's bytes, when they hold no quote -> the tokens: built here, with the other tables
         # (built on first use, it cost one mask ~80 ms with a 128k vocabulary)
@@ -606,6 +604,13 @@ class _VocabFeatures:
         self._begun: dict[int, bytes | None] = {}  # item_begun
         self._plain: dict[int, bool] = {}  # plain
 
+    def host_tables(self, fmt: str) -> _HostTables:
+        """The tables of host name checks for ``fmt`` (built on first use)."""
+        got = self._host_tables.get(fmt)
+        if got is None:
+            got = self._host_tables[fmt] = _HostTables(self.tokens, self._live, self._quotes, self._words, fmt)
+        return got
+
     def plain(self, t: int) -> bool:
         """``_plain`` of token t, memoised per token (asked at every mask inside a string item)."""
         got = self._plain.get(t)
@@ -633,6 +638,51 @@ class _VocabFeatures:
                                for t in table.get(text[:k], ())), dtype=np.int64)  # fmt: skip
             _put(self._prefix_memo, text, got, _PREFIX_MEMO)
         return got
+
+
+class _HostTables:
+    """Per vocabulary and host format (``hostname`` or ``idn-hostname``: its label separators),
+    packed bitmasks of the tokens ``UniqueMatcher._refusals`` asks about:
+
+    * ``label_ends[k]``: tokens that may end a label after k quotes (a separator or a quote past k);
+    * ``one_end``: tokens with one label end (a separator with none, no quote and no backslash after
+      it, or a quote with no quote after it) and no backslash before it. Each is refused exactly when
+      the name's text so far plus the token's text before that end is: ``end_texts``, numbered,
+      and ``end_text_of`` each token's number (-1: not one of these);
+    * ``risky``: tokens that can make a name's label one ``_check_host`` reads: with "--", a
+      backslash, a leading hyphen (after a trailing one), and for idn-hostname, a byte past ASCII.
+    """
+
+    def __init__(self, tokens: list[bytes], live: np.ndarray, quotes: np.ndarray, words: int, fmt: str) -> None:
+        n = len(tokens)
+        seps = _SEPARATORS[fmt]
+        has_end = np.zeros(n, dtype=bool)
+        self.end_text_of = np.full(n, -1, dtype=np.int64)
+        numbers: dict[bytes, int] = {}
+        for t in np.flatnonzero(live).tolist():
+            data = tokens[t]
+            found = [(i, len(m)) for m in (b'"', *seps) if (i := data.find(m)) >= 0]
+            if not found:
+                continue
+            has_end[t] = True
+            i, size = min(found)
+            pre, rest = data[:i], data[i + size :]
+            if b"\\" in pre or b'"' in rest or (data[i] != 0x22 and (b"\\" in rest or any(m in rest for m in seps))):
+                continue
+            self.end_text_of[t] = numbers.setdefault(pre, len(numbers))
+        self.end_texts = list(numbers)
+        pack = lambda a: _pack(a, words)  # noqa: E731
+        self.label_ends = [pack((quotes > k) | ((quotes == k) & has_end)) for k in range(5)]
+        self.one_end = pack(self.end_text_of >= 0)
+        wide = fmt == "idn-hostname"
+        self.risky = pack(live & np.fromiter((b"--" in t or b"\\" in t or t[:1] == b"-" or (wide and not t.isascii())
+                                               for t in tokens), bool, n))  # fmt: skip
+
+
+# label separators of each host format, and (idn-hostname) what a text may end with inside one
+_SEPARATORS = {"hostname": (b".",), "idn-hostname": tuple(c.encode() for c in SEPARATORS)}
+_SEPARATOR_HEADS = tuple({m[:k] for m in _SEPARATORS["idn-hostname"] for k in range(1, len(m))})
+_SEPARATOR_LAST = frozenset(m[-1] for m in _SEPARATORS["idn-hostname"][1:])
 
 
 def spelling_trie(rests) -> tuple[int, dict]:
@@ -1823,10 +1873,11 @@ class UniqueMatcher:
     def _refusals(self, track: JsonTrack, depth: int, words: np.ndarray) -> list[int]:
         """The allowed tokens (packed ``words``) the checks refuse: ``_refused`` under a checked array
         or object, and where host names are checked, the tokens that may end a label of one: those
-        with a dot or a quote inside one, else those with enough quotes to begin one and end a
-        label in it (its opening quote, at most three more before it, as after a string value:
-        its closing quote and a member name's two), simulated; of those, while the name's text has
-        no A-label, only the tokens that can make one (``_VocabFeatures.dashes``)."""
+        with a separator or a quote inside one, else those with enough quotes to begin one and end
+        a label in it (its opening quote, at most three more before it, as after a string value:
+        its closing quote and a member name's two). Tokens with one label end are decided by one
+        check per text before it (``_host_refusals``), the others simulated; while the name's text
+        can fail no check, only the tokens that can make it (``_HostTables.risky``)."""
         out = self._refused(words) if depth >= 0 else []
         if self.checked.hosts:
             feats = _features(self.checked.compiled.vocabulary)
@@ -1835,30 +1886,39 @@ class UniqueMatcher:
                 quotes = 1
             else:
                 quotes = 0 if len(lex) > 4 and not lex[3] else 2 if lex[3] else 4
-            sim = words & feats.label_ends[quotes]
-            raw = bytes(self._bytes[lex[1] + 1 :]) if quotes == 0 else b""
-            if quotes == 0:
-                out += self._host_refusals(raw, _ids(sim & feats.one_end), feats)
-                sim &= ~feats.one_end
-            if b"--" not in raw and b"\\" not in raw:  # (a name begun in the token: its text is the token's)
-                sim &= feats.dashes
-            tokens = self.checked.compiled.vocabulary.tokens
-            asked = set(out)
-            for t in _ids(sim).tolist():
-                if t not in asked and self._after(tokens[t], t) is None:
-                    out.append(t)
+            # in a checked name, its own format; else any (a name begun in the token: its text is the token's)
+            for fmt in [lex[4]] if quotes == 0 else self.checked.plan.hosts:
+                tables = feats.host_tables(fmt)
+                sim = words & tables.label_ends[quotes]
+                raw = bytes(self._bytes[lex[1] + 1 :]) if quotes == 0 else b""
+                if raw.endswith(_SEPARATOR_HEADS):  # a separator cut between tokens: every token simulated
+                    sim = words.copy()
+                elif quotes == 0:
+                    out += self._host_refusals(raw, fmt, _ids(sim & tables.one_end), tables)
+                    sim &= ~tables.one_end
+                if b"--" not in raw and b"\\" not in raw and raw.isascii():
+                    sim &= tables.risky
+                self._simulated(sim, out)
         return out
 
+    def _simulated(self, sim: np.ndarray, out: list[int]) -> None:
+        """Add to ``out`` the tokens of packed ``sim`` not in it that the checks refuse, simulated."""
+        tokens = self.checked.compiled.vocabulary.tokens
+        asked = set(out)
+        for t in _ids(sim).tolist():
+            if t not in asked and self._after(tokens[t], t) is None:
+                out.append(t)
+
     @staticmethod
-    def _host_refusals(raw: bytes, ids: np.ndarray, feats: _VocabFeatures) -> list[int]:
-        """Of tokens ``ids`` with one label end (``_VocabFeatures.one_end``), read inside a checked
-        host name whose text so far is ``raw``: those whose label end its check refuses, one check
-        per text before the end."""
-        numbers = feats.end_text_of[ids]
+    def _host_refusals(raw: bytes, fmt: str, ids: np.ndarray, tables: _HostTables) -> list[int]:
+        """Of tokens ``ids`` with one label end (``_HostTables.one_end``), read inside a checked name
+        of format ``fmt`` whose text so far is ``raw``: those whose label end its check refuses, one
+        check per text before the end."""
+        numbers = tables.end_text_of[ids]
         out: list[int] = []
         for k in np.unique(numbers).tolist():
             try:
-                _check_host(raw + feats.end_texts[k])
+                _check_host(raw + tables.end_texts[k], fmt)
             except Dup:
                 out += ids[numbers == k].tolist()
         return out
@@ -1955,7 +2015,7 @@ class UniqueMatcher:
         lex = t.lex
         if lex is not None and lex[0] == "s" and not lex[2] and data and b'"' not in data and b"\\" not in data:
             top = t.stack[-1] if t.stack else None
-            if not lex[3] and not (top and top[2]) and (len(lex) < 5 or b"." not in data):
+            if not lex[3] and not (top and top[2]) and (len(lex) < 5 or b"." not in data and data.isascii()):
                 # inside a string value, not a unique item's (nor a label's end in a checked host
                 # name): the bytes change nothing the checks read
                 if not inner_accept():

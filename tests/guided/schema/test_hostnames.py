@@ -149,15 +149,53 @@ def test_an_enum_keeps_only_the_values_of_its_format(compiler, fmt, values, vali
     assert [v for v in values if _accepts(compiled, v)] == valid
 
 
-def test_idn_hostname_is_still_refused(compiler):
+IDN = {"type": "string", "format": "idn-hostname"}
+# (name, valid): U-labels from the test suite's cases of RFC 5891-5893
+IDN_NAMES = [
+    ("\uc2e4\ub840.\ud14c\uc2a4\ud2b8", True),  # example.test in Hangul
+    ("\u302e\uc2e4\ub840.\ud14c\uc2a4\ud2b8", False),  # U+302E, DISALLOWED
+    ("a\u3002b", True), ("a\uff0eb", True), ("a\uff61b", True), ("a\u3002", False),  # the other full stops
+    ("l\u00b7l", True), ("a\u00b7l", False),  # MIDDLE DOT
+    ("\u03b1\u0375\u03b2", True), ("\u03b1\u0375S", False),  # Greek KERAIA
+    ("\u05d0\u05f3\u05d1", True), ("A\u05f3\u05d1", False),  # Hebrew GERESH
+    ("\u30fb\u3041", True), ("def\u30fbabc", False),  # KATAKANA MIDDLE DOT
+    ("\u0628\u0660\u06f0", False),  # Arabic-Indic digits mixed with extended ones
+    ("\u0915\u094d\u200d\u0937", True), ("\u0915\u200d\u0937", False),  # ZERO WIDTH JOINER
+    ("\u0628\u064a\u200c\u0628\u064a", True),  # ZERO WIDTH NON-JOINER by the joining types
+    ("0a.\u05d0", False), ("a\u05d0", False),  # the Bidi rule
+    ("\u00fc" * 60, False),  # an A-label longer than 63 octets
+    (".".join(["\u00fc" * 40] * 5), True), (".".join(["\u00fc" * 40] * 6), False),  # 234 and 281 octets as A-labels
+    ("xn--ihqwcrb4cv8a8dqg056pqjye", True), ("xn--7a", False), ("Hostname", True), ("-hello", False),
+]
+
+
+def test_idn_host_names_are_accepted_exactly(compiler):
+    compiled = compile_json_schema(compiler, {"type": "array", "items": IDN})
+    assert isinstance(compiled, UniqueChecked) and compiled.hosts
+    for name, valid in IDN_NAMES:
+        assert _accepts(compiled, ["a.b", name]) is valid, name
+
+
+def test_idn_masks_drop_exactly_the_tokens_that_end_a_refused_label(compiler_llama3, vocab_llama3):
+    compiled = compile_json_schema(compiler_llama3, {"type": "object", "properties": {"h": IDN}})
+    for prefix in ['{"h": "a\u00b7', '{"h": "\u05d0\u05f3\u05d1.', '{"h": "0a.\u05d0', '{"h": "\u0915\u200d']:
+        dropped, refused, _ = refusals_by_simulation(compiled, vocab_llama3, prefix)
+        assert dropped == refused, prefix
+        assert refused, prefix  # (each prefix has label ends to refuse)
+
+
+def test_idn_hostname_is_refused_where_the_matcher_cannot_check_it(compiler):
     with pytest.raises(SchemaError, match="idn-hostname"):
-        compile_json_schema(compiler, {"format": "idn-hostname"})
+        compile_json_schema(compiler, {"anyOf": [IDN, {"type": "string", "maxLength": 3}]})
+    with pytest.raises(SchemaError, match="idn-hostname"):
+        compile_json_schema(compiler, {"propertyNames": IDN})
 
 
+@pytest.mark.parametrize("name", ["hostname.json", "idn-hostname.json"])
 @pytest.mark.skipif(not (SUITE / "hostname.json").exists(), reason="../shared holds no JSON Schema Test Suite")
-def test_the_suites_host_names(compiler):
+def test_the_suites_host_names(compiler, name):
     failed = []
-    for group in json.loads((SUITE / "hostname.json").read_text()):
+    for group in json.loads((SUITE / name).read_text()):
         compiled = compile_json_schema(compiler, group["schema"])
         for case in group["tests"]:
             if _accepts(compiled, case["data"]) is not case["valid"]:
@@ -174,3 +212,24 @@ def test_allowed_tokens_agree_with_acceptance_along_a_name(compiler, vocab_built
         assert ids, (ch, text)
         assert m.accept_token(ids[0])
     assert m.is_accepting()
+
+
+def test_a_separator_cut_between_tokens_ends_the_label_where_it_is_whole():
+    stop = "\u3002".encode()  # IDEOGRAPHIC FULL STOP: three bytes, here in tokens of one or two
+    chars = [c.encode() for c in 'abl",[]'] + ["\u00b7".encode()]
+    whole = '"a\u00b7l"'.encode()  # a name begun and refused in one token
+    vocab = tiny_vocab([*chars, stop[:1], stop[:2], stop[1:2], stop[2:], stop[1:], stop[2:] + b"b", stop[2:] + b'b"]', whole])
+    compiled = compile_json_schema(GrammarCompiler(vocab), {"type": "array", "items": IDN}, whitespace="compact")
+    m = compiled.matcher()
+    assert m.accept_bytes(b"[") and not m.allowed_tokens()[vocab.tokens.index(whole)] and not m.accept_bytes(whole)
+    for head, refused in [(b'["a\xc2\xb7l', True), (b'["l\xc2\xb7l', False)]:  # MIDDLE DOT, with or without "l" before
+        for cut in (1, 2):
+            m, plain = compiled.matcher(), compiled.compiled.matcher()
+            data = head + stop[:cut]
+            assert m.accept_bytes(data) and plain.accept_bytes(data)
+            dropped = set(np.flatnonzero(plain.allowed_tokens())) - set(np.flatnonzero(m.allowed_tokens()))
+            ends = {t for t, b in enumerate(vocab.tokens) if b and stop.startswith(stop[:cut] + b[: 3 - cut])
+                    and len(b) >= 3 - cut}  # fmt: skip
+            assert dropped == (ends if refused else set()), (head, cut)
+            assert dropped == {t for t in np.flatnonzero(plain.allowed_tokens()).tolist()
+                               if not compiled.is_eos(t) and m._after(vocab.tokens[t], t) is None}  # fmt: skip
