@@ -16,6 +16,7 @@ import unicodedata
 from functools import lru_cache
 
 import idna
+from idna import idnadata
 
 __all__ = ["labels_ok", "u_label", "idna_code_points", "SEPARATORS"]
 
@@ -93,7 +94,7 @@ def labels_ok(labels: list[str]) -> bool:
 def idna_code_points() -> tuple[tuple[int, int], ...]:
     """The code points a U-label may hold (PVALID, CONTEXTJ and CONTEXTO: RFC 5892's tables, the
     context rules left to ``labels_ok``), as sorted, merged inclusive ranges."""
-    classes = idna.idnadata.codepoint_classes
+    classes = idnadata.codepoint_classes
     spans = sorted((r >> 32, (r & 0xFFFFFFFF) - 1) for k in ("PVALID", "CONTEXTJ", "CONTEXTO") for r in classes[k])
     out: list[tuple[int, int]] = []
     for lo, hi in spans:

@@ -1054,7 +1054,7 @@ class UniqueChecked:
         self.step_memo: dict[tuple, tuple] = {}
         self.allowed_rows: dict[int, int] = {}  # grammar state -> the bytes it allows (_diverges)
         self.strict = strict
-        self.hosts = plan is not None and plan.hosts  # strings whose A-labels are checked (JsonTrack)
+        self.hosts = plan.hosts if plan is not None else ()  # formats whose names' labels are checked (JsonTrack)
         TRACK_MEMOS.register(self)  # step_memo and advance_memo: bounded over the process too
 
     @staticmethod
