@@ -133,6 +133,7 @@ def json_schema_to_grammar(
     names_runtime: bool = False,
     hosts_runtime: frozenset = frozenset(),
     _bind: bool = False,
+    _lowered: Any = None,
     **options,
 ) -> Node | CfgGrammar:
     """The language of a JSON Schema's instances: a regex AST node, else a ``CfgGrammar`` (where a
@@ -174,7 +175,7 @@ def json_schema_to_grammar(
     schema = for_draft(schema_dict(schema))
     check_schema(schema, opts.limits)  # sizes, depth, counts: LimitError naming the limit and JSON pointer
     check_shapes(schema)  # malformed keywords: SchemaError naming the keyword and JSON pointer
-    schema = _as_lowered(schema, opts)
+    schema = _as_lowered(schema, opts) if _lowered is None else _lowered  # (the caller's, made from this schema)
     lowering = SchemaLowering(schema, opts, registry)
     static = static_dynamic_refs(schema, registry, lowering.resolver)  # dynamic references that are plain $refs
     if static[0] is not schema or static[1] is not registry:
@@ -369,7 +370,7 @@ def _compile_json_schema(compiler, schema: Any, registry: dict | None, options: 
         key,
         lambda: json_schema_to_grammar(
             schema, registry=registry, options=opts, unique_runtime=checks.found[0] or checks.found[1],
-            names_runtime=checks.found[2], hosts_runtime=checks.host_formats, _bind=True,
+            names_runtime=checks.found[2], hosts_runtime=checks.host_formats, _bind=True, _lowered=checks.lowered,
         ),
     )
     # one wrapper per grammar, kept on it, so the run-time checks' plans live exactly as long as the
@@ -389,11 +390,16 @@ class _Checks:
         self.text = text  # the JSON of the schema (its cache key)
 
     @cached_property
+    def lowered(self):
+        """The document the lowering reads (``_as_lowered``: a walk of the whole schema, made once)."""
+        return _as_lowered(self.schema, self.opts)
+
+    @cached_property
     def found(self) -> tuple:
         """(uniqueItems plan, why it cannot have one, whether some place takes the "bag" policy, the
         root key-order place where names are checked, the plan whose places hostname's A-labels are
         checked at)."""
-        schema = _as_lowered(self.schema, self.opts)  # the document the lowering reads
+        schema = self.lowered
         # (a schema whose text never names uniqueItems has none: no walk looks for it)
         unique = unique_plan(schema, self.registry, self.opts) if '"uniqueItems"' in self.text else (None, None)
         hosts = None
