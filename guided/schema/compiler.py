@@ -397,7 +397,7 @@ class _Checks:
     @cached_property
     def found(self) -> tuple:
         """(uniqueItems plan, why it cannot have one, whether some place takes the "bag" policy, the
-        root key-order place where names are checked, the plan whose places hostname's A-labels are
+        root key-order place where names are checked, the plan whose places host names' labels are
         checked at)."""
         schema = self.lowered
         # (a schema whose text never names uniqueItems has none: no walk looks for it)
