@@ -150,7 +150,10 @@ def _unique(lowering: SchemaLowering, schema: dict, prefix: list, items, path: s
         if lowering.unique_runtime and not lowering.negations:
             return []  # the matcher refuses duplicate items (unique_runtime; unique_plan checked this place)
         why, where = lowering.unique_refusal, f"{path}/uniqueItems"
-        if why is None:
+        if lowering.unique_runtime:  # (the plan checked this place, but here it is complemented)
+            why = ("it sits inside a complement (oneOf exclusivity, not, the else of if), where the "
+                   "arrays with a repeated item would have to be generated")  # fmt: skip
+        elif why is None:
             why = "the matcher's run-time check is not enabled (compile with compile_json_schema)"
         elif not isinstance(why, str):  # the plan's PlanError: its pointer names the place it refused
             why, where = why.reason, why.path

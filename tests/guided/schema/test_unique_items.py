@@ -210,6 +210,15 @@ def test_unenforceable_places_are_refused_with_the_reason(compiler, schema, reas
     assert any("uniqueItems" in str(x.message) for x in w)
 
 
+def test_unique_items_inside_a_complement_is_refused_saying_so(compiler):
+    # each branch is unique; oneOf exclusivity complements the other, which would need arrays that repeat
+    schema = {"oneOf": [{"type": "array", "items": {"type": "string"}, "uniqueItems": True, "maxItems": 3},
+                        {"type": "array", "items": {"type": "string", "pattern": "^a"}, "uniqueItems": True}]}  # fmt: skip
+    with pytest.raises(SchemaError, match="inside a complement") as e:
+        compile_json_schema(compiler, schema)
+    assert e.value.path.endswith("/uniqueItems")
+
+
 def test_finite_items_stay_in_the_grammar(compiler):
     m = _matcher(compiler, {"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": True})
     assert m.accept_text('["a", "b"') and not m.accept_text(', ')  # the grammar itself ends it
