@@ -16,8 +16,7 @@ from __future__ import annotations
 import re
 from functools import cache
 
-from guided.grammar import EMPTY_ID, parse_regex
-from guided.grammar.automata.expr_pool import ExprPool
+from guided.grammar import EMPTY_ID, ExprPool, parse_regex
 from guided.grammar.regex_ast import Node, alt, any_char, chars, intersect, literal, optional, repeat, seq
 from guided.schema.hostnames import SEPARATORS, idna_code_points, labels_ok
 
