@@ -400,9 +400,11 @@ def _dependency_names(schema: dict):
                     yield from (n for n in dep if isinstance(n, str))
 
 
-def root_place(schema, registry: dict | None = None) -> KeyOrder:
-    """The place of a schema's instance root (its own resolver: places are made once per resolver)."""
-    resolver = SchemaResolver(schema if isinstance(schema, dict) else {}, registry)
+def root_place(schema, registry: dict | None = None, resolver: SchemaResolver | None = None) -> KeyOrder:
+    """The place of a schema's instance root: in ``resolver`` when given (one built over this schema
+    and registry; places are made once per resolver), else in a resolver of its own."""
+    if resolver is None:
+        resolver = SchemaResolver(schema if isinstance(schema, dict) else {}, registry)
     return KeyOrder.at(resolver, [(schema, resolver.root_base)])
 
 

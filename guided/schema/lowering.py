@@ -140,12 +140,13 @@ class SchemaLowering:
 
     FREE, PLAIN, NEG = FREE, PLAIN, NEG
 
-    def __init__(self, root, options: SchemaOptions, registry: dict | None = None):
+    def __init__(self, root, options: SchemaOptions, registry: dict | None = None, resolver: SchemaResolver | None = None):
         self.root = root
         self.options = options
         self.registry = registry
         self._mentions_unevaluated: bool | None = None  # _unevaluated(), on first need
-        self.resolver = SchemaResolver(root if isinstance(root, dict) else {}, registry)
+        # (a caller's resolver over this root and registry shares the places its walks made)
+        self.resolver = resolver or SchemaResolver(root if isinstance(root, dict) else {}, registry)
         # one object of each per whitespace option in the process: the context-free path finds the
         # separator by identity (``recursion._HoleRules``), in the schema-free values too (shared by
         # lowerings: ``any_value._KINDS``)
