@@ -127,6 +127,17 @@ class Chars(Node):
         object.__setattr__(self, "_meet", False)
         object.__setattr__(self, "_open", False)
 
+    def __eq__(self, other) -> bool:
+        # a leaf: its ranges compared directly, without ``_equal``'s walk (most of a compile's
+        # structural comparisons: a character built apart from the common pool's equal one)
+        if self is other:
+            return True
+        if other.__class__ is not Chars:
+            return NotImplemented
+        return self._hash == other._hash and self.ranges == other.ranges
+
+    __hash__ = Node.__hash__
+
 
 _ASCII = tuple(Chars(((o, o),)) for o in range(128))  # the one node of each ASCII character (literal)
 
@@ -141,6 +152,17 @@ class ByteSet(Node):
         object.__setattr__(self, "_hash", hash(("ByteSet", self.ranges)))
         object.__setattr__(self, "_meet", False)
         object.__setattr__(self, "_open", False)
+
+    def __eq__(self, other) -> bool:
+        # a leaf: its ranges compared directly, without ``_equal``'s walk (most of a compile's
+        # structural comparisons: a character built apart from the common pool's equal one)
+        if self is other:
+            return True
+        if other.__class__ is not ByteSet:
+            return NotImplemented
+        return self._hash == other._hash and self.ranges == other.ranges
+
+    __hash__ = Node.__hash__
 
 
 @dataclass(frozen=True, slots=True, eq=False)
