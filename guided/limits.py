@@ -108,48 +108,64 @@ def check_schema(schema, limits: Limits) -> None:
     """Check a schema's JSON against the limits before it is lowered; raises ``LimitError``.
 
     Walks every JSON value once, iteratively: nesting depth, value count, size, ``enum`` length,
-    counting keywords' magnitudes and ``pattern`` sizes, each reported with its JSON pointer.
+    counting keywords' magnitudes and ``pattern`` sizes, each reported with its JSON pointer (spelled
+    only for the error: a value's place is kept as its parent's and its key, ``_pointer``).
     """
-    stack = [(schema, "#", 1, False)]  # (value, JSON pointer, depth, inside data such as enum values)
+    stack = [(schema, None, 1, False)]  # (value, place: None or (parent's place, key), depth, inside data)
     nodes = size = 0
     while stack:
-        value, path, depth, data = stack.pop()
+        value, place, depth, data = stack.pop()
         nodes += 1
         if depth > limits.schema_depth:
-            raise limits.exceeded("schema_depth", depth, path)
+            raise limits.exceeded("schema_depth", depth, _pointer(place))
         if nodes > limits.schema_nodes:
-            raise limits.exceeded("schema_nodes", nodes, path)
+            raise limits.exceeded("schema_nodes", nodes, _pointer(place))
         if isinstance(value, dict):
             size += 2
             for key, item in value.items():
-                key, where = str(key), f"{path}/{_escape(str(key))}"
+                key = str(key)
                 size += len(key) + 4
                 if not data:
-                    _check_keyword(limits, key, item, where)
-                stack.append((item, where, depth + 1, data or key in DATA_KEYWORDS))
+                    _check_keyword(limits, key, item, place)
+                stack.append((item, (place, key), depth + 1, data or key in DATA_KEYWORDS))
         elif isinstance(value, list):
             size += 2
-            stack.extend((item, f"{path}/{i}", depth + 1, data) for i, item in enumerate(value))
+            stack.extend((item, (place, i), depth + 1, data) for i, item in enumerate(value))
         else:
             size += len(value) + 2 if isinstance(value, str) else 8
         if size > limits.schema_bytes:
-            raise limits.exceeded("schema_bytes", f"more than {size} bytes", path)
+            raise limits.exceeded("schema_bytes", f"more than {size} bytes", _pointer(place))
 
 
-def _check_keyword(limits: Limits, key: str, value, path: str) -> None:
+def _pointer(place) -> str:
+    """The JSON pointer of a place of ``check_schema``'s walk (None: the root, "#")."""
+    parts = []
+    while place is not None:
+        place, key = place
+        parts.append(str(key) if isinstance(key, int) else _escape(key))
+    return "/".join(["#", *reversed(parts)])
+
+
+def _check_keyword(limits: Limits, key: str, value, parent) -> None:
     if key == "enum" and isinstance(value, list) and len(value) > limits.enum_values:
-        raise limits.exceeded("enum_values", len(value), path)
+        raise limits.exceeded("enum_values", len(value), _pointer((parent, key)))
     if key == "pattern" and isinstance(value, str):
-        check_text(limits, "regex_bytes", value, path)
+        _check_regex(limits, value, (parent, key))
     if key == "patternProperties" and isinstance(value, dict):
         for regex in value:
-            check_text(limits, "regex_bytes", str(regex), f"{path}/{_escape(str(regex))}")
+            _check_regex(limits, str(regex), ((parent, key), str(regex)))
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return
     if key in LOWER_COUNTS and value > limits.min_count:
-        raise limits.exceeded("min_count", value, path)
+        raise limits.exceeded("min_count", value, _pointer((parent, key)))
     if key in UPPER_COUNTS and value > limits.max_count:
-        raise limits.exceeded("max_count", value, path)
+        raise limits.exceeded("max_count", value, _pointer((parent, key)))
+
+
+def _check_regex(limits: Limits, regex: str, place) -> None:
+    """``check_text`` of a pattern, its pointer spelled only for the error."""
+    if len(regex) * 4 > limits.regex_bytes:  # (a character is at most 4 bytes: else nothing to count)
+        check_text(limits, "regex_bytes", regex, _pointer(place))
 
 
 def _escape(key: str) -> str:
