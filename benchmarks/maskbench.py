@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/maskbench.py [--sets maskbench,maskbench-hard] [--every K] [--jobs N]
         [--engines guided,llguidance] [--timeout S] [--jsts] [--tag NAME] [--compare OLD.json.gz[,OLD2.json]]
+        [--key-order any|declared]
 
 Runs ``guided bench maskbench`` (``guided.bench.maskbench``) once per engine on the same schema files
 (every K-th of each set under ../shared/data, sorted by name), each engine single-threaded per schema
@@ -10,7 +11,9 @@ per split (the file name's prefix: ``Github_hard``, ``JsonSchemaStore``, ...) to
 ``benchmarks/results/maskbench-<tag>.json.gz`` (gzip-compressed JSON; ``guided.bench.runner.read_report``
 reads it) with guided's ratios to each peer. ``--compare`` diffs guided's per-schema outcome against an
 earlier result file (schemas that stopped passing, or started accepting invalid instances). ``--jsts``
-does the same for the JSON Schema Test Suite.
+does the same for the JSON Schema Test Suite. ``--key-order declared`` runs guided with the property
+order llguidance keeps (MaskBench's valid instances list properties in any order: guided's default here
+is "any", which accepts them, at a cost in compile time; ``results/key-order-s76.md``).
 """
 
 from __future__ import annotations
@@ -113,6 +116,9 @@ def main() -> int:
     p.add_argument("--engines", default="guided,llguidance")
     p.add_argument("--jsts", action="store_true", help="also run the JSON Schema Test Suite")
     p.add_argument("--tag", default=None)
+    p.add_argument("--key-order", default=None, choices=("any", "declared"),
+                   help="guided's accepted property orders (default: guided bench maskbench's, any); llguidance "
+                        "keeps the declared order, so 'declared' compares like with like")  # fmt: skip
     a = p.parse_args()
     engines = a.engines.split(",")
     tag = a.tag or ("full" if a.every == 1 and a.limit is None else f"every{a.every}")
@@ -129,7 +135,8 @@ def main() -> int:
     report = {"meta": {**meta, "sets": sets, "every": a.every, "limit": a.limit}, "summaries": {}, "wall_s": {},
               "splits": {}, "lines": {}}  # fmt: skip
     for e in engines:
-        lines, summary, wall = run_engine("guided.bench.maskbench", mb + common, e)
+        order = ["--key-order", a.key_order] if a.key_order and e.startswith("guided") else []
+        lines, summary, wall = run_engine("guided.bench.maskbench", mb + common + order, e)
         report["summaries"][e], report["wall_s"][e], report["lines"][e] = summary, round(wall, 1), lines
         report["splits"][e] = split_summaries(lines)
         print(json.dumps(summary), flush=True)
