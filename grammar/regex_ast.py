@@ -116,6 +116,17 @@ class Node:
         return (type(self), self._fields())
 
 
+def _ranges_equal(self, other) -> bool:
+    """``==`` of two leaves (``Chars``, ``ByteSet``): their ranges compared directly, without
+    ``_equal``'s walk. Most of a compile's structural comparisons were of a character built apart
+    from the common pool's equal one."""
+    if self is other:
+        return True
+    if other.__class__ is not self.__class__:
+        return NotImplemented
+    return self._hash == other._hash and self.ranges == other.ranges
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Chars(Node):
     """One Unicode scalar value from sorted, disjoint, inclusive codepoint ranges (surrogates never match)."""
@@ -127,15 +138,7 @@ class Chars(Node):
         object.__setattr__(self, "_meet", False)
         object.__setattr__(self, "_open", False)
 
-    def __eq__(self, other) -> bool:
-        # a leaf: its ranges compared directly, without ``_equal``'s walk (most of a compile's
-        # structural comparisons: a character built apart from the common pool's equal one)
-        if self is other:
-            return True
-        if other.__class__ is not Chars:
-            return NotImplemented
-        return self._hash == other._hash and self.ranges == other.ranges
-
+    __eq__ = _ranges_equal
     __hash__ = Node.__hash__
 
 
@@ -153,15 +156,7 @@ class ByteSet(Node):
         object.__setattr__(self, "_meet", False)
         object.__setattr__(self, "_open", False)
 
-    def __eq__(self, other) -> bool:
-        # a leaf: its ranges compared directly, without ``_equal``'s walk (most of a compile's
-        # structural comparisons: a character built apart from the common pool's equal one)
-        if self is other:
-            return True
-        if other.__class__ is not ByteSet:
-            return NotImplemented
-        return self._hash == other._hash and self.ranges == other.ranges
-
+    __eq__ = _ranges_equal
     __hash__ = Node.__hash__
 
 
