@@ -472,6 +472,7 @@ def _pattern_groups(patterns: list[Node], path: str) -> list[tuple[bool, ...]]:
         walk(i + 1, (*mask, False), chosen)
 
     walk(0, (), [])
+    walk = None  # (a recursive closure is a reference cycle: left to the collector otherwise)
     return out
 
 
@@ -629,7 +630,9 @@ def _any_order_parts(lowering: SchemaLowering, slots, others: Node) -> tuple[Nod
         return node
 
     first = [seq(member, after(1 << i)) for i, (member, _) in enumerate(slots)]
-    return alt(EPSILON if not need else EMPTY, *first), after(0)
+    rest = after(0)
+    after = None  # (a recursive closure is a reference cycle, its memo with it: left to the collector otherwise)
+    return alt(EPSILON if not need else EMPTY, *first), rest
 
 
 def _counted(lowering: SchemaLowering, slots, other: Node, lo: int, hi: int | None) -> Node:

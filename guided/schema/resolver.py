@@ -290,7 +290,10 @@ def _shared_copies(root: dict) -> dict:
         return hit
 
     sid = _schema_id(root, id_keys)
-    return walk(root, join_uri(DEFAULT_BASE, sid) if isinstance(sid, str) else DEFAULT_BASE, _SCHEMA)[0]
+    try:
+        return walk(root, join_uri(DEFAULT_BASE, sid) if isinstance(sid, str) else DEFAULT_BASE, _SCHEMA)[0]
+    finally:
+        walk = None  # (a recursive closure is a reference cycle, its keys with it: left to the collector otherwise)
 
 
 def _atom(value) -> tuple:
