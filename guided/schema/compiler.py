@@ -382,9 +382,7 @@ def _compile_json_schema(compiler, schema: Any, registry: dict | None, options: 
     # compiler caches the grammar (a cache of their own kept 256 schemas' resolvers alive past it: tens
     # of thousands more objects for each full pass of the collector, which landed in single masks)
     max_ws = opts.max_ws if opts.whitespace == "flexible" else 0
-    wrapped = UniqueChecked.shared(compiled, key, lambda: checks.wrap(compiled, max_ws))
-    checks.release()
-    return wrapped
+    return UniqueChecked.shared(compiled, key, lambda: checks.wrap(compiled, max_ws))
 
 
 class _Checks:
@@ -426,15 +424,6 @@ class _Checks:
         if formats and unique[1] is None:  # (a refused uniqueItems plan: no plan for either)
             hosts = hosts_plan(schema, self.registry, self.opts, unique[0], self.text, formats)
         return (*unique, *_names(schema, self.registry, self.opts, self.resolver), hosts)
-
-    def release(self) -> None:
-        """After the compile: where no wrapper keeps the root place, drop the resolver's places. They
-        refer to the resolver and it to them: a reference cycle (the document's places, the resolver's
-        tables) that only the collector would free, in the collection ending the compile."""
-        resolver = self.__dict__.get("resolver")
-        found = self.__dict__.get("found")
-        if resolver is not None and (found is None or found[3] is None):
-            resolver.places.clear()
 
     @property
     def host_formats(self) -> frozenset:
