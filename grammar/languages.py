@@ -12,11 +12,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from guided.errors import LimitError
-from guided.grammar.automata.expr_pool import ExprPool
+from guided.grammar.automata.expr_pool import EMPTY_ID, ExprPool
 from guided.grammar.automata.lazy_dfa import DEAD, LazyDFA
+from guided.grammar.bounded_cache import BoundedCache
 from guided.grammar.regex_ast import Node, difference
 
-__all__ = ["is_empty", "is_subset", "equivalent", "matches", "ExplicitDFA", "to_dfa"]
+__all__ = ["is_empty", "is_subset", "equivalent", "interned", "matches", "ExplicitDFA", "to_dfa"]
 
 
 def is_empty(node: Node, budget: int = 200_000) -> bool:
@@ -34,13 +35,29 @@ def equivalent(a: Node, b: Node, budget: int = 200_000) -> bool:
     return is_subset(a, b, budget) and is_subset(b, a, budget)
 
 
-def matches(node: Node, text: str | bytes) -> bool:
-    """Whether the whole text is in the node's language."""
-    data = text.encode() if isinstance(text, str) else text
+_INTERNED: BoundedCache[Node, tuple[ExprPool, int]] = BoundedCache(256)
+
+
+def _alone(node: Node) -> tuple[ExprPool, int]:
     pool = ExprPool()
-    e = pool.intern(node)
+    return pool, pool.intern(node)
+
+
+def interned(node: Node) -> tuple[ExprPool, int]:
+    """A pool holding ``node`` and its id there, shared by the callers asking about the same node
+    (the last 256): its derivatives are kept for the next question (a name language, a format's)."""
+    return _INTERNED.get_or_create(node, lambda: _alone(node))
+
+
+def matches(node: Node, text: str | bytes) -> bool:
+    """Whether the whole text (a ``str`` as UTF-8, lone surrogates matching nothing) is in the node's
+    language, through byte derivatives in the node's shared pool (``interned``)."""
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    pool, e = interned(node)
     for b in data:
         e = pool.deriv(e, b)
+        if e == EMPTY_ID:
+            return False
     return bool(pool.nullable[e])
 
 

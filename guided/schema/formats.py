@@ -16,7 +16,8 @@ from __future__ import annotations
 import re
 from functools import cache
 
-from guided.grammar import EMPTY_ID, ExprPool, parse_regex
+from guided.grammar import parse_regex
+from guided.grammar.languages import matches
 from guided.grammar.regex_ast import Node, alt, any_char, chars, intersect, literal, optional, repeat, seq
 from guided.schema.hostnames import SEPARATORS, idna_code_points, labels_ok
 
@@ -300,22 +301,8 @@ def format_holds(name: str, text: str) -> bool | None:
         labels = _IDN_SPLIT.split(text)
         return (len(text) <= 253 and labels_ok(labels)
                 and all((_ASCII_LABEL if label.isascii() else _U_LABEL).fullmatch(label) for label in labels))  # fmt: skip
-    got = _POOLS.get(name)
-    if got is None:
-        node = format_node(name)
-        if node is None:
-            return None
-        pool = ExprPool()  # (one per format, its derivatives kept for the next value)
-        got = _POOLS[name] = (pool, pool.intern(node))
-    pool, e = got
-    for b in text.encode("utf-8", "surrogatepass"):
-        e = pool.deriv(e, b)
-        if e == EMPTY_ID:
-            return False
-    return bool(pool.nullable[e])
-
-
-_POOLS: dict[str, tuple[ExprPool, int]] = {}  # format -> (a pool, its language there): format_holds
+    node = format_node(name)
+    return None if node is None else matches(node, text)  # (its pool kept for the next value)
 
 
 _HOST_RE = re.compile(HOSTNAME_A_LABELS)

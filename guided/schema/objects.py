@@ -19,9 +19,8 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from guided.errors import GrammarError, LimitError, SchemaError
-from guided.grammar import EMPTY_ID, ExprPool, parse_regex
-from guided.grammar.bounded_cache import BoundedCache
-from guided.grammar.languages import is_empty
+from guided.grammar import parse_regex
+from guided.grammar.languages import is_empty, matches
 from guided.grammar.regex_ast import (
     EMPTY,
     EPSILON,
@@ -319,8 +318,8 @@ def _object(
         key = json_literal_string(name)
         if (
             name in forbidden
-            or (key_filter is not None and not _member(key_filter, json.dumps(name, ensure_ascii=False)))
-            or (name_lang is not None and not _member(name_lang, name))
+            or (key_filter is not None and not matches(key_filter, json.dumps(name, ensure_ascii=False)))
+            or (name_lang is not None and not matches(name_lang, name))
         ):
             value = EMPTY
         else:
@@ -390,7 +389,7 @@ def _value(lowering: SchemaLowering, name, props, pats, pattern_nodes, addl, pat
     if name in props:
         subs.append(lowering.lower(props[name], f"{path}/properties/{_esc(name)}", base, child))
     for p, node in pattern_nodes.items():
-        if node is not None and _member(node, name):
+        if node is not None and matches(node, name):
             subs.append(lowering.lower(pats[p], f"{path}/patternProperties/{_esc(p)}", base, child))
     if not subs:
         subs.append(lowering.lower(addl, f"{path}/additionalProperties", base, child))
@@ -399,7 +398,7 @@ def _value(lowering: SchemaLowering, name, props, pats, pattern_nodes, addl, pat
         # merges on the schemas (arrays of the same $ref items stay one context-free language)
         # before anything is intersected
         schemas = [props[name]] if name in props else []
-        schemas += [pats[p] for p, node in pattern_nodes.items() if node is not None and _member(node, name)]
+        schemas += [pats[p] for p, node in pattern_nodes.items() if node is not None and matches(node, name)]
         key = (tuple(map(id, schemas)), base, "property-and-patterns")
         if key not in lowering.rewrites:
             lowering.rewrites[key] = {"allOf": schemas}
@@ -426,7 +425,7 @@ def _other_members(lowering: SchemaLowering, names, pats, pattern_nodes, addl, k
         # the key's conditions, each over encoded strings (encode commutes with And and Not)
         conds = [encode(usable[p] if on else Not(usable[p])) for p, on in zip(usable, mask, strict=True)]
         # names declared here are not "other"; a positive pattern only needs the names it matches
-        taken = [n for n in names if all(_member(usable[p], n) for p in chosen)]
+        taken = [n for n in names if all(matches(usable[p], n) for p in chosen)]
         if taken:
             conds.append(none_of(taken))
         if name_lang is not None:
@@ -684,30 +683,6 @@ def _pattern(lowering: SchemaLowering, pattern: str, path: str):
     except GrammarError as e:
         lowering.relax(f"patternProperties pattern cannot be enforced exactly: {e}", f"{path}/{_esc(pattern)}")
         return None
-
-
-_POOLS: BoundedCache[Node, tuple[ExprPool, int]] = BoundedCache(256)  # name patterns, interned
-
-
-def _interned(node: Node) -> tuple[ExprPool, int]:
-    pool = ExprPool()
-    return pool, pool.intern(node)
-
-
-def interned_language(node: Node) -> tuple[ExprPool, int]:
-    """A pool holding ``node`` and its id there, shared by the callers asking about the same node (a
-    name language, for byte derivatives)."""
-    return _POOLS.get_or_create(node, lambda: _interned(node))
-
-
-def _member(node: Node, text: str) -> bool:
-    """Whether text is in node's language (exactly, through byte derivatives)."""
-    pool, e = interned_language(node)
-    for b in text.encode("utf-8"):
-        e = pool.deriv(e, b)
-        if e == EMPTY_ID:
-            return False
-    return bool(pool.nullable[e])
 
 
 def _esc(name: str) -> str:

@@ -54,10 +54,11 @@ import numpy as np
 
 from guided.errors import GrammarError, LimitError
 from guided.grammar import EMPTY_ID, Completion, Matcher, byte_of_class, spell
+from guided.grammar.languages import interned
 from guided.grammar.regex_ast import alt
 from guided.schema.facts import json_value_key, number_key
 from guided.schema.hostnames import SEPARATORS, labels_ok
-from guided.schema.objects import interned_language, pattern_language
+from guided.schema.objects import pattern_language
 from guided.schema.unique_plan import UniquePlan
 
 __all__ = ["UniqueChecked", "UniqueMatcher", "JsonTrack", "json_value_key", "prepare"]
@@ -1527,7 +1528,7 @@ class UniqueMatcher:
             memo[key] = None
             if place.others_open(self.checked.strict):
                 try:
-                    memo[key] = interned_language(alt(*map(pattern_language, place.patterns())))
+                    memo[key] = interned(alt(*map(pattern_language, place.patterns())))
                 except (GrammarError, LimitError, TypeError):  # a pattern the lowering could not read
                     pass
         return memo[key]
