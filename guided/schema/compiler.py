@@ -75,7 +75,7 @@ from guided.schema.drafts import for_draft
 from guided.schema.dynamic_refs import static_dynamic_refs
 from guided.schema.formats import HOST_FORMATS, format_node
 from guided.schema.intersections import meet_one
-from guided.schema.key_order import KeyOrder, has_bag, repeats_names, root_place
+from guided.schema.key_order import KeyOrder, has_bag, mark_mandatory, repeats_names, root_place
 from guided.schema.lowering import SchemaLowering
 from guided.schema.options import SchemaOptions
 from guided.schema.pydantic_models import json_schema_for
@@ -182,20 +182,36 @@ def json_schema_to_grammar(
     static = static_dynamic_refs(schema, registry, lowering.resolver)  # dynamic references that are plain $refs
     if static[0] is not schema or static[1] is not registry:
         lowering = SchemaLowering(static[0], opts, static[1])
+    root, registry, resolver = lowering.root, lowering.registry, lowering.resolver
+    language, untracked = _lowered_language(lowering, unique_runtime, names_runtime, hosts_runtime, _bind)
+    if untracked:
+        # a bag left required names to the matcher where an intersection may refuse one of their
+        # members: the matcher would then wait for a name the grammar cannot write (a dead end)
+        again = SchemaLowering(root, opts, registry, resolver=resolver)
+        again.untrack = False
+        language, _ = _lowered_language(again, unique_runtime, names_runtime, hosts_runtime, _bind)
+    return language
+
+
+def _lowered_language(lowering: SchemaLowering, unique_runtime, names_runtime: bool, hosts_runtime: frozenset,
+                      bind: bool) -> tuple[Node | CfgGrammar, bool]:  # fmt: skip
+    """``_lower`` with the lowering told what the matcher checks, and whether a bag that leaves
+    required names to the matcher met an intersection; the lowering is abandoned after."""
     lowering.unique_runtime = isinstance(unique_runtime, UniquePlan)
     lowering.names_runtime = names_runtime
     lowering.hosts_runtime = hosts_runtime
     lowering.unique_refusal = unique_runtime if isinstance(unique_runtime, (str, PlanError)) else None
     try:
         with hole_memo():  # one has_hole memo for the whole lowering (see has_hole)
-            language = _lower(lowering, bind=_bind)
+            language = _lower(lowering, bind=bind)
     except BaseException as e:
         lowering.abandon()
         if isinstance(e, RecursionError):
             raise LimitError("the schema nests too deeply to compile (recursion limit)") from None
         raise
+    untracked = bool(lowering.untracked and lowering.intersected)
     lowering.abandon()
-    return language
+    return language, untracked
 
 
 def _as_lowered(schema, opts: SchemaOptions):
@@ -444,6 +460,8 @@ def _names(schema, registry: dict | None, opts: SchemaOptions, resolver: SchemaR
     to one value)."""
     try:
         root = root_place(schema, registry, resolver)  # one resolver, so both walks share the places they make
+        if opts.key_order == "any":  # (before any policy is asked: a mandatory place's bag tracks no required name)
+            mark_mandatory(root)
         return (opts.key_order == "any" and has_bag(root, opts.strict),
                 root if repeats_names(root, opts.key_order, opts.strict) else None)  # fmt: skip
     except (SchemaError, RecursionError):

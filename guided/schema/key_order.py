@@ -16,7 +16,11 @@ compare like with like. Two policies (``SchemaOptions.key_order``):
   written there anyway: ``admits_undeclared``), when the matcher checks member names
   (``compile_json_schema``) and at most ``MAX_TRACKED_REQUIRED`` names must be present ("bag"): any
   order in linear size, the grammar taking members with repeats (``object_bags.bag``) and the
-  matcher refusing a name written twice (``unique_runtime``). Below a schema-free or recursive
+  matcher refusing a name written twice (``unique_runtime``). At a place every value must meet
+  every schema of (``mark_mandatory``) with members not counted, the required names are the
+  matcher's too (``KeyOrder.matcher_required``: it refuses the closing brace until each is
+  written), so the bag tracks none of them (no ``2**r`` states) and takes any number of them, in
+  any order. Below a schema-free or recursive
   value the permutation's subsets are rules of the context-free grammar: the bag made Kubernetes
   schemas compile in about 60% of the time, with unchanged masks at the median. Otherwise
   ("around"): the declared order, or the required names first (in ``required`` order) and then
@@ -42,7 +46,8 @@ from guided.schema.keywords import takes_all
 from guided.schema.object_bags import MAX_BAG_STATES, MAX_TRACKED_REQUIRED
 from guided.schema.resolver import SchemaResolver
 
-__all__ = ["KeyOrder", "order_instance", "root_place", "has_bag", "repeats_names", "closing_names", "closes_by_default", "MAX_PERMUTED"]
+__all__ = ["KeyOrder", "order_instance", "root_place", "has_bag", "repeats_names", "closing_names", "closes_by_default", "mark_mandatory",
+           "MAX_PERMUTED"]
 
 MAX_PERMUTED = 6
 MAX_BAG_WALK = 4_000  # places a walk (has_bag, repeats_names) visits before it answers yes
@@ -61,6 +66,10 @@ _BRANCHING = ("anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas",
 class KeyOrder:
     """The schemas (with their base URIs) that apply at one place of an instance."""
 
+    # every value the instance has here must meet every schema here (``mark_mandatory``); a class
+    # default, so that places made before the walk, or unpickled from an older cache, read False
+    mandatory = False
+
     def __init__(self, resolver: SchemaResolver, schemas):
         self.resolver = resolver
         self.schemas: list[tuple[dict, str]] = []
@@ -77,6 +86,7 @@ class KeyOrder:
         self._open: bool | None = None
         self._patterned: tuple[bool, bool] | None = None  # (propertyNames here, patternProperties here)
         self._children: dict[str, KeyOrder] = {}
+        self._required: frozenset[str] | None = None  # matcher_required, once asked
         # what the order here and below depends on: the schemas with ordering keywords
         self.key = tuple(id(s) for s, _ in self.schemas if not _ORDER_KEYS.isdisjoint(s))
 
@@ -203,8 +213,10 @@ class KeyOrder:
 
     def checks_names(self, key_order: str, strict: bool) -> bool:
         """Whether the matcher tracks the names written in an object here (``unique_runtime``):
-        where the grammar may repeat one, a "bag" place or one taking undeclared names."""
-        return self.admits_undeclared(strict) or self.policy(key_order, strict) == "bag"
+        where the grammar may repeat one, a "bag" place or one taking undeclared names, or where it
+        makes sure the required ones are written (``matcher_required``)."""
+        return (self.admits_undeclared(strict) or self.policy(key_order, strict) == "bag"
+                or key_order == "any" and bool(self.matcher_required(strict)))  # fmt: skip
 
     def names_alike(self, strict: bool) -> bool:
         """Whether every name not declared here fits as well as any other: no ``propertyNames``, no
@@ -251,6 +263,26 @@ class KeyOrder:
         if not self.conjunctive:  # one branch's names at a time: each object lowered here checks its own
             return True
         return bag_fits(len(tracked), cap)
+
+    @property
+    def counted(self) -> bool:
+        """Whether some schema here counts members (``minProperties``/``maxProperties``)."""
+        return any(k in schema for schema, _ in self.schemas for k in _COUNTING)
+
+    def matcher_required(self, strict: bool) -> frozenset[str]:
+        """The names the matcher makes sure an object here holds before it closes (the closing
+        brace is refused until each is written), so that the grammar need not track them: every
+        name some schema here requires, at a ``mandatory`` place whose members are not counted (a
+        count reached with a required name missing would leave the generation no way on) and where
+        ``key_order="any"`` takes every order without a permutation automaton (more than
+        ``MAX_PERMUTED`` names, or undeclared ones: a "bag"); else none. There the lowering builds a
+        bag that takes those names as optional members (``objects``), whatever ``policy`` says (which
+        counts them: past ``MAX_TRACKED_REQUIRED`` it keeps an order), unless the compile lowers
+        again without (``SchemaLowering.untrack``): the matcher's checks hold for either grammar."""
+        if self._required is None:
+            ok = self.mandatory and not self.counted and (len(self.names) > MAX_PERMUTED or self.admits_undeclared(strict))
+            self._required = frozenset(self.required_names) if ok else frozenset()
+        return self._required
 
     @property
     def required_names(self) -> list[str]:
@@ -417,7 +449,56 @@ def has_bag(root: KeyOrder, strict: bool) -> bool:
         return [n for n in [*map(place.child, place.names), place.other(), *map(place.item, range(width + 1))]
                 if n.schemas]  # fmt: skip
 
-    return _reaches(root, lambda place: place.policy("any", strict) == "bag", follow)
+    return _reaches(root, lambda place: place.policy("any", strict) == "bag" or bool(place.matcher_required(strict)),
+                    follow)  # fmt: skip
+
+
+def mark_mandatory(root: KeyOrder) -> None:
+    """Mark the places below ``root`` where every value the instance has must meet every schema of
+    the place (``KeyOrder.mandatory``): those whose every way from the root passes only conjunctive
+    places (no ``anyOf``, ``oneOf``, ``not``, conditionals or dependencies, no ``enum`` or ``const``)
+    along edges that apply all their schemas: a declared name's value; an undeclared one's only
+    where no pattern speaks of names (``other`` joins the patterns' schemas, which apply to some
+    names only); an item's only where no ``contains`` is (which ``item`` joins). A place reached
+    along another way is not mandatory, nor any below it (a place is one object per set of schemas:
+    several ways may reach it). Past ``MAX_BAG_WALK`` places nothing is marked."""
+    order, seen, edges = [root], {id(root)}, []  # edges: (parent, child, whether the child is met whole)
+    i = 0
+    while i < len(order):
+        if len(order) > MAX_BAG_WALK:
+            return
+        place = order[i]
+        i += 1
+        schemas = [s for s, _ in place.schemas]
+        patterned = any(s.get("patternProperties") or "unevaluatedProperties" in s for s in schemas)
+        contains = any("contains" in s for s in schemas)
+        width = max((len(_prefix(s)) for s in schemas), default=0)
+        kids = [(place.child(n), True) for n in place.names] + [(place.other(), not patterned)]
+        kids += [(place.item(k), not contains) for k in range(width + 1)]
+        for kid, whole in kids:
+            if not kid.schemas:
+                continue
+            edges.append((place, kid, whole))
+            if id(kid) not in seen:
+                seen.add(id(kid))
+                order.append(kid)
+    below: dict[int, list] = {}
+    unsafe = [p for p in order if not p.conjunctive or any("enum" in s or "const" in s for s, _ in p.schemas)]
+    for parent, kid, whole in edges:
+        below.setdefault(id(parent), []).append(kid)
+        if not whole:
+            unsafe.append(kid)
+    off: set[int] = set()
+    while unsafe:
+        place = unsafe.pop()
+        if id(place) not in off:
+            off.add(id(place))
+            unsafe += below.get(id(place), ())
+    for place in order:
+        if id(place) not in off:
+            place.mandatory = True
+            place.key = (*place.key, -1)  # the lowering keeps apart what it builds at other places
+            place._required = None  # (read again with the mark)
 
 
 def repeats_names(root: KeyOrder, key_order: str, strict: bool) -> bool:

@@ -175,6 +175,12 @@ class SchemaLowering:
         self.closing = options.strict and _describes_objects([root, *(registry or {}).values()])
         self.unique_runtime = False  # uniqueItems the grammar cannot hold is checked by the matcher
         self.names_runtime = False  # the matcher refuses repeated names (key_order "bag" places)
+        # bags that leave required names to the matcher (``objects``; a mandatory place's, with
+        # ``untrack``), and intersections of values met: where both happened, the compile lowers
+        # again with ``untrack`` off, since an intersection may refuse a member the matcher waits for
+        self.untrack = True
+        self.untracked = 0
+        self.intersected = 0
         self.hosts_runtime = frozenset()  # formats whose labels the matcher checks wherever no complement is (hostnames)
         self.unique_refusal = None  # why it cannot be (unique_plan's PlanError or a string), for the error
         self.anys = AnyValue(self)
@@ -663,8 +669,10 @@ class SchemaLowering:
         """Intersections and complements with holes below, resolved (see ``schema_meet.meet_one``)."""
         return map_meets(node, lambda m: meet_one(self, m, path, keyword))
 
-    def both(self, *parts: Node, path: str, keyword: str) -> Node:
-        """The intersection of parts, resolved by ``meet`` when a part has holes."""
+    def both(self, *parts: Node, path: str, keyword: str, values: bool = True) -> Node:
+        """The intersection of parts, resolved by ``meet`` when a part has holes (``values``: of
+        values that may be objects, counted in ``intersected``)."""
+        self.intersected += values
         node = intersect(*parts)
         return self.meet(node, path, keyword) if any(has_hole(p) for p in parts) else node
 
@@ -958,6 +966,7 @@ class SchemaLowering:
             return alt(*(self.value_literal(v) for v in kept))
         rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
         own = alt(*(self.of_type(t, rest, path, base, place) for t in types))
+        self.intersected += 1
         return intersect(alt(*(self.value_literal(v) for v in values)), own)
 
     def value_literal(self, v) -> Node:

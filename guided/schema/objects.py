@@ -310,7 +310,7 @@ def _object(
             # bring (e.g. `not: {enum}` refuses values of every type, a nonterminal the name test cannot use)
             where = f"{path}/propertyNames"
             key_filter = lowering.both(lowering.lower(names_schema, where, base, None), lowering.string({}, where),
-                                       path=where, keyword="propertyNames")  # fmt: skip
+                                       path=where, keyword="propertyNames", values=False)  # fmt: skip
 
     slots = []  # (member node or EMPTY, required)
     slot_names = []
@@ -334,6 +334,15 @@ def _object(
     hi = lowering.count(schema, "maxProperties", None, path)
     lo, hi, extra = _counts_folded(lowering, lo, hi, extra)
     policy = place.policy(lowering.options.key_order, lowering.options.strict, lowering.names_runtime)
+    if lowering.names_runtime and lowering.untrack and lowering.mode != lowering.NEG and not extra and lo == 0 and hi is None:
+        # the matcher refuses the closing brace until these are written (``KeyOrder.matcher_required``):
+        # a bag takes them as optional members, at least one member in all (no ``{}``)
+        untracked = place.matcher_required(lowering.options.strict).intersection(
+            n for n, (_, req) in zip(slot_names, slots, strict=True) if req)  # fmt: skip
+        if untracked:
+            slots = [(m, req and n not in untracked) for n, (m, req) in zip(slot_names, slots, strict=True)]
+            policy, lo = "bag", 1
+            lowering.untracked += 1
     if policy == "bag" and not bag_fits(sum(req for _, req in slots), hi if hi is not None else lo):
         policy = place.ordered_policy  # this object's own names, where the place has several branches
     if policy == "bag" or (lowering.mode == lowering.NEG and (slots or lo or hi is not None)):
@@ -374,6 +383,7 @@ def _counts_folded(lowering: SchemaLowering, lo: int, hi: int | None, extra) -> 
 
 def _wrap(lowering: SchemaLowering, body: Node, extra, base: str, place) -> Node:
     node = seq(_OPEN, lowering.ws, body, lowering.ws, _CLOSE)
+    lowering.intersected += len(extra)
     for sub, sub_path in extra:
         node = intersect(node, lowering.lower(sub, sub_path, base, place))
     return node

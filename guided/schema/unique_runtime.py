@@ -15,6 +15,12 @@ the grammar is searched along the written names' spellings), asked of the gramma
 automaton from the state after the token. (A name cut inside an escape or a multi-byte character
 is not checked until the next token.)
 
+Required names (``KeyOrder.matcher_required``): where the grammar's bag leaves them to the matcher,
+a token that closes an object before each of its required names is written is refused: those with
+enough closing brackets to close the innermost object missing one, and those that open and close an
+object in the token (``brace_pair``), are simulated. The grammar takes every such name at every
+member there, so a missing one can always be written next.
+
 What the checks read of the tracker's state is numbered once per track, and refusals and the track
 after a token are memoised per grammar by (grammar state, that number[, bytes]): tracks are not
 changed once pushed, so one serves every matcher of the grammar.
@@ -96,6 +102,7 @@ _WHOLE_REST = re.compile(rb'([^"\\]*)"[ \t\r\n]*:?[ \t\r\n]*', re.S)
 _ITEM_END_SHAPE = re.compile(rb'(?P<pre>[^"\\]*)"(?P<post>[ \t\r\n,\]}]*)', re.S)
 # where an item may begin: separators, then a string item begun (its text so far, no quote after it)
 _ITEM_BEGUN = re.compile(rb'[ \t\r\n,]*"([^"]*)', re.S)
+_BRACE_PAIR = re.compile(rb"\{.*:.*\}", re.S)
 # a token that, where a name is due or a value just ended, writes one whole name and nothing deciding after it
 _WHOLE_NAME = re.compile(rb'[ \t\r\n]*,?[ \t\r\n]*"([^"\\]*)"[^",\]}]*', re.S)
 
@@ -255,6 +262,8 @@ class JsonTrack:
                     top[10] = True
                 continue
             if b == 0x5D or b == 0x7D:  # ] }
+                if top is not None and top[9] is not None and top[8].mandatory and not top[8].matcher_required(self.mode[1]) <= top[9]:
+                    raise Dup  # an object closed before a name its place requires (``KeyOrder.matcher_required``)
                 self.stack.pop()
                 if self.stack:  # the parent is the top again: a copy of its own (see clone)
                     self.stack[-1] = self.stack[-1].copy()
@@ -513,6 +522,11 @@ class _VocabFeatures:
 
         q = count(b'"')
         self.closers = count(b"]}").astype(np.int16)
+        # a brace, a colon, a closing brace: an object may open and close in the token with a member
+        # inside (one whose place requires names: an empty one the grammar refuses there)
+        pair = np.zeros(n, dtype=bool)
+        for t in np.flatnonzero((count(b"{") > 0) & (self.closers > 0)).tolist():
+            pair[t] = _BRACE_PAIR.search(tokens[t]) is not None
         quote = q > 0  # any quote
         ends = count(b",]} \t\r\n") > 0  # , ] } or whitespace: a number or literal may end there
         sep = live & (count(b", \t\r\n") == lens)  # only , and whitespace: ends a scalar, decides nothing more
@@ -574,6 +588,7 @@ class _VocabFeatures:
         self.comma, self.quotes2, self.quotes3 = pack(comma), pack(quotes2), pack(quotes3)
         self.name_complex, self.whole = pack(name_complex), pack(whole)
         self.name_after_value, self.inner_quote = pack(after_value), pack(inner_quote)
+        self.brace_pair, self.any_brace_pair = pack(pair), bool(pair.any())
         self._live, self._quotes, self._words = live, q, words  # for host_tables
         self._host_tables: dict[str, _HostTables] = {}
 
@@ -1052,6 +1067,7 @@ class UniqueChecked:
         self.keys = keys
         self.opener = opener  # JsonTrack.opener: the JSON is objects inside other text (tool calls)
         self.key_order = key_order
+        self._outside: bool | None = None  # checks_outside, once asked
         self.name_memo: dict[tuple, bool] = {}  # (state, place, names written, prefix) -> a name may come
         self.select_memo: dict[tuple, np.ndarray] = {}  # (state, context) -> tokens to simulate
         self.alike_memo: dict[int, bool] = {}  # id(KeyOrder place) -> UniqueMatcher._alike (places live as long as keys)
@@ -1083,6 +1099,15 @@ class UniqueChecked:
 
     def matcher(self) -> UniqueMatcher:
         return UniqueMatcher(self.compiled.matcher(), self)
+
+    def checks_outside(self) -> bool:
+        """Whether a mask outside every checked array and object may refuse a token: one ending a
+        label of a checked host name, or one that opens and closes an object (``brace_pair``) where
+        objects may have to hold required names (``KeyOrder.matcher_required``)."""
+        if self._outside is None:
+            self._outside = bool(self.hosts) or (self.keys is not None and self.key_order == "any"
+                                                 and _features(self.compiled.vocabulary).any_brace_pair)  # fmt: skip
+        return self._outside
 
     def __getattr__(self, name):
         return getattr(self.compiled, name)
@@ -1321,7 +1346,29 @@ class UniqueMatcher:
             for t in extra.tolist():
                 if t not in asked and self._after(tokens[t], t) is None:
                     out.append(t)
+        self._required_refused(track, feats, words, ids, out)
         return out
+
+    def _required_refused(self, track: JsonTrack, feats: _VocabFeatures, words: np.ndarray, ids, out: list[int]) -> None:
+        """Add to ``out`` the allowed tokens (packed ``words``) that close an object before a name its
+        place requires (``KeyOrder.matcher_required``; not in ``ids``, which were simulated): those with
+        enough closing brackets to close the innermost open object that misses one, and those that
+        open and close an object (``brace_pair``), simulated."""
+        strict, stack = self.checked.strict, track.stack
+        picks = [_ids(words & feats.brace_pair)] if feats.any_brace_pair else []
+        for k in range(len(stack) - 1, -1, -1):
+            f = stack[k]
+            if f[9] is not None and f[8].mandatory and not f[8].matcher_required(strict) <= f[9]:
+                picks.append(_closing_past(feats, words, track.lex, len(stack) - k))
+                break
+        picks = [p for p in picks if len(p)]
+        if not picks:
+            return
+        tokens = self.checked.compiled.vocabulary.tokens
+        asked = set(ids).union(out)
+        for t in np.unique(np.concatenate(picks)).tolist():
+            if t not in asked and self._after(tokens[t], t) is None:
+                out.append(t)
 
     def _empty_run(self, t: JsonTrack, data: bytes) -> int | None:
         """With flexible whitespace (``max_ws``): how many whitespace characters follow the opening
@@ -1865,7 +1912,7 @@ class UniqueMatcher:
         track = self._tracks[-1]
         # _depth, _noted and _part inlined where they read what the track keeps: every mask pays them
         depth = track.depth if track.depth is not None else self._depth(track)
-        if (depth < 0 and not self.checked.hosts) or inner.is_terminated():
+        if (depth < 0 and not self.checked.checks_outside()) or inner.is_terminated():
             return
         if not track.noted and depth >= 0:
             self._noted(track)
@@ -1893,6 +1940,8 @@ class UniqueMatcher:
         check per text before it (``_host_refusals``), the others simulated; while the name's text
         can fail no check, only the tokens that can make it (``_HostTables.risky``)."""
         out = self._refused(words) if depth >= 0 else []
+        if depth < 0 and self.checked.keys is not None:  # an object opened and closed in the token
+            self._required_refused(track, _features(self.checked.compiled.vocabulary), words, (), out)
         if self.checked.hosts:
             feats = _features(self.checked.compiled.vocabulary)
             lex = track.lex
@@ -1960,7 +2009,7 @@ class UniqueMatcher:
     def _refusals_cached(self) -> bool:
         track = self._tracks[-1]
         depth = self._depth(track)
-        if depth < 0 and not self.checked.hosts:
+        if depth < 0 and not self.checked.checks_outside():
             return True
         if depth >= 0 and not self._noted(track, compute=False):
             return False
@@ -2095,14 +2144,14 @@ class UniqueMatcher:
     def forced_tokens(self) -> list[int]:
         """The grammar's forced tokens, up to the first one that would complete a duplicate."""
         forced = self.inner.forced_tokens()
-        if not forced or (self._tracks[-1].unique_depth() < 0 and not self.checked.hosts):
+        if not forced or (self._tracks[-1].unique_depth() < 0 and not self.checked.checks_outside()):
             return forced
         probe = self.copy()
         n = probe.accept_tokens(forced)
         return forced[:n]
 
     def forced_bytes(self) -> bytes:
-        return self.inner.forced_bytes() if self._tracks[-1].unique_depth() < 0 and not self.checked.hosts else b""
+        return self.inner.forced_bytes() if self._tracks[-1].unique_depth() < 0 and not self.checked.checks_outside() else b""
 
     def shortest_completion(self):
         """A shortest way to end the output that the checks take too (``Matcher.shortest_completion``):
