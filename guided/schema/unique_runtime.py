@@ -103,6 +103,10 @@ _ITEM_END_SHAPE = re.compile(rb'(?P<pre>[^"\\]*)"(?P<post>[ \t\r\n,\]}]*)', re.S
 # where an item may begin: separators, then a string item begun (its text so far, no quote after it)
 _ITEM_BEGUN = re.compile(rb'[ \t\r\n,]*"([^"]*)', re.S)
 _BRACE_PAIR = re.compile(rb"\{.*:.*\}", re.S)
+# in an object on top, the beginning of a token that closes it: after a value (no lexeme), a number's or
+# literal's rest, a string value's rest and its closing quote (``_required_refused``)
+_CLOSES_TOP = {None: re.compile(rb"[ \t\r\n]*\}"), "n": re.compile(rb"[0-9a-zA-Z.+-]*[ \t\r\n]*\}"),
+               "l": re.compile(rb"[a-z]*[ \t\r\n]*\}"), "s": re.compile(rb'[^"\\]*"[ \t\r\n]*\}')}  # fmt: skip
 # a token that, where a name is due or a value just ended, writes one whole name and nothing deciding after it
 _WHOLE_NAME = re.compile(rb'[ \t\r\n]*,?[ \t\r\n]*"([^"\\]*)"[^",\]}]*', re.S)
 
@@ -1354,17 +1358,25 @@ class UniqueMatcher:
         place requires (``KeyOrder.matcher_required``; not in ``ids``, which were simulated): those with
         enough closing brackets to close the innermost open object that misses one, and those that
         open and close an object (``brace_pair``), simulated."""
-        strict, stack = self.checked.strict, track.stack
+        strict, stack, lex = self.checked.strict, track.stack, track.lex
+        tokens = self.checked.compiled.vocabulary.tokens
         picks = [_ids(words & feats.brace_pair)] if feats.any_brace_pair else []
         for k in range(len(stack) - 1, -1, -1):
             f = stack[k]
             if f[9] is not None and f[8].mandatory and not f[8].matcher_required(strict) <= f[9]:
-                picks.append(_closing_past(feats, words, track.lex, len(stack) - k))
+                closing = _closing_past(feats, words, lex, len(stack) - k)
+                # on top, outside a name and an escape: a token whose first structural byte is the
+                # closing brace (after the value in progress) closes it now, refused unsimulated
+                shape = _CLOSES_TOP.get(None if lex is None else lex[0]) if k == len(stack) - 1 else None
+                if shape is not None and not (lex is not None and lex[0] == "s" and (lex[3] or lex[2])):
+                    now = [t for t in closing.tolist() if shape.match(tokens[t])]
+                    out += now
+                    closing = np.setdiff1d(closing, now, assume_unique=True)
+                picks.append(closing)
                 break
         picks = [p for p in picks if len(p)]
         if not picks:
             return
-        tokens = self.checked.compiled.vocabulary.tokens
         asked = set(ids).union(out)
         for t in np.unique(np.concatenate(picks)).tolist():
             if t not in asked and self._after(tokens[t], t) is None:
