@@ -621,8 +621,31 @@ class _VocabFeatures:
         for table in (self.name_close, self.whole_name, self.simple_close, self.by_text, self.by_escaped):
             table.update((k, tuple(v)) for k, v in table.items())
         self._prefix_memo: dict[bytes, np.ndarray] = {}  # prefix_tokens
+        self._structural: dict[tuple, int] = {}  # structural_closers
         self._begun: dict[int, bytes | None] = {}  # item_begun
         self._plain: dict[int, bool] = {}  # plain
+
+    def structural_closers(self, t: int, in_string: bool) -> int:
+        """How many closing brackets token ``t`` writes outside strings, read from outside a string or
+        inside one (not inside an escape)."""
+        key = (t, in_string)
+        got = self._structural.get(key)
+        if got is None:
+            got, esc = 0, False
+            for c in self.tokens[t]:
+                if in_string:
+                    if esc:
+                        esc = False
+                    elif c == 0x5C:
+                        esc = True
+                    elif c == 0x22:
+                        in_string = False
+                elif c == 0x22:
+                    in_string = True
+                elif c == 0x5D or c == 0x7D:
+                    got += 1
+            self._structural[key] = got
+        return got
 
     def host_tables(self, fmt: str) -> _HostTables:
         """The tables of host name checks for ``fmt`` (built on first use)."""
@@ -1355,24 +1378,33 @@ class UniqueMatcher:
 
     def _required_refused(self, track: JsonTrack, feats: _VocabFeatures, words: np.ndarray, ids, out: list[int]) -> None:
         """Add to ``out`` the allowed tokens (packed ``words``) that close an object before a name its
-        place requires (``KeyOrder.matcher_required``; not in ``ids``, which were simulated): those with
-        enough closing brackets to close the innermost open object that misses one, and those that
-        open and close an object (``brace_pair``), simulated."""
+        place requires (``KeyOrder.matcher_required``; not in ``ids``, which were simulated): those that
+        write enough closing brackets outside strings to close the innermost open object that misses
+        one (refused by shape where they close the object on top at once, else simulated), and those
+        that open and close an object (``brace_pair``), simulated."""
         strict, stack, lex = self.checked.strict, track.stack, track.lex
         tokens = self.checked.compiled.vocabulary.tokens
-        picks = [_ids(words & feats.brace_pair)] if feats.any_brace_pair else []
+        in_string = lex is not None and lex[0] == "s"
+        picks = []
+        if feats.any_brace_pair:  # (where its closing brace is inside a string, it closes nothing)
+            pairs = _ids(words & feats.brace_pair).tolist()
+            picks.append(np.asarray([t for t in pairs if in_string and lex[2] or feats.structural_closers(t, in_string)],
+                                    dtype=np.int64))  # fmt: skip
         for k in range(len(stack) - 1, -1, -1):
             f = stack[k]
             if f[9] is not None and f[8].mandatory and not f[8].matcher_required(strict) <= f[9]:
-                closing = _closing_past(feats, words, lex, len(stack) - k)
+                need = len(stack) - k
+                closing = _closing_past(feats, words, lex, need).tolist()
+                if not (in_string and lex[2]):  # (inside an escape: all simulated)
+                    closing = [t for t in closing if feats.structural_closers(t, in_string) >= need]
                 # on top, outside a name and an escape: a token whose first structural byte is the
                 # closing brace (after the value in progress) closes it now, refused unsimulated
-                shape = _CLOSES_TOP.get(None if lex is None else lex[0]) if k == len(stack) - 1 else None
+                shape = _CLOSES_TOP.get(None if lex is None else lex[0]) if need == 1 else None
                 if shape is not None and not (lex is not None and lex[0] == "s" and (lex[3] or lex[2])):
-                    now = [t for t in closing.tolist() if shape.match(tokens[t])]
+                    now = [t for t in closing if shape.match(tokens[t])]
                     out += now
-                    closing = np.setdiff1d(closing, now, assume_unique=True)
-                picks.append(closing)
+                    closing = [t for t in closing if not shape.match(tokens[t])] if now else closing
+                picks.append(np.asarray(closing, dtype=np.int64))
                 break
         picks = [p for p in picks if len(p)]
         if not picks:
