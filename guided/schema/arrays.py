@@ -54,10 +54,10 @@ def array_node(lowering: SchemaLowering, schema: dict, path: str, base: str, pla
     else:
         node = _wrap(lowering, _list(lowering, heads, item, lo, hi))
         if "contains" in schema:
-            lowering.intersected += 1
+            lowering.intersected += lowering.at_mandatory
             node = intersect(node, _contains(lowering, schema, heads, item, items, path, base, place))
     if schema.get("uniqueItems") is True and (hi is None or hi > 1):
-        lowering.intersected += 1
+        lowering.intersected += lowering.at_mandatory
         node = intersect(node, *_unique(lowering, schema, prefix, items, path, base))
     return node
 

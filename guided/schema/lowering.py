@@ -176,11 +176,14 @@ class SchemaLowering:
         self.unique_runtime = False  # uniqueItems the grammar cannot hold is checked by the matcher
         self.names_runtime = False  # the matcher refuses repeated names (key_order "bag" places)
         # bags that leave required names to the matcher (``objects``; a mandatory place's, with
-        # ``untrack``), and intersections of values met: where both happened, the compile lowers
-        # again with ``untrack`` off, since an intersection may refuse a member the matcher waits for
+        # ``untrack``), and intersections of values built while a mandatory place is lowered (where
+        # such a bag may be below: at other places none is, since no place below one that is not
+        # mandatory is): where both happened, the compile lowers again with ``untrack`` off, since
+        # an intersection may refuse a member the matcher waits for
         self.untrack = True
         self.untracked = 0
         self.intersected = 0
+        self.at_mandatory = False  # the place being lowered is mandatory (``KeyOrder.mandatory``)
         self.hosts_runtime = frozenset()  # formats whose labels the matcher checks wherever no complement is (hostnames)
         self.unique_refusal = None  # why it cannot be (unique_plan's PlanError or a string), for the error
         self.anys = AnyValue(self)
@@ -312,7 +315,11 @@ class SchemaLowering:
         key = (id(schema), base, place.key, self.mode, self.closes_objects, bool(self.hosts_runtime) and not self.negations)
         if not self.unrolling and key in self.memo:
             return self.memo[key]
-        node = self._lower(schema, path, base, place)
+        outer, self.at_mandatory = self.at_mandatory, place.mandatory
+        try:
+            node = self._lower(schema, path, base, place)
+        finally:
+            self.at_mandatory = outer
         node = self.canon.setdefault(node, node)
         if not self.unrolling:
             self.memo[key] = node
@@ -671,8 +678,8 @@ class SchemaLowering:
 
     def both(self, *parts: Node, path: str, keyword: str, values: bool = True) -> Node:
         """The intersection of parts, resolved by ``meet`` when a part has holes (``values``: of
-        values that may be objects, counted in ``intersected``)."""
-        self.intersected += values
+        values that may be objects, counted in ``intersected`` at a mandatory place)."""
+        self.intersected += values and self.at_mandatory
         node = intersect(*parts)
         return self.meet(node, path, keyword) if any(has_hole(p) for p in parts) else node
 
@@ -966,7 +973,7 @@ class SchemaLowering:
             return alt(*(self.value_literal(v) for v in kept))
         rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
         own = alt(*(self.of_type(t, rest, path, base, place) for t in types))
-        self.intersected += 1
+        self.intersected += self.at_mandatory
         return intersect(alt(*(self.value_literal(v) for v in values)), own)
 
     def value_literal(self, v) -> Node:

@@ -383,7 +383,7 @@ def _counts_folded(lowering: SchemaLowering, lo: int, hi: int | None, extra) -> 
 
 def _wrap(lowering: SchemaLowering, body: Node, extra, base: str, place) -> Node:
     node = seq(_OPEN, lowering.ws, body, lowering.ws, _CLOSE)
-    lowering.intersected += len(extra)
+    lowering.intersected += len(extra) * lowering.at_mandatory
     for sub, sub_path in extra:
         node = intersect(node, lowering.lower(sub, sub_path, base, place))
     return node
