@@ -18,7 +18,7 @@ is not checked until the next token.)
 Required names (``KeyOrder.matcher_required``): where the grammar's bag leaves them to the matcher,
 a token that closes an object before each of its required names is written is refused: those with
 enough closing brackets to close the innermost object missing one, and those that open and close an
-object in the token (``brace_pair``), are simulated. The grammar takes every such name at every
+object in the token (``brace_pairs``), are simulated. The grammar takes every such name at every
 member there, so a missing one can always be written next.
 
 What the checks read of the tracker's state is numbered once per track, and refusals and the track
@@ -592,7 +592,7 @@ class _VocabFeatures:
         self.comma, self.quotes2, self.quotes3 = pack(comma), pack(quotes2), pack(quotes3)
         self.name_complex, self.whole = pack(name_complex), pack(whole)
         self.name_after_value, self.inner_quote = pack(after_value), pack(inner_quote)
-        self.brace_pair, self.any_brace_pair = pack(pair), bool(pair.any())
+        self.brace_pairs = np.flatnonzero(pair)  # (few: a token holding a whole object is rare)
         self._live, self._quotes, self._words = live, q, words  # for host_tables
         self._host_tables: dict[str, _HostTables] = {}
 
@@ -1129,11 +1129,11 @@ class UniqueChecked:
 
     def checks_outside(self) -> bool:
         """Whether a mask outside every checked array and object may refuse a token: one ending a
-        label of a checked host name, or one that opens and closes an object (``brace_pair``) where
+        label of a checked host name, or one that opens and closes an object (``brace_pairs``) where
         objects may have to hold required names (``KeyOrder.matcher_required``)."""
         if self._outside is None:
             self._outside = bool(self.hosts) or (self.keys is not None and self.key_order == "any"
-                                                 and _features(self.compiled.vocabulary).any_brace_pair)  # fmt: skip
+                                                 and len(_features(self.compiled.vocabulary).brace_pairs) > 0)  # fmt: skip
         return self._outside
 
     def __getattr__(self, name):
@@ -1381,14 +1381,14 @@ class UniqueMatcher:
         place requires (``KeyOrder.matcher_required``; not in ``ids``, which were simulated): those that
         write enough closing brackets outside strings to close the innermost open object that misses
         one (refused by shape where they close the object on top at once, else simulated), and those
-        that open and close an object (``brace_pair``), simulated."""
+        that open and close an object (``brace_pairs``), simulated."""
         strict, stack, lex = self.checked.strict, track.stack, track.lex
         tokens = self.checked.compiled.vocabulary.tokens
         in_string = lex is not None and lex[0] == "s"
         picks = []
-        if feats.any_brace_pair:  # (where its closing brace is inside a string, it closes nothing)
-            pairs = _ids(words & feats.brace_pair).tolist()
-            picks.append(np.asarray([t for t in pairs if in_string and lex[2] or feats.structural_closers(t, in_string)],
+        if len(feats.brace_pairs):  # the allowed ones (where the closing brace is inside a string, none closes)
+            pairs = feats.brace_pairs[(words[feats.brace_pairs >> 5] >> (feats.brace_pairs & 31).astype(np.uint32)) & 1 != 0]
+            picks.append(np.asarray([t for t in pairs.tolist() if in_string and lex[2] or feats.structural_closers(t, in_string)],
                                     dtype=np.int64))  # fmt: skip
         for k in range(len(stack) - 1, -1, -1):
             f = stack[k]
