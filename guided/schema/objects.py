@@ -339,9 +339,9 @@ def _object(
         # a bag takes them as optional members, at least one member in all (no ``{}``)
         untracked = place.matcher_required(lowering.options.strict).intersection(
             n for n, (_, req) in zip(slot_names, slots, strict=True) if req)  # fmt: skip
-        if untracked:
-            slots = [(m, req and n not in untracked) for n, (m, req) in zip(slot_names, slots, strict=True)]
-            policy, lo = "bag", 1
+        rest = [(m, req and n not in untracked) for n, (m, req) in zip(slot_names, slots, strict=True)] if untracked else ()
+        if rest and bag_fits(sum(req for _, req in rest), 1):  # (else an order: a name passed could not come back)
+            slots, policy, lo = rest, "bag", 1
             lowering.untracked += 1
     if policy == "bag" and not bag_fits(sum(req for _, req in slots), hi if hi is not None else lo):
         policy = place.ordered_policy  # this object's own names, where the place has several branches
