@@ -76,6 +76,7 @@ from guided.schema.dynamic_refs import static_dynamic_refs
 from guided.schema.formats import HOST_FORMATS, format_node
 from guided.schema.intersections import meet_one
 from guided.schema.key_order import KeyOrder, has_bag, mark_mandatory, repeats_names, root_place
+from guided.schema.keywords import OLD_DRAFTS
 from guided.schema.lowering import SchemaLowering
 from guided.schema.options import SchemaOptions
 from guided.schema.pydantic_models import json_schema_for
@@ -461,7 +462,8 @@ def _names(schema, registry: dict | None, opts: SchemaOptions, resolver: SchemaR
     try:
         root = root_place(schema, registry, resolver)  # one resolver, so both walks share the places they make
         if opts.key_order == "any":  # (before any policy is asked: a mandatory place's bag tracks no required name)
-            mark_mandatory(root)
+            uri = schema.get("$schema") if isinstance(schema, dict) else None
+            mark_mandatory(root, isinstance(uri, str) and any(d in uri for d in OLD_DRAFTS))
         return (opts.key_order == "any" and has_bag(root, opts.strict),
                 root if repeats_names(root, opts.key_order, opts.strict) else None)  # fmt: skip
     except (SchemaError, RecursionError):

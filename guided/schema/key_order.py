@@ -42,7 +42,7 @@ from __future__ import annotations
 import re
 
 from guided.schema.facts import disjoint
-from guided.schema.keywords import takes_all
+from guided.schema.keywords import ANNOTATIONS, takes_all
 from guided.schema.object_bags import MAX_BAG_STATES, MAX_TRACKED_REQUIRED
 from guided.schema.resolver import SchemaResolver
 
@@ -453,7 +453,7 @@ def has_bag(root: KeyOrder, strict: bool) -> bool:
                     follow)  # fmt: skip
 
 
-def mark_mandatory(root: KeyOrder) -> None:
+def mark_mandatory(root: KeyOrder, old_draft: bool = False) -> None:
     """Mark the places below ``root`` where every value the instance has must meet every schema of
     the place (``KeyOrder.mandatory``): those whose every way from the root passes only conjunctive
     places (no ``anyOf``, ``oneOf``, ``not``, conditionals or dependencies, no ``enum`` or ``const``)
@@ -461,7 +461,9 @@ def mark_mandatory(root: KeyOrder) -> None:
     where no pattern speaks of names (``other`` joins the patterns' schemas, which apply to some
     names only); an item's only where no ``contains`` is (which ``item`` joins). A place reached
     along another way is not mandatory, nor any below it (a place is one object per set of schemas:
-    several ways may reach it). Past ``MAX_BAG_WALK`` places nothing is marked."""
+    several ways may reach it). Before draft 2019-09 (``old_draft``), where a ``$ref`` has siblings
+    (which those drafts ignore, while the place lists them) nothing there or below is marked. Past
+    ``MAX_BAG_WALK`` places nothing is marked."""
     order, seen, edges = [root], {id(root)}, []  # edges: (parent, child, whether the child is met whole)
     i = 0
     while i < len(order):
@@ -483,7 +485,9 @@ def mark_mandatory(root: KeyOrder) -> None:
                 seen.add(id(kid))
                 order.append(kid)
     below: dict[int, list] = {}
-    unsafe = [p for p in order if not p.conjunctive or any("enum" in s or "const" in s for s, _ in p.schemas)]
+    unsafe = [p for p in order if not p.conjunctive or any(
+        "enum" in s or "const" in s or old_draft and "$ref" in s and not set(s) - ANNOTATIONS <= {"$ref"}
+        for s, _ in p.schemas)]  # fmt: skip
     for parent, kid, whole in edges:
         below.setdefault(id(parent), []).append(kid)
         if not whole:
