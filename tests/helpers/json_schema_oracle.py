@@ -185,3 +185,29 @@ def refusals_by_simulation(compiled, vocab, prefix: str) -> tuple[set, set, set]
     finally:
         cls._after = after
     return dropped, {t for t in before if not compiled.is_eos(t) and m._after(vocab.tokens[t], t) is None}, simulated
+
+
+def closing_tokens(compiled, vocab, chars: bytes = b'"},') -> np.ndarray:
+    """bool [tokens]: the tokens that can end a string or a member (EOS, or a token with one of
+    ``chars``: a quote, a closing brace, a comma)."""
+    return np.array([compiled.is_eos(t) or any(c in tok for c in chars) for t, tok in enumerate(vocab.tokens)])
+
+
+def masked_walk(compiled, vocab, rng, steps: int = 400, chars: bytes = b'"},') -> bytes | None:
+    """A random walk over the checked masks (never a dead end: asserted), half the time taking a token
+    that can end a string or a member (``closing_tokens``), so that names and objects finish; the
+    output once EOS is drawn (the matcher then accepting: asserted), or None past ``steps``."""
+    m = compiled.matcher()
+    out = b""
+    closers = closing_tokens(compiled, vocab, chars)
+    for _ in range(steps):
+        allowed = np.flatnonzero(m.allowed_tokens())
+        assert len(allowed), out  # never a dead end
+        closing = allowed[closers[allowed]].tolist()
+        t = int(rng.choice(closing if closing and rng.random() < 0.5 else allowed))
+        if compiled.is_eos(t):
+            assert m.is_accepting()
+            return out
+        assert m.accept_token(t), out
+        out += vocab.tokens[t]
+    return None

@@ -19,7 +19,7 @@ import jsonschema
 import numpy as np
 import pytest
 from grammar_oracle import tiny_vocab
-from json_schema_oracle import ESCAPE_TOKENS, one_value, refusals_by_simulation
+from json_schema_oracle import ESCAPE_TOKENS, closing_tokens, masked_walk, one_value, refusals_by_simulation
 
 from guided.grammar.compiler import GrammarCompiler
 from guided.schema import unique_runtime
@@ -163,7 +163,7 @@ def test_random_walks_in_open_objects_never_repeat_a_name(compiler, vocab_builti
     validator = jsonschema.Draft202012Validator(schema)
     rng = random.Random(3)
     for _ in range(12):
-        out = _masked_walk(compiled, vocab_builtin, rng, steps=200)
+        out = masked_walk(compiled, vocab_builtin, rng, steps=200)
         if out is not None:
             assert validator.is_valid(one_value(out.decode())), out
 
@@ -196,30 +196,6 @@ def test_a_closed_object_with_every_name_written_can_only_close(compiler, vocab_
     assert nxt and all(b'"p5"'.startswith(t.strip()) or t.strip() == b"" for t in nxt), nxt
 
 
-def _closers(compiled, vocab) -> np.ndarray:
-    """bool [tokens]: the tokens that can end a string or a member (EOS, or a token with a quote, a
-    closing brace or a comma)."""
-    return np.array([compiled.is_eos(t) or any(c in tok for c in b'"},') for t, tok in enumerate(vocab.tokens)])
-
-
-def _masked_walk(compiled, vocab, rng, steps=400) -> bytes | None:
-    m = compiled.matcher()
-    out = b""
-    closers = _closers(compiled, vocab)
-    for _ in range(steps):
-        allowed = np.flatnonzero(m.allowed_tokens())
-        assert len(allowed), out  # never a dead end
-        # half the time a token that can end a string or a member, so that names and objects finish
-        closing = allowed[closers[allowed]].tolist()
-        t = int(rng.choice(closing if closing and rng.random() < 0.5 else allowed))
-        if compiled.is_eos(t):
-            assert m.is_accepting()
-            return out
-        assert m.accept_token(t)
-        out += vocab.tokens[t]
-    return None
-
-
 @pytest.mark.parametrize(
     "schema",
     [
@@ -242,7 +218,7 @@ def test_random_walks_never_dead_end_and_finish_valid(compiler, vocab_builtin, s
     rng = random.Random(5)
     finished = 0
     for _ in range(12):
-        out = _masked_walk(compiled, vocab_builtin, rng)
+        out = masked_walk(compiled, vocab_builtin, rng)
         if out is None:
             continue
         finished += 1
@@ -273,7 +249,7 @@ def test_memoised_refusals_equal_fresh_ones(compiler, vocab_builtin, schema):
     fresh = UniqueChecked(compiled.compiled, compiled.plan, compiled.keys, compiled.strict, compiled.key_order)
     unique_runtime.TRACK_MEMOS.flush()  # the process-wide budget starts afresh: earlier tests' entries must not empty these memos
     rng = random.Random(11)
-    closers = _closers(compiled, vocab_builtin)
+    closers = closing_tokens(compiled, vocab_builtin)
     hits = 0
     for _ in range(10):
         m, f = compiled.matcher(), fresh.matcher()

@@ -17,7 +17,7 @@ import jsonschema
 import numpy as np
 import pytest
 from grammar_oracle import tiny_vocab
-from json_schema_oracle import one_value
+from json_schema_oracle import masked_walk, one_value
 
 from guided.grammar.compiler import GrammarCompiler
 from guided.grammar.disk_cache import GrammarDiskCache
@@ -192,22 +192,11 @@ def test_random_walks_never_dead_end_and_finish_valid(compiler, vocab_builtin, s
     (open objects take any names: uniform walks rarely close them, there only dead ends count)."""
     compiled = _compiled(compiler, schema)
     validator = jsonschema.Draft202012Validator(schema)
-    tokens = vocab_builtin.tokens
-    closers = np.array([compiled.is_eos(t) or any(c in tok for c in b'"},]') for t, tok in enumerate(tokens)])
     rng = random.Random(11)
     finished = 0
     for _ in range(10):
-        m, out = compiled.matcher(), b""
-        for _ in range(400):
-            allowed = np.flatnonzero(m.allowed_tokens())
-            assert len(allowed), out  # never a dead end
-            closing = allowed[closers[allowed]].tolist()
-            t = int(rng.choice(closing if closing and rng.random() < 0.5 else allowed))
-            if compiled.is_eos(t):
-                assert m.is_accepting()
-                finished += 1
-                assert validator.is_valid(one_value(out.decode())), out
-                break
-            assert m.accept_token(t), out
-            out += tokens[t]
+        out = masked_walk(compiled, vocab_builtin, rng, chars=b'"},]')  # (asserts: no dead end, mask = accept)
+        if out is not None:
+            finished += 1
+            assert validator.is_valid(one_value(out.decode())), out
     assert finished >= (0 if schema.get("additionalProperties") else 3)
