@@ -102,6 +102,7 @@ _WHOLE_REST = re.compile(rb'([^"\\]*)"[ \t\r\n]*:?[ \t\r\n]*', re.S)
 _ITEM_END_SHAPE = re.compile(rb'(?P<pre>[^"\\]*)"(?P<post>[ \t\r\n,\]}]*)', re.S)
 # where an item may begin: separators, then a string item begun (its text so far, no quote after it)
 _ITEM_BEGUN = re.compile(rb'[ \t\r\n,]*"([^"]*)', re.S)
+_NO_IDS = np.zeros(0, dtype=np.int64)
 _BRACE_PAIR = re.compile(rb"\{.*:.*\}", re.S)
 # in an object on top, the beginning of a token that closes it: after a value (no lexeme), a number's or
 # literal's rest, a string value's rest and its closing quote (``_required_refused``)
@@ -550,6 +551,9 @@ class _VocabFeatures:
         self.name_close: dict[str, tuple[int, ...]] = {}  # string text before the closing quote -> tokens deciding nothing after it
         self.whole_name: dict[str, tuple[int, ...]] = {}  # [ws][,][ws]"X" then nothing deciding -> by X
         self.simple_close: dict[bytes, tuple[int, ...]] = {}  # text before the first quote -> tokens whose rest is , and ws
+        # text after the last quote -> tokens (a name may be begun there: ``UniqueMatcher._begun_written``)
+        self.name_tail: dict[bytes, tuple[int, ...]] = {}
+        tail_escape = np.zeros(n, dtype=bool)  # a backslash past the first quote: the name begun read decoded
         self.selections: dict[tuple, tuple] = {}  # _selection: context -> tokens
         heads = [t.lstrip(b" \t\r\n,")[:1] for t in tokens]
         for t in np.flatnonzero(live & ~starts).tolist():
@@ -574,6 +578,10 @@ class _VocabFeatures:
                     self.whole_name.setdefault(name, []).append(t)
             i = data.index(b'"')
             pre, rest = data[:i], data[i + 1 :]
+            if b"\\" in rest:
+                tail_escape[t] = True
+            elif tail := data[data.rindex(b'"') + 1 :]:
+                self.name_tail.setdefault(tail, []).append(t)
             if b"\\" in pre or rest.strip(b" \t\r\n,"):
                 complex_quote[t] = True
             else:
@@ -593,7 +601,7 @@ class _VocabFeatures:
         self.name_complex, self.whole = pack(name_complex), pack(whole)
         self.name_after_value, self.inner_quote = pack(after_value), pack(inner_quote)
         self.brace_pairs = np.flatnonzero(pair)  # (few: a token holding a whole object is rare)
-        self._live, self._quotes, self._words = live, q, words  # for host_tables
+        self._live, self._words = live, words  # for host_tables (and quote_counts)
         self._host_tables: dict[str, _HostTables] = {}
 
         # a token's bytes, when they hold no quote -> the tokens: built here, with the other tables
@@ -618,7 +626,8 @@ class _VocabFeatures:
         self.odd_escape = pack(odd_escape)
         # the token lists as tuples: ~130k of them live as long as the process, and the collector
         # stops tracking tuples of ints (lists it would walk in every full collection)
-        for table in (self.name_close, self.whole_name, self.simple_close, self.by_text, self.by_escaped):
+        self.tail_escape, self.escape_tail, self.quote_counts = np.flatnonzero(tail_escape), tail_escape, q
+        for table in (self.name_close, self.whole_name, self.simple_close, self.by_text, self.by_escaped, self.name_tail):
             table.update((k, tuple(v)) for k, v in table.items())
         self._prefix_memo: dict[bytes, np.ndarray] = {}  # prefix_tokens
         self._structural: dict[tuple, int] = {}  # structural_closers
@@ -651,7 +660,7 @@ class _VocabFeatures:
         """The tables of host name checks for ``fmt`` (built on first use)."""
         got = self._host_tables.get(fmt)
         if got is None:
-            got = self._host_tables[fmt] = _HostTables(self.tokens, self._live, self._quotes, self._words, fmt)
+            got = self._host_tables[fmt] = _HostTables(self.tokens, self._live, self.quote_counts, self._words, fmt)
         return got
 
     def plain(self, t: int) -> bool:
@@ -1319,7 +1328,7 @@ class UniqueMatcher:
         tokens = vocab.tokens
         out: list[int] = []
         if not track.stack[d][0]:
-            sim = self._name_candidates(track, feats, words, need, out)
+            sim = np.union1d(self._name_candidates(track, feats, words, need, out), self._begun_written(track, feats, words, need))
         elif need > 0:
             sim = _closing_past(feats, words, track.lex, need)
         elif track.lex is not None and track.lex[0] == "s":
@@ -1712,6 +1721,42 @@ class UniqueMatcher:
                 # here): the declared names not written that the grammar takes on from here decide
                 out += self._stuck_in_name(self._declared_left(top[8], written, so_far), so_far, words, feats)
         return self._select(words, feats, ("name", outer, known))
+
+    def _begun_written(self, track: JsonTrack, feats: _VocabFeatures, words: np.ndarray, need: int) -> np.ndarray:
+        """The allowed tokens (packed ``words``) that may stop inside a name begun toward written ones,
+        to simulate: those whose text after their last quote begins the spelling of a name written in
+        some object of the track (or with a backslash past a quote), and that can begin a name there:
+        with a comma unless a name is due in the object on top, and with quotes enough to open one
+        (odd from outside a string, even from inside). ``_name_candidates`` leaves them out where a
+        name not written is known to fit when one is due; but a name begun may lead only to written
+        ones (``"f`` once ``first_name`` is written), a dead end."""
+        strict = self.checked.strict
+        frames = [f for f in track.stack if f[9] and not f[8].names_open(strict)]  # (else a fresh name fits)
+        if not frames:
+            return _NO_IDS
+        memo = self.checked.select_memo
+        key = ("begun", *[(id(f[8]), self._set_id(f[9])) for f in frames])
+        hit = memo.get(key)
+        if hit is None:
+            found: set[int] = set()
+            tails = feats.name_tail
+            for f in frames:
+                fresh = self._fresh_due(f[8])  # then only where no fresh name goes on from the name begun
+                for name in f[9]:
+                    spelled = _spelled(name)
+                    for i in range(1, len(spelled) + 1):
+                        if not (fresh and self._fresh_after(f[8], spelled[:i])):
+                            found.update(tails.get(spelled[:i], ()))
+            hit = np.union1d(np.fromiter(found, np.int64, len(found)), feats.tail_escape)
+            memo[key] = hit
+        hit = hit[(words[hit >> 5] >> (hit & 31).astype(np.uint32)) & 1 != 0]
+        if len(hit):
+            lex = track.lex
+            if not (need == 0 and lex is None and track.stack[-1][7] is None):  # past a value: a comma first
+                hit = hit[(feats.comma[hit >> 5] >> (hit & 31).astype(np.uint32)) & 1 != 0]
+            odd = lex is None or lex[0] != "s"  # (escaped quotes miscount: those tokens all kept)
+            hit = hit[(feats.quote_counts[hit] % 2 == odd) | feats.escape_tail[hit]]
+        return hit
 
     def _select(self, words: np.ndarray, feats: _VocabFeatures, label: tuple) -> np.ndarray:
         """The allowed tokens (``words``: the grammar's mask at the current state) that the context

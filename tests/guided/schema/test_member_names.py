@@ -584,3 +584,35 @@ def test_a_schema_declaring_its_properties_in_another_order_is_another_grammar(c
         m = compile_json_schema(compiler, schema, key_order="declared").matcher()
         text = json.dumps({n: 1 for n in names})
         assert m.accept_text(text) and m.is_accepting(), text
+
+
+BEGUN_TOKENS = [b"{", b"}", b",", b":", b'"', b" ", b"null", b"x", b"al", b"pha", b"bravo", b'"a', b'"al', b' "al',
+                b'"b', b',"a', b', "al', b'null,"a', b'", "al', b'"x', b'},"a', b"}, ", b'}, "b', b'"alpha"']  # fmt: skip
+
+
+def test_a_token_beginning_a_name_only_written_names_begin_with_is_refused():
+    """In a closed bag whose names the grammar accepts are known (so a name not written surely fits
+    where one is due): a token that begins a name (and may do more before it: a comma, a value's
+    end, closing brackets) and stops inside it, toward written names only, is a dead end. Where a
+    name is due, a value or a string value is in progress, or an inner object can close, the masks
+    equal simulating every token."""
+    vocab = tiny_vocab(BEGUN_TOKENS)
+    ids = {t: i for i, t in enumerate(vocab.tokens)}
+    null = {"type": "null"}
+    inner = {"type": "object", "properties": {"x": null}, "additionalProperties": False}
+    names = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf"]
+    schema = {"type": "object", "properties": {n: null for n in names} | {"bravo": inner, "echo": {"type": "string"}},
+              "additionalProperties": False}  # fmt: skip
+    begun = [b'"a', b'"al', b' "al']
+    cases = [
+        ('{"alpha": null, ', [*begun, b'"alpha"']),
+        ('{"alpha": null', [b',"a', b', "al']),
+        ('{"alpha": ', [b'null,"a']),
+        ('{"alpha": null, "echo": "x', [b'", "al']),
+        ('{"alpha": null, "bravo": {"x": null', [b'},"a', b'}, "b']),
+        ('{"bravo": {"x": null', [b'}, "b']),
+    ]
+    for prefix, refused in cases:
+        compiled = compile_json_schema(GrammarCompiler(vocab), schema, key_order="any")  # fresh memos
+        dropped, simulated, _ = refusals_by_simulation(compiled, vocab, prefix)
+        assert dropped == simulated == {ids[t] for t in refused}, (prefix, [vocab.tokens[t] for t in dropped ^ simulated])
