@@ -104,10 +104,12 @@ _ITEM_END_SHAPE = re.compile(rb'(?P<pre>[^"\\]*)"(?P<post>[ \t\r\n,\]}]*)', re.S
 _ITEM_BEGUN = re.compile(rb'[ \t\r\n,]*"([^"]*)', re.S)
 _NO_IDS = np.zeros(0, dtype=np.int64)
 _BRACE_PAIR = re.compile(rb"\{.*:.*\}", re.S)
-# in an object on top, the beginning of a token that closes it: after a value (no lexeme), a number's or
-# literal's rest, a string value's rest and its closing quote (``_required_refused``)
-_CLOSES_TOP = {None: re.compile(rb"[ \t\r\n]*\}"), "n": re.compile(rb"[0-9a-zA-Z.+-]*[ \t\r\n]*\}"),
-               "l": re.compile(rb"[a-z]*[ \t\r\n]*\}"), "s": re.compile(rb'[^"\\]*"[ \t\r\n]*\}')}  # fmt: skip
+# the beginning of a token before its first closing bracket, where it closes the frames on top at once:
+# after a value (no lexeme), a number's or literal's rest, a string value's rest and its closing quote
+# (``_VocabFeatures.leading_closers``)
+_VALUE_REST = {None: re.compile(rb"[ \t\r\n]*"), "n": re.compile(rb"[0-9a-zA-Z.+-]*[ \t\r\n]*"),
+               "l": re.compile(rb"[a-z]*[ \t\r\n]*"), "s": re.compile(rb'[^"\\]*"[ \t\r\n]*')}  # fmt: skip
+_CLOSERS_RUN = re.compile(rb"(?:[\]}][ \t\r\n]*)*")
 # a token that, where a name is due or a value just ended, writes one whole name and nothing deciding after it
 _WHOLE_NAME = re.compile(rb'[ \t\r\n]*,?[ \t\r\n]*"([^"\\]*)"[^",\]}]*', re.S)
 
@@ -630,30 +632,49 @@ class _VocabFeatures:
         for table in (self.name_close, self.whole_name, self.simple_close, self.by_text, self.by_escaped, self.name_tail):
             table.update((k, tuple(v)) for k, v in table.items())
         self._prefix_memo: dict[bytes, np.ndarray] = {}  # prefix_tokens
-        self._structural: dict[tuple, int] = {}  # structural_closers
+        self._structural: dict[bool, np.ndarray] = {}  # structural_closers
+        self._leading: dict[str | None, np.ndarray] = {}  # leading_closers
         self._begun: dict[int, bytes | None] = {}  # item_begun
         self._plain: dict[int, bool] = {}  # plain
 
-    def structural_closers(self, t: int, in_string: bool) -> int:
-        """How many closing brackets token ``t`` writes outside strings, read from outside a string or
-        inside one (not inside an escape)."""
-        key = (t, in_string)
-        got = self._structural.get(key)
+    def structural_closers(self, in_string: bool) -> np.ndarray:
+        """int16 [tokens]: how many closing brackets each token writes outside strings, read from outside
+        a string or inside one (not inside an escape); built on first use, for the tokens with one."""
+        got = self._structural.get(in_string)
         if got is None:
-            got, esc = 0, False
-            for c in self.tokens[t]:
-                if in_string:
-                    if esc:
-                        esc = False
-                    elif c == 0x5C:
-                        esc = True
+            got = np.zeros(len(self.closers), dtype=np.int16)
+            for t in np.flatnonzero(self.closers).tolist():
+                n, esc, inside = 0, False, in_string
+                for c in self.tokens[t]:
+                    if inside:
+                        if esc:
+                            esc = False
+                        elif c == 0x5C:
+                            esc = True
+                        elif c == 0x22:
+                            inside = False
                     elif c == 0x22:
-                        in_string = False
-                elif c == 0x22:
-                    in_string = True
-                elif c == 0x5D or c == 0x7D:
-                    got += 1
-            self._structural[key] = got
+                        inside = True
+                    elif c == 0x5D or c == 0x7D:
+                        n += 1
+                got[t] = n
+            self._structural[in_string] = got
+        return got
+
+    def leading_closers(self, kind: str | None) -> np.ndarray:
+        """int16 [tokens]: of the tokens with a closing bracket, how many they write one after another
+        (whitespace between) once the value in progress ends, read after a value (``kind`` None) or
+        inside a number, literal or string value (``_VALUE_REST``): the frames they close at once."""
+        got = self._leading.get(kind)
+        if got is None:
+            rest, got = _VALUE_REST[kind], np.zeros(len(self.closers), dtype=np.int16)
+            for t in np.flatnonzero(self.closers).tolist():
+                data = self.tokens[t]
+                m = rest.match(data)
+                if m is not None:
+                    run = _CLOSERS_RUN.match(data, m.end())
+                    got[t] = data.count(b"]", run.start(), run.end()) + data.count(b"}", run.start(), run.end())
+            self._leading[kind] = got
         return got
 
     def host_tables(self, fmt: str) -> _HostTables:
@@ -1328,7 +1349,10 @@ class UniqueMatcher:
         tokens = vocab.tokens
         out: list[int] = []
         if not track.stack[d][0]:
-            sim = np.union1d(self._name_candidates(track, feats, words, need, out), self._begun_written(track, feats, words, need))
+            sim = self._name_candidates(track, feats, words, need, out)
+            begun = self._begun_written(track, feats, words, need)
+            if len(begun):
+                sim = np.union1d(sim, begun)
         elif need > 0:
             sim = _closing_past(feats, words, track.lex, need)
         elif track.lex is not None and track.lex[0] == "s":
@@ -1397,23 +1421,22 @@ class UniqueMatcher:
         picks = []
         if len(feats.brace_pairs):  # the allowed ones (where the closing brace is inside a string, none closes)
             pairs = feats.brace_pairs[(words[feats.brace_pairs >> 5] >> (feats.brace_pairs & 31).astype(np.uint32)) & 1 != 0]
-            picks.append(np.asarray([t for t in pairs.tolist() if in_string and lex[2] or feats.structural_closers(t, in_string)],
-                                    dtype=np.int64))  # fmt: skip
+            picks.append(pairs if in_string and lex[2] else pairs[feats.structural_closers(in_string)[pairs] > 0])
         for k in range(len(stack) - 1, -1, -1):
             f = stack[k]
             if f[9] is not None and f[8].mandatory and not f[8].matcher_required(strict) <= f[9]:
                 need = len(stack) - k
-                closing = _closing_past(feats, words, lex, need).tolist()
+                closing = _closing_past(feats, words, lex, need)
                 if not (in_string and lex[2]):  # (inside an escape: all simulated)
-                    closing = [t for t in closing if feats.structural_closers(t, in_string) >= need]
-                # on top, outside a name and an escape: a token whose first structural byte is the
-                # closing brace (after the value in progress) closes it now, refused unsimulated
-                shape = _CLOSES_TOP.get(None if lex is None else lex[0]) if need == 1 else None
-                if shape is not None and not (lex is not None and lex[0] == "s" and (lex[3] or lex[2])):
-                    now = [t for t in closing if shape.match(tokens[t])]
-                    out += now
-                    closing = [t for t in closing if not shape.match(tokens[t])] if now else closing
-                picks.append(np.asarray(closing, dtype=np.int64))
+                    closing = closing[feats.structural_closers(in_string)[closing] >= need]
+                # outside a name and an escape: a token whose first structural bytes (after the value in
+                # progress) are ``need`` closing brackets closes the object at once, refused unsimulated
+                kind = None if lex is None else lex[0]
+                if kind in _VALUE_REST and not (kind == "s" and (lex[3] or lex[2])):
+                    now = feats.leading_closers(kind)[closing] >= need
+                    out += closing[now].tolist()
+                    closing = closing[~now]
+                picks.append(closing)
                 break
         picks = [p for p in picks if len(p)]
         if not picks:
@@ -1747,16 +1770,21 @@ class UniqueMatcher:
                     for i in range(1, len(spelled) + 1):
                         if not (fresh and self._fresh_after(f[8], spelled[:i])):
                             found.update(tails.get(spelled[:i], ()))
-            hit = np.union1d(np.fromiter(found, np.int64, len(found)), feats.tail_escape)
-            memo[key] = hit
-        hit = hit[(words[hit >> 5] >> (hit & 31).astype(np.uint32)) & 1 != 0]
-        if len(hit):
-            lex = track.lex
-            if not (need == 0 and lex is None and track.stack[-1][7] is None):  # past a value: a comma first
-                hit = hit[(feats.comma[hit >> 5] >> (hit & 31).astype(np.uint32)) & 1 != 0]
-            odd = lex is None or lex[0] != "s"  # (escaped quotes miscount: those tokens all kept)
-            hit = hit[(feats.quote_counts[hit] % 2 == odd) | feats.escape_tail[hit]]
-        return hit
+            ids = np.union1d(np.fromiter(found, np.int64, len(found)), feats.tail_escape)
+            at, bits = ids >> 5, np.uint32(1) << (ids & 31).astype(np.uint32)
+            esc = feats.escape_tail[ids]  # (escaped quotes miscount: those tokens kept at either parity)
+            odd = (feats.quote_counts[ids] % 2 == 1) | esc
+            even = (feats.quote_counts[ids] % 2 == 0) | esc
+            hit = memo[key] = (ids, at, bits, (feats.comma[at] & bits) != 0, odd, even)
+        ids, at, bits, comma, odd, even = hit
+        if not len(ids):
+            return ids
+        lex = track.lex
+        pick = (words[at] & bits) != 0
+        pick &= odd if lex is None or lex[0] != "s" else even
+        if not (need == 0 and lex is None and track.stack[-1][7] is None):  # past a value: a comma first
+            pick &= comma
+        return ids[pick]
 
     def _select(self, words: np.ndarray, feats: _VocabFeatures, label: tuple) -> np.ndarray:
         """The allowed tokens (``words``: the grammar's mask at the current state) that the context

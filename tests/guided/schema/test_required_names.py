@@ -17,7 +17,7 @@ import jsonschema
 import numpy as np
 import pytest
 from grammar_oracle import tiny_vocab
-from json_schema_oracle import masked_walk, one_value
+from json_schema_oracle import masked_walk, one_value, refusals_by_simulation
 
 from guided.grammar.compiler import GrammarCompiler
 from guided.grammar.disk_cache import GrammarDiskCache
@@ -200,3 +200,36 @@ def test_random_walks_never_dead_end_and_finish_valid(compiler, vocab_builtin, s
             finished += 1
             assert validator.is_valid(one_value(out.decode())), out
     assert finished >= (0 if schema.get("additionalProperties") else 3)
+
+
+CLOSING_PIECES = [b"{", b"}", b"[", b"]", b'"', b":", b",", b"1", b"a", b"x", b"s", b"in", b"arr", *(n.encode() for n in NAMES),
+                  b"}}", b"} }", b"]}", b"1}", b"1}}", b"1]}", b'"}', b'"}}', b"},", b"}]", b'a"}}', b"]},",
+                  b'],"p1":1}', b'},"p1":1}']  # fmt: skip
+
+
+def test_tokens_closing_several_frames_at_once_are_refused_by_their_shape():
+    """Inside an object or an array within an object that still misses a required name: a token whose
+    first closing brackets (after the value in progress) close the outer object too is refused; one
+    that closes the inner frame alone, or writes the missing name before it closes the outer one, is
+    allowed, as simulating every token finds. The first are decided by their shape, unsimulated."""
+    vocab = tiny_vocab(CLOSING_PIECES)
+    ids = {t: i for i, t in enumerate(vocab.tokens)}
+    props = {n: {"type": "integer"} for n in NAMES} | {
+        "in": {"type": "object", "properties": {"x": {"type": "integer"}, "s": {"type": "string"}}},
+        "arr": {"type": "array", "items": {"type": "integer"}}}  # fmt: skip
+    schema = {"type": "object", "properties": props, "required": ["p0", "p1"], "additionalProperties": False}
+    cases = [  # prefix, refused, of those the ones decided by their shape (unsimulated)
+        ('{"in":{"x":1', [b"}}", b"} }", b"1}}", b'},"p1":1}'], [b"}}", b"} }", b"1}}"]),  # (p1 written, p0 missing)
+        ('{"in":{"x":1}', [b"}"], [b"}"]),
+        ('{"in":{"s":"a', [b'"}}', b'a"}}'], [b'"}}', b'a"}}']),
+        ('{"arr":[1', [b"]}", b"1]}", b'],"p1":1}'], [b"]}", b"1]}"]),
+        ('{"p0":1,"arr":[', [b"]}", b"1]}"], [b"]}"]),
+        ('{"p0":1,"p1":1,"in":{"x":1', [b'},"p1":1}'], []),  # (a repeat)
+        ('{"p0":1,"in":{"x":1', [b"}}", b"} }", b"1}}"], [b"}}", b"} }", b"1}}"]),  # (not '},"p1":1}': p1 is written first)
+        ('{"p0":1,"arr":[1', [b"]}", b"1]}"], [b"]}", b"1]}"]),
+    ]
+    for prefix, refused, shaped in cases:
+        compiled = compile_json_schema(GrammarCompiler(vocab), schema, key_order="any")  # fresh memos; spaces taken
+        dropped, simulated, asked = refusals_by_simulation(compiled, vocab, prefix)
+        assert dropped == simulated == {ids[t] for t in refused}, (prefix, [vocab.tokens[t] for t in dropped ^ simulated])
+        assert not asked & {ids[t] for t in shaped}, (prefix, [vocab.tokens[t] for t in asked])
