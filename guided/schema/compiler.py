@@ -184,12 +184,13 @@ def json_schema_to_grammar(
     if static[0] is not schema or static[1] is not registry:
         lowering = SchemaLowering(static[0], opts, static[1])
     root, registry, resolver = lowering.root, lowering.registry, lowering.resolver
+    deadline = lowering.deadline  # (one time bound for both lowerings below; abandon() drops it)
     language, untracked = _lowered_language(lowering, unique_runtime, names_runtime, hosts_runtime, _bind)
     if untracked:
         # a bag left required names to the matcher where an intersection may refuse one of their
         # members: the matcher would then wait for a name the grammar cannot write (a dead end)
         again = SchemaLowering(root, opts, registry, resolver=resolver)
-        again.untrack = False
+        again.untrack, again.deadline = False, deadline
         language, _ = _lowered_language(again, unique_runtime, names_runtime, hosts_runtime, _bind)
     return language
 

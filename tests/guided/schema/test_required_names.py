@@ -22,6 +22,7 @@ from json_schema_oracle import masked_walk, one_value, refusals_by_simulation
 from guided.grammar.compiler import GrammarCompiler
 from guided.grammar.disk_cache import GrammarDiskCache
 from guided.schema.compiler import compile_json_schema
+from guided.schema.lowering import SchemaLowering
 from guided.schema.object_bags import MAX_TRACKED_REQUIRED
 
 NAMES = [f"p{i}" for i in range(10)]
@@ -113,15 +114,22 @@ def test_required_names_that_hold_only_somewhere_are_not_the_places(compiler, sc
     assert _agrees(compiled, schema, valid) and _agrees(compiled, schema, invalid)
 
 
-def test_an_intersection_lowers_the_schema_again_tracking_the_names(compiler):
+def test_an_intersection_lowers_the_schema_again_tracking_the_names(compiler, monkeypatch):
     """Where the lowering intersects values (here ``uniqueItems`` over booleans), an intersection may
     refuse a member the matcher would wait for: the schema is lowered again with the grammar tracking
-    its required names. Either way the checked grammar takes the same instances."""
+    its required names, within the first lowering's time bound. Either way the checked grammar takes
+    the same instances."""
     props = {**_object([])["properties"], "tags": {"type": "array", "uniqueItems": True, "items": {"type": "boolean"}}}
     plain, crossed = _object(NAMES[:3]), _object(NAMES[:3], properties=props)
     early = '{"p5":1}'
+    runs = []  # (deadline, untrack) of each lowering, in order
+    lower_root = SchemaLowering.lower_root
+    monkeypatch.setattr(SchemaLowering, "lower_root", lambda self: runs.append((self.deadline, self.untrack)) or lower_root(self))
     for schema, tracked in ((plain, False), (crossed, True)):
+        runs.clear()
         compiled = _compiled(compiler, schema)
+        again = [i for i, (_, untrack) in enumerate(runs) if not untrack]
+        assert len(again) == (1 if tracked else 0) and all(runs[i][0] == runs[i - 1][0] for i in again), runs
         assert _takes(compiled.compiled, early) is not tracked
         assert not _takes(compiled, early) and _agrees(compiled, schema, json.loads(early))
         assert _takes(compiled, '{"p2":1,"p5":1,"p0":2,"p1":3}')
