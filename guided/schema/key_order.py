@@ -453,10 +453,25 @@ def has_bag(root: KeyOrder, strict: bool) -> bool:
                     follow)  # fmt: skip
 
 
+def _branches(schema: dict) -> bool:
+    """Whether some of ``schema`` applies to some of its objects only (``_BRANCHING``), but for property
+    dependencies that only require names (``dependentRequired``, array-valued ``dependencies``): they
+    add no schema to the place, and the names it requires stay required of every object."""
+    for k in _BRANCHING:
+        if k in schema:
+            value = schema[k]
+            if k == "dependentRequired" or k == "dependencies" and isinstance(value, dict) and all(
+                    isinstance(v, list) for v in value.values()):  # fmt: skip
+                continue
+            return True
+    return False
+
+
 def mark_mandatory(root: KeyOrder, old_draft: bool = False) -> None:
     """Mark the places below ``root`` where every value the instance has must meet every schema of
     the place (``KeyOrder.mandatory``): those whose every way from the root passes only conjunctive
-    places (no ``anyOf``, ``oneOf``, ``not``, conditionals or dependencies, no ``enum`` or ``const``)
+    places (no ``anyOf``, ``oneOf``, ``not``, conditionals or dependencies but those that only
+    require names, no ``enum`` or ``const``)
     along edges that apply all their schemas: a declared name's value; an undeclared one's only
     where no pattern speaks of names (``other`` joins the patterns' schemas, which apply to some
     names only); an item's only where no ``contains`` is (which ``item`` joins). A place reached
@@ -485,8 +500,8 @@ def mark_mandatory(root: KeyOrder, old_draft: bool = False) -> None:
                 seen.add(id(kid))
                 order.append(kid)
     below: dict[int, list] = {}
-    unsafe = [p for p in order if not p.conjunctive or any(
-        "enum" in s or "const" in s or old_draft and "$ref" in s and not set(s) - ANNOTATIONS <= {"$ref"}
+    unsafe = [p for p in order if any(
+        _branches(s) or "enum" in s or "const" in s or old_draft and "$ref" in s and not set(s) - ANNOTATIONS <= {"$ref"}
         for s, _ in p.schemas)]  # fmt: skip
     for parent, kid, whole in edges:
         below.setdefault(id(parent), []).append(kid)

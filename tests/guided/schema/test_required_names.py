@@ -79,6 +79,29 @@ def test_required_names_past_what_a_bag_tracks_in_any_order(compiler):
         assert allowed and not any(b"}" in t for t in allowed), allowed
 
 
+@pytest.mark.parametrize("keyword, draft", [("dependentRequired", "2020-12"), ("dependencies", "draft-07")])
+def test_dependencies_that_only_require_names_leave_the_place_mandatory(compiler, keyword, draft):
+    """Property dependencies that only require names (``dependentRequired``, array-valued
+    ``dependencies``) add no schema to the place: its own required names, nine of them, stay the
+    matcher's and every order is taken, while the grammar tracks the trigger and what it requires
+    (``t`` present: ``d1`` and ``d2`` required)."""
+    uri = "https://json-schema.org/draft/2020-12/schema" if draft == "2020-12" else "http://json-schema.org/draft-07/schema#"
+    required = [f"r{i}" for i in range(9)]
+    schema = {"$schema": uri, "type": "object", "properties": {n: {"type": "integer"} for n in [*required, "t", "d1", "d2"]},
+              "required": required, "additionalProperties": False, keyword: {"t": ["d1", "d2"]}}  # fmt: skip
+    compiled = _compiled(compiler, schema)
+    rng = random.Random(5)
+    for _ in range(6):
+        names = [*required, *rng.sample(["t", "d1", "d2"], rng.randint(0, 3))]
+        rng.shuffle(names)
+        full = {n: i for i, n in enumerate(names)}
+        for value in (full, {n: v for n, v in full.items() if n != rng.choice(required)}):
+            assert _agrees(compiled, schema, value), value
+    for extra in ({"t": 1}, {"t": 1, "d1": 1}, {"t": 1, "d1": 1, "d2": 1}, {"d2": 1}):
+        value = {**{n: 1 for n in reversed(required)}, **extra}
+        assert _agrees(compiled, schema, value), value
+
+
 @pytest.mark.parametrize(
     "schema, valid, invalid",
     [
@@ -101,13 +124,18 @@ def test_required_names_past_what_a_bag_tracks_in_any_order(compiler):
         ({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "definitions": {"W": _object([])},
           "properties": {"w": {"required": ["p0"], "$ref": "#/definitions/W"}}},
          {"w": {"p1": 1}}, {"w": {"p1": "x"}}),
+        # a dependency's schema applies where its trigger is present only
+        ({"type": "object", "properties": {"k": {"type": "null"}, "v": _object([], "null")},
+          "dependentSchemas": {"k": {"properties": {"v": {"required": ["p0"]}}}}},
+         {"v": {"p1": None}}, {"k": None, "v": {"p1": None}}),
     ],
-    ids=["anyOf", "patterns", "contains", "if", "draft-07-ref-siblings"],
+    ids=["anyOf", "patterns", "contains", "if", "draft-07-ref-siblings", "dependentSchemas"],
 )  # fmt: skip
+@pytest.mark.filterwarnings("ignore:JSON Schema relaxed")  # (values under dependentSchemas nest 10 deep at most)
 def test_required_names_that_hold_only_somewhere_are_not_the_places(compiler, schema, valid, invalid):
-    """A place reached through a branch, a pattern, ``contains`` or a condition is not mandatory: its
-    schemas' required names are the grammar's to track, so valid instances that take another way
-    are not refused. Nor are the names of a keyword its draft ignores."""
+    """A place reached through a branch, a pattern, ``contains``, a condition or a dependency's schema
+    is not mandatory: its schemas' required names are the grammar's to track, so valid instances that
+    take another way are not refused. Nor are the names of a keyword its draft ignores."""
     compiled = _compiled(compiler, schema)
     validator = _validator(schema)
     assert validator.is_valid(valid) and not validator.is_valid(invalid)
@@ -192,8 +220,9 @@ def test_a_token_holding_a_whole_object():
          "required": ["a"], "additionalProperties": False},
         {"allOf": [_object(["p2"], "null"), {"required": ["p7", "p8"]}]},
         {**_object(["p0", "p1"], "null"), "additionalProperties": {"type": "null"}},
+        {**_object(NAMES[:9], "null"), "dependentRequired": {"p9": ["p0"]}},
     ],
-    ids=["nine-required", "in-array", "nested", "allOf", "open"],
+    ids=["nine-required", "in-array", "nested", "allOf", "open", "dependentRequired"],
 )  # fmt: skip
 def test_random_walks_never_dead_end_and_finish_valid(compiler, vocab_builtin, schema):
     """Random walks over the checked masks: never a token-less step, every finished output valid
