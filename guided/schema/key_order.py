@@ -69,6 +69,7 @@ class KeyOrder:
     # every value the instance has here must meet every schema here (``mark_mandatory``); a class
     # default, so that places made before the walk, or unpickled from an older cache, read False
     mandatory = False
+    mandatory_places: tuple = ()  # on the root: the places ``mark_mandatory`` marked below it
 
     def __init__(self, resolver: SchemaResolver, schemas):
         self.resolver = resolver
@@ -518,6 +519,7 @@ def mark_mandatory(root: KeyOrder, old_draft: bool = False) -> None:
             place.mandatory = True
             place.key = (*place.key, -1)  # the lowering keeps apart what it builds at other places
             place._required = None  # (read again with the mark)
+    root.mandatory_places = tuple(p for p in order if id(p) not in off)
 
 
 def repeats_names(root: KeyOrder, key_order: str, strict: bool) -> bool:

@@ -603,6 +603,7 @@ class _VocabFeatures:
         self.name_complex, self.whole = pack(name_complex), pack(whole)
         self.name_after_value, self.inner_quote = pack(after_value), pack(inner_quote)
         self.brace_pairs = np.flatnonzero(pair)  # (few: a token holding a whole object is rare)
+        self.brace_at, self.brace_bits = self.brace_pairs >> 5, np.uint32(1) << (self.brace_pairs & 31).astype(np.uint32)
         self._live, self._words = live, words  # for host_tables (and quote_counts)
         self._host_tables: dict[str, _HostTables] = {}
 
@@ -1125,6 +1126,7 @@ class UniqueChecked:
         self.opener = opener  # JsonTrack.opener: the JSON is objects inside other text (tool calls)
         self.key_order = key_order
         self._outside: bool | None = None  # checks_outside, once asked
+        self._requires: bool | None = None  # requires_names, once asked
         self.name_memo: dict[tuple, bool] = {}  # (state, place, names written, prefix) -> a name may come
         self.select_memo: dict[tuple, np.ndarray] = {}  # (state, context) -> tokens to simulate
         self.alike_memo: dict[int, bool] = {}  # id(KeyOrder place) -> UniqueMatcher._alike (places live as long as keys)
@@ -1162,9 +1164,18 @@ class UniqueChecked:
         label of a checked host name, or one that opens and closes an object (``brace_pairs``) where
         objects may have to hold required names (``KeyOrder.matcher_required``)."""
         if self._outside is None:
-            self._outside = bool(self.hosts) or (self.keys is not None and self.key_order == "any"
+            self._outside = bool(self.hosts) or (self.requires_names()
                                                  and len(_features(self.compiled.vocabulary).brace_pairs) > 0)  # fmt: skip
         return self._outside
+
+    def requires_names(self) -> bool:
+        """Whether some object may have to hold names before it closes (``KeyOrder.matcher_required`` at
+        a place ``mark_mandatory`` marked): else no closing token is refused for a name missing."""
+        if self._requires is None:
+            strict = self.strict
+            self._requires = (self.keys is not None and self.key_order == "any"
+                              and any(p.matcher_required(strict) for p in self.keys.mandatory_places))  # fmt: skip
+        return self._requires
 
     def __getattr__(self, name):
         return getattr(self.compiled, name)
@@ -1406,7 +1417,8 @@ class UniqueMatcher:
             for t in extra.tolist():
                 if t not in asked and self._after(tokens[t], t) is None:
                     out.append(t)
-        self._required_refused(track, feats, words, ids, out)
+        if self.checked.requires_names():
+            self._required_refused(track, feats, words, ids, out)
         return out
 
     def _required_refused(self, track: JsonTrack, feats: _VocabFeatures, words: np.ndarray, ids, out: list[int]) -> None:
@@ -1420,7 +1432,7 @@ class UniqueMatcher:
         in_string = lex is not None and lex[0] == "s"
         picks = []
         if len(feats.brace_pairs):  # the allowed ones (where the closing brace is inside a string, none closes)
-            pairs = feats.brace_pairs[(words[feats.brace_pairs >> 5] >> (feats.brace_pairs & 31).astype(np.uint32)) & 1 != 0]
+            pairs = feats.brace_pairs[(words[feats.brace_at] & feats.brace_bits) != 0]
             picks.append(pairs if in_string and lex[2] else pairs[feats.structural_closers(in_string)[pairs] > 0])
         for k in range(len(stack) - 1, -1, -1):
             f = stack[k]
@@ -2057,7 +2069,7 @@ class UniqueMatcher:
         check per text before it (``_host_refusals``), the others simulated; while the name's text
         can fail no check, only the tokens that can make it (``_HostTables.risky``)."""
         out = self._refused(words) if depth >= 0 else []
-        if depth < 0 and self.checked.keys is not None:  # an object opened and closed in the token
+        if depth < 0 and self.checked.requires_names():  # an object opened and closed in the token
             self._required_refused(track, _features(self.checked.compiled.vocabulary), words, (), out)
         if self.checked.hosts:
             feats = _features(self.checked.compiled.vocabulary)
