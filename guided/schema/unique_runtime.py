@@ -76,6 +76,7 @@ _LIT_TEXT = {ord("t"): b"true", ord("f"): b"false", ord("n"): b"null"}
 _CONTROL = re.compile(rb"[\x00-\x1f]")
 # memo entries per checked grammar: refusals (short lists of ints, which the collector stops tracking)
 _REFUSED_MEMO = 1 << 15
+_SELECT_MEMO = 200_000  # entries of a checked grammar's select_memo (tokens to simulate per state and context)
 _PREFIX_MEMO = 1 << 14  # texts whose prefix tokens a vocabulary's features keep (_VocabFeatures.prefix_tokens)
 # entries over all checked grammars of the process in the two memos that keep tracks after a token
 # (JsonTrack and its frames: containers every full pass of the garbage collector walks, ~1.5 ms per
@@ -1438,17 +1439,25 @@ class UniqueMatcher:
             f = stack[k]
             if f[9] is not None and f[8].mandatory and not f[8].matcher_required(strict) <= f[9]:
                 need = len(stack) - k
-                closing = _closing_past(feats, words, lex, need)
-                if not (in_string and lex[2]):  # (inside an escape: all simulated)
-                    closing = closing[feats.structural_closers(in_string)[closing] >= need]
-                # outside a name and an escape: a token whose first structural bytes (after the value in
-                # progress) are ``need`` closing brackets closes the object at once, refused unsimulated
                 kind = None if lex is None else lex[0]
-                if kind in _VALUE_REST and not (kind == "s" and (lex[3] or lex[2])):
-                    now = feats.leading_closers(kind)[closing] >= need
-                    out += closing[now].tolist()
-                    closing = closing[~now]
-                picks.append(closing)
+                # which allowed tokens close it depends on the grammar's state (its mask, ``words``), the
+                # lexeme in progress and ``need`` alone: memoised
+                key = ("closing", self.inner.state, kind, in_string and bool(lex[2]), in_string and bool(lex[3]), need)
+                hit = self.checked.select_memo.get(key)
+                if hit is None:
+                    closing = _closing_past(feats, words, lex, need)
+                    if not (in_string and lex[2]):  # (inside an escape: all simulated)
+                        closing = closing[feats.structural_closers(in_string)[closing] >= need]
+                    # outside a name and an escape: a token whose first structural bytes (after the value
+                    # in progress) are ``need`` closing brackets closes the object at once, refused unsimulated
+                    now = []
+                    if kind in _VALUE_REST and not (kind == "s" and (lex[3] or lex[2])):
+                        at_once = feats.leading_closers(kind)[closing] >= need
+                        now, closing = closing[at_once].tolist(), closing[~at_once]
+                    hit = (tuple(now), closing)
+                    _put(self.checked.select_memo, key, hit, _SELECT_MEMO)
+                out += hit[0]
+                picks.append(hit[1])
                 break
         picks = [p for p in picks if len(p)]
         if not picks:
@@ -1787,7 +1796,8 @@ class UniqueMatcher:
             esc = feats.escape_tail[ids]  # (escaped quotes miscount: those tokens kept at either parity)
             odd = (feats.quote_counts[ids] % 2 == 1) | esc
             even = (feats.quote_counts[ids] % 2 == 0) | esc
-            hit = memo[key] = (ids, at, bits, (feats.comma[at] & bits) != 0, odd, even)
+            hit = (ids, at, bits, (feats.comma[at] & bits) != 0, odd, even)
+            _put(memo, key, hit, _SELECT_MEMO)
         ids, at, bits, comma, odd, even = hit
         if not len(ids):
             return ids
@@ -1809,9 +1819,7 @@ class UniqueMatcher:
             hit = ids[(words[at] & bits) != 0]
             if label[0] == "need":
                 hit = hit[feats.closers[hit] >= label[1]]
-            if len(memo) > 200_000:
-                memo.clear()
-            memo[key] = hit
+            _put(memo, key, hit, _SELECT_MEMO)
         return hit
 
     def _outer(self, track: JsonTrack, depth: int) -> str | None:
