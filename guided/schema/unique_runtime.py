@@ -13,13 +13,17 @@ writes the comma before one) is allowed only while some name not yet written can
 declared one, or a fresh undeclared one (at bag places every undeclared name is alike; elsewhere
 the grammar is searched along the written names' spellings), asked of the grammar by walking its
 automaton from the state after the token. (A name cut inside an escape or a multi-byte character
-is not checked until the next token.)
+is not checked until the next token.) That holds for a token that begins a name too, after a comma
+or closing brackets: one that stops inside a name only written names begin with is a dead end, even
+where names not written are known to fit (``_begun_written``).
 
 Required names (``KeyOrder.matcher_required``): where the grammar's bag leaves them to the matcher,
-a token that closes an object before each of its required names is written is refused: those with
-enough closing brackets to close the innermost object missing one, and those that open and close an
-object in the token (``brace_pairs``), are simulated. The grammar takes every such name at every
-member there, so a missing one can always be written next.
+a token that closes an object before each of its required names is written is refused: those whose
+first structural bytes (after the value in progress) are enough closing brackets to reach the
+innermost object missing one are refused by that shape (``leading_closers``); the others with enough
+closing brackets, and those that open and close an object in the token (``brace_pairs``), are
+simulated. The grammar takes every such name at every member there, so a missing one can always be
+written next.
 
 What the checks read of the tracker's state is numbered once per track, and refusals and the track
 after a token are memoised per grammar by (grammar state, that number[, bytes]): tracks are not
