@@ -1099,8 +1099,8 @@ _FEATURES_LOCK = threading.Lock()
 
 
 def prepare(vocabulary) -> None:
-    """Build the per-vocabulary tables of the run-time checks now (~60 ms for 128k tokens) instead
-    of in the first mask that needs them."""
+    """Build the per-vocabulary tables of the run-time checks now (~0.6 s for Llama 3's 128k tokens on
+    one core) instead of in the first mask that needs them."""
     _features(vocabulary)
 
 
