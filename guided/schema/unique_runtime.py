@@ -642,6 +642,10 @@ class _VocabFeatures:
         self._leading: dict[str | None, np.ndarray] = {}  # leading_closers
         self._begun: dict[int, bytes | None] = {}  # item_begun
         self._plain: dict[int, bool] = {}  # plain
+        for in_string in (False, True):  # (~15 ms for Llama 3: here, not in the first mask that asks)
+            self.structural_closers(in_string)
+        for kind in _VALUE_REST:
+            self.leading_closers(kind)
 
     def structural_closers(self, in_string: bool) -> np.ndarray:
         """int16 [tokens]: how many closing brackets each token writes outside strings, read from outside
