@@ -649,7 +649,8 @@ class _VocabFeatures:
 
     def structural_closers(self, in_string: bool) -> np.ndarray:
         """int16 [tokens]: how many closing brackets each token writes outside strings, read from outside
-        a string or inside one (not inside an escape); built on first use, for the tokens with one."""
+        a string or inside one (not inside an escape); built once (with the features), for the tokens
+        with one."""
         got = self._structural.get(in_string)
         if got is None:
             got = np.zeros(len(self.closers), dtype=np.int16)
