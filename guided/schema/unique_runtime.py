@@ -1044,6 +1044,29 @@ def _decoded(raw: bytes) -> str | None:
         return None
 
 
+def _cut_character(raw: bytes) -> tuple[str, bytes] | None:
+    """For a string's bytes so far that end inside a UTF-8 character (not inside an escape): (the
+    text before that character, its bytes so far); else None."""
+    for k in (1, 2, 3):
+        if len(raw) >= k and raw[-k] >= 0xC2 and b"\\" not in raw[-k:]:
+            text = _decoded(raw[:-k])
+            if text is not None:
+                return text, raw[-k:]
+    return None
+
+
+def _completion(part: bytes) -> str | None:
+    """The first character whose UTF-8 bytes begin with ``part`` (a character's bytes so far), if any."""
+    size = 2 if part[0] < 0xE0 else 3 if part[0] < 0xF0 else 4
+    for b in range(0x80, 0xC0):
+        data = part + bytes([b]) * (size - len(part))
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+    return None
+
+
 def _string_end(data: bytes) -> int:
     """For a token read inside a string (not inside an escape): the index of the quote that ends the
     string, or -1."""
@@ -1345,8 +1368,13 @@ class UniqueMatcher:
             lead, prefix = b'"', ""
         else:
             lead, prefix = b"", _decoded(raw)
-            if prefix is None:  # cut inside a character: checked at the next token
-                return True
+            if prefix is None:
+                cut = _cut_character(raw)
+                if cut is None:  # cut inside an escape: checked at the next token
+                    return True
+                ok = self._names_left_cut(state, place, written, cut, fresh_only)
+                _put(memo, key, ok, 50_000)
+                return ok
         if not self._alike(place):
             ok = self._unwritten_fits(state, lead, prefix, written)
         else:
@@ -1358,6 +1386,25 @@ class UniqueMatcher:
             memo.clear()
         memo[key] = ok
         return ok
+
+    def _names_left_cut(self, state: int, place, written: frozenset, cut: tuple[str, bytes], fresh_only: bool) -> bool:
+        """``_names_left`` for a name begun whose bytes end inside a character (``_cut_character``: its
+        text before it and the character's bytes so far): the names compared by their spellings' bytes."""
+        head = _spelled(cut[0]) + cut[1]
+        dfa = self.checked.compiled.dfa
+        if not self._alike(place):
+            node = _descend(self._trie_of(written, _name_text), head)
+            return node is None or _diverges(dfa, state, node, self._answers, self.checked.allowed_rows)
+        char = _completion(cut[1])
+        names = [] if char is None else [_fresh(cut[0] + char, place, written)]
+        if not fresh_only:
+            names += [n for n in place.names if n not in written]
+        return any(sp.startswith(head) and dfa.reaches(state, sp[len(head) :] + b'"') for sp in map(_spelled, names))
+
+    def _toward_written_bytes(self, written: frozenset, cut: tuple[str, bytes]) -> bool:
+        """Whether a written name's spelling begins with the bytes of a name cut inside a character."""
+        head = _spelled(cut[0]) + cut[1]
+        return any(_spelled(w).startswith(head) for w in written)
 
     def _refused(self, words: np.ndarray) -> list[int]:
         """Of the tokens the grammar allows (packed uint32 ``words``), those completing a duplicate
@@ -1572,9 +1619,15 @@ class UniqueMatcher:
                     keep.append(t)
                     continue
                 text = _decoded(name)
-                if text is None or not any(w.startswith(text) for w in written):
-                    continue  # cut inside an escape or a character (decided at the next token), or new
-                key = (key, text)
+                if text is None:  # cut inside a character: simulated where a written name begins so
+                    cut = _cut_character(name)
+                    if cut is None or not self._toward_written_bytes(written, cut):
+                        continue  # (or inside an escape: decided at the next token)
+                    key = (key, name)
+                elif not any(w.startswith(text) for w in written):
+                    continue  # new
+                else:
+                    key = (key, text)
             elif shape is _VALUE_SHAPE:  # the value ended or not, a comma or not
                 end = m.group("end")
                 key = (key, None if end is None else b"," in end)
@@ -1756,6 +1809,9 @@ class UniqueMatcher:
         raw = lex[4]
         so_far = None if lex[2] else _decoded(raw)
         if so_far is None:  # inside an escape or a character
+            cut = None if lex[2] else _cut_character(raw)
+            if cut is not None and written and self._toward_written_bytes(written, cut):
+                return _ids(words)  # every token goes on with the character's bytes: each may end it toward written names
             return self._select(words, feats, ("quote",))
         self._written_in(feats.name_close, written, so_far, words, out)
         if written and not self._alike(top[8]):  # only tokens toward a written name can be stuck

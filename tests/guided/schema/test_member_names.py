@@ -616,3 +616,28 @@ def test_a_token_beginning_a_name_only_written_names_begin_with_is_refused():
         compiled = compile_json_schema(GrammarCompiler(vocab), schema, key_order="any")  # fresh memos
         dropped, simulated, _ = refusals_by_simulation(compiled, vocab, prefix)
         assert dropped == simulated == {ids[t] for t in refused}, (prefix, [vocab.tokens[t] for t in dropped ^ simulated])
+
+
+def test_a_name_begun_inside_a_character_is_decided_by_its_bytes():
+    """A token that stops inside a name's multi-byte character is decided by the bytes so far: where
+    only written names begin with them it is refused (a dead end), and inside the character every
+    next token is simulated, so the mask never allows a token ``accept_token`` refuses."""
+    e = "é".encode()
+    pieces = [b"{", b"}", b",", b":", b'"', b"null", b'"' + e[:1], e[1:], e[1:] + b"a", e[1:] + b"b", b"b", b"c",
+              b"d", b"f", b"g", b'a"', b'b"', e[1:] + b'a"']  # fmt: skip
+    vocab = tiny_vocab(pieces)
+    ids = {t: i for i, t in enumerate(vocab.tokens)}
+    null = {"type": "null"}
+    for names, prefix, refused in (
+        (["éa", "b", "c", "d", "f", "g", "h"], '{"éa":null,', {b'"' + e[:1]}),
+        (["éa", "éb", "c", "d", "f", "g", "h"], '{"éa":null,', set()),
+    ):
+        schema = {"type": "object", "properties": {n: null for n in names}, "additionalProperties": False}
+        compiled = compile_json_schema(GrammarCompiler(vocab), schema, key_order="any", whitespace="compact")
+        dropped, simulated, _ = refusals_by_simulation(compiled, vocab, prefix)
+        assert dropped == simulated == {ids[t] for t in refused}, (names, [vocab.tokens[t] for t in dropped ^ simulated])
+    m = compiled.matcher()  # éa written, éb not: past '"\xc3', tokens toward éa again are refused
+    assert m.accept_text('{"éa":null,') and m.accept_token(ids[b'"' + e[:1]])
+    allowed = set(np.flatnonzero(m.allowed_tokens()).tolist())
+    assert {t for t in allowed if m.copy().accept_token(t)} == allowed
+    assert ids[e[1:] + b"a"] not in allowed and ids[e[1:] + b'a"'] not in allowed and ids[e[1:] + b"b"] in allowed
