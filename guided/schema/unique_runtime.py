@@ -12,8 +12,8 @@ refusal never leaves the generation without a way on, a token that starts or con
 writes the comma before one) is allowed only while some name not yet written can still follow: a
 declared one, or a fresh undeclared one (at bag places every undeclared name is alike; elsewhere
 the grammar is searched along the written names' spellings), asked of the grammar by walking its
-automaton from the state after the token. (A name cut inside an escape or a multi-byte character
-is not checked until the next token.) That holds for a token that begins a name too, after a comma
+automaton from the state after the token. (A name cut inside an escape is not checked until the
+next token; one cut inside a multi-byte character is compared by its bytes.) That holds for a token that begins a name too, after a comma
 or closing brackets: one that stops inside a name only written names begin with is a dead end, even
 where names not written are known to fit (``_begun_written``).
 
