@@ -638,55 +638,18 @@ class _VocabFeatures:
         for table in (self.name_close, self.whole_name, self.simple_close, self.by_text, self.by_escaped, self.name_tail):
             table.update((k, tuple(v)) for k, v in table.items())
         self._prefix_memo: dict[bytes, np.ndarray] = {}  # prefix_tokens
-        self._structural: dict[bool, np.ndarray] = {}  # structural_closers
-        self._leading: dict[str | None, np.ndarray] = {}  # leading_closers
         self._begun: dict[int, bytes | None] = {}  # item_begun
         self._plain: dict[int, bool] = {}  # plain
-        for in_string in (False, True):  # (~15 ms for Llama 3: here, not in the first mask that asks)
-            self.structural_closers(in_string)
-        for kind in _VALUE_REST:
-            self.leading_closers(kind)
-
-    def structural_closers(self, in_string: bool) -> np.ndarray:
-        """int16 [tokens]: how many closing brackets each token writes outside strings, read from outside
-        a string or inside one (not inside an escape); built once (with the features), for the tokens
-        with one."""
-        got = self._structural.get(in_string)
-        if got is None:
-            got = np.zeros(len(self.closers), dtype=np.int16)
-            for t in np.flatnonzero(self.closers).tolist():
-                n, esc, inside = 0, False, in_string
-                for c in self.tokens[t]:
-                    if inside:
-                        if esc:
-                            esc = False
-                        elif c == 0x5C:
-                            esc = True
-                        elif c == 0x22:
-                            inside = False
-                    elif c == 0x22:
-                        inside = True
-                    elif c == 0x5D or c == 0x7D:
-                        n += 1
-                got[t] = n
-            self._structural[in_string] = got
-        return got
-
-    def leading_closers(self, kind: str | None) -> np.ndarray:
-        """int16 [tokens]: of the tokens with a closing bracket, how many they write one after another
-        (whitespace between) once the value in progress ends, read after a value (``kind`` None) or
-        inside a number, literal or string value (``_VALUE_REST``): the frames they close at once."""
-        got = self._leading.get(kind)
-        if got is None:
-            rest, got = _VALUE_REST[kind], np.zeros(len(self.closers), dtype=np.int16)
-            for t in np.flatnonzero(self.closers).tolist():
-                data = self.tokens[t]
-                m = rest.match(data)
-                if m is not None:
-                    run = _CLOSERS_RUN.match(data, m.end())
-                    got[t] = data.count(b"]", run.start(), run.end()) + data.count(b"}", run.start(), run.end())
-            self._leading[kind] = got
-        return got
+        # of the tokens with a closing bracket (~15 ms for Llama 3: here, not in a mask): how many they
+        # write outside strings, read from outside a string or inside one (not inside an escape); and
+        # how many they write one after another (whitespace between) once the value in progress ends,
+        # read after a value (None) or inside a number, literal or string value (``_VALUE_REST``): the
+        # frames they close at once
+        ids = np.flatnonzero(self.closers).tolist()
+        self.structural_closers = {inside: _counts(tokens, ids, n, lambda t, i=inside: _structural(t, i))
+                                   for inside in (False, True)}  # fmt: skip
+        self.leading_closers = {kind: _counts(tokens, ids, n, lambda t, r=rest: _leading(t, r))
+                                for kind, rest in _VALUE_REST.items()}  # fmt: skip
 
     def host_tables(self, fmt: str) -> _HostTables:
         """The tables of host name checks for ``fmt`` (built on first use)."""
@@ -1044,6 +1007,42 @@ def _decoded(raw: bytes) -> str | None:
         return None
 
 
+def _counts(tokens: list[bytes], ids: list[int], n: int, count) -> np.ndarray:
+    """int16 [n]: ``count(token)`` for the tokens ``ids``, 0 for the others."""
+    got = np.zeros(n, dtype=np.int16)
+    for t in ids:
+        got[t] = count(tokens[t])
+    return got
+
+
+def _structural(data: bytes, inside: bool) -> int:
+    """How many closing brackets ``data`` writes outside strings, read from inside one or not."""
+    n, esc = 0, False
+    for c in data:
+        if inside:
+            if esc:
+                esc = False
+            elif c == 0x5C:
+                esc = True
+            elif c == 0x22:
+                inside = False
+        elif c == 0x22:
+            inside = True
+        elif c == 0x5D or c == 0x7D:
+            n += 1
+    return n
+
+
+def _leading(data: bytes, rest: re.Pattern) -> int:
+    """How many closing brackets ``data`` writes one after another once ``rest`` (the value in
+    progress's end) matches its beginning; 0 where it does not."""
+    m = rest.match(data)
+    if m is None:
+        return 0
+    run = _CLOSERS_RUN.match(data, m.end())
+    return data.count(b"]", run.start(), run.end()) + data.count(b"}", run.start(), run.end())
+
+
 def _cut_character(raw: bytes) -> tuple[str, bytes] | None:
     """For a string's bytes so far that end inside a UTF-8 character (not inside an escape): (the
     text before that character, its bytes so far); else None."""
@@ -1364,6 +1363,7 @@ class UniqueMatcher:
         hit = memo.get(key)
         if hit is not None:
             return hit
+        part = b""  # the bytes of a character the name is cut inside, if any
         if raw is None:
             lead, prefix = b'"', ""
         else:
@@ -1372,34 +1372,19 @@ class UniqueMatcher:
                 cut = _cut_character(raw)
                 if cut is None:  # cut inside an escape: checked at the next token
                     return True
-                ok = self._names_left_cut(state, place, written, cut, fresh_only)
-                _put(memo, key, ok, 50_000)
-                return ok
+                prefix, part = cut
+        head = _spelled(prefix) + part  # names compared by their spellings' bytes
         if not self._alike(place):
-            ok = self._unwritten_fits(state, lead, prefix, written)
+            ok = self._unwritten_fits(state, lead, head, written)
         else:
-            names = [_fresh(prefix, place, written)]
+            char = _completion(part) if part else ""  # a fresh name goes on with some whole character
+            names = [] if char is None else [_fresh(prefix + char, place, written)]
             if not fresh_only:
                 names += [n for n in place.names if n not in written and n.startswith(prefix)]
-            ok = any(self._fits(state, lead, n[len(prefix) :]) for n in names)
-        if len(memo) > 50_000:
-            memo.clear()
-        memo[key] = ok
+            dfa = self.checked.compiled.dfa
+            ok = any(sp.startswith(head) and dfa.reaches(state, lead + sp[len(head) :] + b'"') for sp in map(_spelled, names))
+        _put(memo, key, ok, 50_000)
         return ok
-
-    def _names_left_cut(self, state: int, place, written: frozenset, cut: tuple[str, bytes], fresh_only: bool) -> bool:
-        """``_names_left`` for a name begun whose bytes end inside a character (``_cut_character``: its
-        text before it and the character's bytes so far): the names compared by their spellings' bytes."""
-        head = _spelled(cut[0]) + cut[1]
-        dfa = self.checked.compiled.dfa
-        if not self._alike(place):
-            node = _descend(self._trie_of(written, _name_text), head)
-            return node is None or _diverges(dfa, state, node, self._answers, self.checked.allowed_rows)
-        char = _completion(cut[1])
-        names = [] if char is None else [_fresh(cut[0] + char, place, written)]
-        if not fresh_only:
-            names += [n for n in place.names if n not in written]
-        return any(sp.startswith(head) and dfa.reaches(state, sp[len(head) :] + b'"') for sp in map(_spelled, names))
 
     def _toward_written_bytes(self, written: frozenset, cut: tuple[str, bytes]) -> bool:
         """Whether a written name's spelling begins with the bytes of a name cut inside a character."""
@@ -1490,7 +1475,7 @@ class UniqueMatcher:
         picks = []
         if len(feats.brace_pairs):  # the allowed ones (where the closing brace is inside a string, none closes)
             pairs = feats.brace_pairs[(words[feats.brace_at] & feats.brace_bits) != 0]
-            picks.append(pairs if in_string and lex[2] else pairs[feats.structural_closers(in_string)[pairs] > 0])
+            picks.append(pairs if in_string and lex[2] else pairs[feats.structural_closers[in_string][pairs] > 0])
         for k in range(len(stack) - 1, -1, -1):
             f = stack[k]
             if f[9] is not None and f[8].mandatory and not f[8].matcher_required(strict) <= f[9]:
@@ -1503,12 +1488,12 @@ class UniqueMatcher:
                 if hit is None:
                     closing = _closing_past(feats, words, lex, need)
                     if not (in_string and lex[2]):  # (inside an escape: all simulated)
-                        closing = closing[feats.structural_closers(in_string)[closing] >= need]
+                        closing = closing[feats.structural_closers[in_string][closing] >= need]
                     # outside a name and an escape: a token whose first structural bytes (after the value
                     # in progress) are ``need`` closing brackets closes the object at once, refused unsimulated
                     now = []
                     if kind in _VALUE_REST and not (kind == "s" and (lex[3] or lex[2])):
-                        at_once = feats.leading_closers(kind)[closing] >= need
+                        at_once = feats.leading_closers[kind][closing] >= need
                         now, closing = closing[at_once].tolist(), closing[~at_once]
                     hit = (tuple(now), closing)
                     _put(self.checked.select_memo, key, hit, _SELECT_MEMO)
@@ -1739,16 +1724,16 @@ class UniqueMatcher:
                     pass
         return memo[key]
 
-    def _unwritten_fits(self, state: int, lead: bytes, prefix: str, written: frozenset) -> bool:
-        """Whether the grammar accepts, from ``state``, ``lead`` and then the rest of some name that
-        begins with ``prefix`` and is not in ``written``: a search along the written names' spellings
+    def _unwritten_fits(self, state: int, lead: bytes, head: bytes, written: frozenset) -> bool:
+        """Whether the grammar accepts, from ``state``, ``lead`` and then the rest of some name whose
+        spelling begins with ``head`` and is not in ``written``: a search along the written names' spellings
         only, since any byte the grammar allows off all of them (but a backslash, whose escape may
         spell a written name another way) leads to names that were not written."""
         dfa = self.checked.compiled.dfa
         s = dfa.walk(state, lead) if lead else state
         if s < 0:
             return False
-        node = _descend(self._trie_of(written, _name_text), _spelled(prefix))
+        node = _descend(self._trie_of(written, _name_text), head)
         return node is None or _diverges(dfa, s, node, self._answers, self.checked.allowed_rows)
 
     def _fits(self, state: int, lead: bytes, rest: str) -> bool:
