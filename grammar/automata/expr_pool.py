@@ -637,16 +637,21 @@ def _wide_sequences(wide: tuple) -> tuple[tuple[int, ...], ...]:
 
 def _arena_fork(a: np.ndarray) -> np.ndarray:
     """A copy of the arena for a fork: its header, hash table and memo whole, its node records and
-    children as far as they are used. The room past them is left unwritten (``expr_core._layout``
-    writes a record and children before anything reads them): the common arena is mostly room for
-    the fork's own expressions, and copying it all doubled what each compile copies."""
+    children as far as they are used (an empty memo's values not at all). The room past them is left
+    unwritten (``expr_core._layout`` writes a record and children before anything reads them): the
+    common arena is mostly room for the fork's own expressions, and copying it all doubled what each
+    compile copies."""
     new = np.empty(len(a), dtype=a.dtype)
     new[: core.HEADER] = a[: core.HEADER]
     lo = int(a[core.O_KIND])
     hi = lo + core.NW * int(a[core.H_N])
     new[lo:hi] = a[lo:hi]
-    ht, kids = int(a[core.O_HT]), int(a[core.O_KIDS])
-    new[ht:kids] = a[ht:kids]  # the node hash table, the memo's keys and values
+    ht, mk, mv, kids = int(a[core.O_HT]), int(a[core.O_MK]), int(a[core.O_MV]), int(a[core.O_KIDS])
+    if a[core.H_MCOUNT]:
+        new[ht:kids] = a[ht:kids]  # the node hash table, the memo's keys and values
+    else:  # an empty memo (the common pool derives nothing): its keys say so, its values go unread
+        new[ht:mk] = a[ht:mk]
+        new[mk:mv] = -1
     klen = int(a[core.H_KLEN])
     new[kids : kids + klen] = a[kids : kids + klen]
     return new
