@@ -35,6 +35,7 @@ __all__ = [
     "byte_set",
     "literal",
     "seq",
+    "cat",
     "alt",
     "repeat",
     "intersect",
@@ -545,6 +546,26 @@ def seq(*items: Node) -> Node:
         else:
             flat.append(it)
     return flat[0] if len(flat) == 1 else Seq(tuple(flat))
+
+
+def cat(*items: Node) -> Node:
+    """``seq(*items)`` without flattening its arguments: a sequence argument stays one item. The
+    same language, and interned the same expression (``ExprPool.intern`` right-nests concatenation),
+    in a node of at most ``len(items)`` items, where ``seq`` copies every item of each sequence
+    argument: for the member edges of objects in any order (one per member and set of members
+    written, each a member's name, colon and value spelled out again), a tenth of a large schema's
+    compile went to building those copies, hashing them and interning their items."""
+    kept: list[Node] = []
+    for it in items:
+        cls = it.__class__
+        if cls is Seq:
+            if it.items:
+                kept.append(it)
+        elif it is EMPTY or (cls is Alt and not it.items):
+            return EMPTY
+        else:
+            kept.append(it)
+    return kept[0] if len(kept) == 1 else Seq(tuple(kept))
 
 
 def alt(*items: Node) -> Node:

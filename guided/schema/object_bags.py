@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from guided.grammar.regex_ast import EMPTY, EPSILON, Node, alt, literal, repeat, seq
+from guided.grammar.regex_ast import EMPTY, EPSILON, Node, alt, cat, literal, repeat, seq
 
 if TYPE_CHECKING:  # the lowering calls these helpers with itself
     from guided.schema.lowering import SchemaLowering
@@ -44,13 +44,13 @@ def bag(lowering: SchemaLowering, slots: list[tuple[Node, bool]], other: Node, l
 
     def choices(seen: int, nxt) -> Node:
         """One member, then what follows it (``nxt(seen after it)``)."""
-        taken = [seq(required[i], nxt(seen | 1 << i)) for i in range(n) if not seen >> i & 1]
-        return alt(seq(generic(seen), nxt(seen)), *taken)
+        taken = [cat(required[i], nxt(seen | 1 << i)) for i in range(n) if not seen >> i & 1]
+        return alt(cat(generic(seen), nxt(seen)), *taken)
 
     # once the count no longer matters: any members, each unseen required name taken at some point
     free: dict[int, Node] = {}
     for seen in range(full, -1, -1):  # supersets first
-        taken = [seq(sep, required[i], free[seen | 1 << i]) for i in range(n) if not seen >> i & 1]
+        taken = [cat(sep, required[i], free[seen | 1 << i]) for i in range(n) if not seen >> i & 1]
         free[seen] = seq(repeat(seq(sep, generic(seen))), alt(EPSILON if seen == full else EMPTY, *taken))
     if hi is None and lo <= 1:
         start = choices(0, lambda s: free[s])

@@ -28,6 +28,7 @@ from guided.grammar.regex_ast import (
     Not,
     Seq,
     alt,
+    cat,
     intersect,
     literal,
     optional,
@@ -598,21 +599,21 @@ def _permuted_counted(lowering: SchemaLowering, slots, other: Node, lo: int, hi:
         done = EPSILON if need & seen == need and c >= lo else EMPTY
         unused = [i for i in range(n) if not seen >> i & 1]
         if hi is None and c >= lo:  # the count no longer matters
-            more = [seq(slots[i][0], after(seen | 1 << i, c)) for i in unused]
+            more = [cat(slots[i][0], after(seen | 1 << i, c)) for i in unused]
             node = seq(loop, alt(done, seq(sep, alt(*more)) if more else EMPTY))
         elif hi is not None and c >= hi:
             node = done
         else:
-            more = [seq(slots[i][0], after(seen | 1 << i, c + 1)) for i in unused]
+            more = [cat(slots[i][0], after(seen | 1 << i, c + 1)) for i in unused]
             if other != EMPTY:
-                more.append(seq(other, after(seen, c + 1)))
+                more.append(cat(other, after(seen, c + 1)))
             node = alt(done, seq(sep, alt(*more)) if more else EMPTY)
         memo[(seen, c)] = node
         return node
 
-    first = [seq(member, after(1 << i, 1)) for i, (member, _) in enumerate(slots)]
+    first = [cat(member, after(1 << i, 1)) for i, (member, _) in enumerate(slots)]
     if other != EMPTY:
-        first.append(seq(other, after(0, 1)))
+        first.append(cat(other, after(0, 1)))
     empty = EPSILON if not need and lo == 0 else EMPTY
     return alt(empty, *first) if hi is None or hi > 0 else empty
 
@@ -633,12 +634,12 @@ def _any_order_parts(lowering: SchemaLowering, slots, others: Node) -> tuple[Nod
     def after(seen: int) -> Node:
         node = memo.get(seen)
         if node is None:
-            nxt = [seq(slots[i][0], after(seen | 1 << i)) for i in range(n) if not seen >> i & 1]
+            nxt = [cat(slots[i][0], after(seen | 1 << i)) for i in range(n) if not seen >> i & 1]
             more = seq(sep, alt(*nxt)) if nxt else EMPTY
             node = memo[seen] = seq(others, alt(EPSILON if need & seen == need else EMPTY, more))
         return node
 
-    first = [seq(member, after(1 << i)) for i, (member, _) in enumerate(slots)]
+    first = [cat(member, after(1 << i)) for i, (member, _) in enumerate(slots)]
     rest = after(0)
     after = None  # (a recursive closure is a reference cycle, its memo with it: left to the collector otherwise)
     return alt(EPSILON if not need else EMPTY, *first), rest
