@@ -326,7 +326,8 @@ def _object(
         else:
             value = _value(lowering, name, props, pats, pattern_nodes, addl or name in named, path, base, place)
         if value != EMPTY:
-            slots.append((seq(key, lowering.colon, value), name in required))
+            # (``cat``: the member stays one item of the sequences that spell it again, in any order)
+            slots.append((cat(key, lowering.colon, value), name in required))
             slot_names.append(name)
         elif name in required:
             return EMPTY

@@ -13,10 +13,13 @@ from hypothesis import strategies as st
 from guided.grammar.automata.expr_pool import ExprPool
 from guided.grammar.automata.utf8 import utf8_sequences
 from guided.grammar.regex_ast import (
+    EMPTY,
+    EPSILON,
     Alt,
     Seq,
     alt,
     byte_set,
+    cat,
     chars,
     literal,
     seq,
@@ -214,3 +217,23 @@ def test_pool_byte_classes_partition_the_reachable_sets(nodes, seed):
         for _ in range(4):
             picked = rng.sample(roots, k)
             assert pool.byte_classes(*picked) == _byte_classes_reference(pool.byte_masks(*picked))
+
+
+@settings(max_examples=200, deadline=None)
+@given(parts=st.lists(REGEX, min_size=1, max_size=4), extra=st.sampled_from([None, EMPTY, EPSILON]))
+def test_cat_interns_to_the_expression_seq_does_without_copying_its_sequences(parts, extra):
+    """``cat`` keeps each argument one item where ``seq`` copies the items of a sequence: the pool
+    right-nests concatenation, so both give one expression (the same id in one pool); EMPTY anywhere
+    is EMPTY, EPSILON drops out."""
+    parts = [*parts, literal("ab")] if extra is None else [*parts[:1], extra, *parts[1:]]
+    flat, kept = seq(*parts), cat(*parts)
+    pool = ExprPool()
+    assert pool.intern(kept) == pool.intern(flat)
+    if any(p is EMPTY or (p.__class__ is Alt and not p.items) for p in parts):
+        assert kept is EMPTY
+        return
+    items = [p for p in parts if p != EPSILON]
+    if len(items) == 1:
+        assert kept is items[0]
+    else:
+        assert isinstance(kept, Seq) and list(kept.items) == items  # each argument one item, in order
