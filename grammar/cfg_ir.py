@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from guided.errors import GrammarError
-from guided.grammar.regex_ast import EMPTY, EPSILON, Node, alt, repeat, seq
+from guided.grammar.regex_ast import EMPTY, EPSILON, Node, alt, flat_seq, repeat, seq
 
 __all__ = [
     "Terminal",
@@ -328,7 +328,7 @@ class GrammarBuilder:
 
     def _flush(self, run: list[Node], out: list[str]) -> None:
         if run:
-            node = seq(*run)
+            node = flat_seq(*run)  # (a run grouped by ``cat`` is the terminal it is ungrouped)
             run.clear()
             if node != EPSILON:
                 out.append(self.terminal_for(node))

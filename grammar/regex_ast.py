@@ -36,6 +36,7 @@ __all__ = [
     "literal",
     "seq",
     "cat",
+    "flat_seq",
     "alt",
     "repeat",
     "intersect",
@@ -566,6 +567,24 @@ def cat(*items: Node) -> Node:
         else:
             kept.append(it)
     return kept[0] if len(kept) == 1 else Seq(tuple(kept))
+
+
+def flat_seq(*items: Node) -> Node:
+    """``seq(*items)`` with sequences inside sequence items expanded too, at every depth (``cat``'s
+    nesting undone): one node for the same run of items however it was grouped, where a node is a
+    key by its structure (a context-free grammar's terminals)."""
+    flat: list[Node] = []
+    stack = list(reversed(items))
+    while stack:
+        it = stack.pop()
+        cls = it.__class__
+        if cls is Seq:
+            stack.extend(reversed(it.items))
+        elif it is EMPTY or (cls is Alt and not it.items):
+            return EMPTY
+        else:
+            flat.append(it)
+    return flat[0] if len(flat) == 1 else Seq(tuple(flat))
 
 
 def alt(*items: Node) -> Node:

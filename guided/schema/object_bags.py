@@ -50,7 +50,8 @@ def bag(lowering: SchemaLowering, slots: list[tuple[Node, bool]], other: Node, l
     # once the count no longer matters: any members, each unseen required name taken at some point
     free: dict[int, Node] = {}
     for seen in range(full, -1, -1):  # supersets first
-        taken = [cat(sep, required[i], free[seen | 1 << i]) for i in range(n) if not seen >> i & 1]
+        # (the separator's own items stay in the sequence, where a grammar with holes cuts terminals at it)
+        taken = [seq(sep, cat(required[i], free[seen | 1 << i])) for i in range(n) if not seen >> i & 1]
         free[seen] = seq(repeat(seq(sep, generic(seen))), alt(EPSILON if seen == full else EMPTY, *taken))
     if hi is None and lo <= 1:
         start = choices(0, lambda s: free[s])

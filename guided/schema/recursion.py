@@ -35,6 +35,7 @@ from guided.grammar.regex_ast import (
     Seq,
     TrieLeft,
     alt,
+    flat_seq,
     repeat,
     seq,
 )
@@ -299,15 +300,31 @@ class SchemaCfg:
     def _sequence(self, node: Seq, owner: str):
         """A sequence with a hole: the hole-free items between those with a hole (most items are:
         characters, literals) go to terminals as runs of nodes, without a look at each."""
-        items, flush = node.items, self.builder._flush
         out: list[str] = []
         run: list[Node] = []
-        regular = True  # every item so far is a regular piece (then nothing is flushed yet)
+        if self._spell(node, owner, run, out):  # every hole below was under an intersection on_meet replaced
+            return seq(*run)
+        self.builder._flush(run, out)
+        return out
+
+    def _spell(self, node: Seq, owner: str, run: list[Node], out: list[str]) -> bool:
+        """The items of a sequence with a hole into ``run`` (regular pieces) and ``out`` (symbols,
+        the run flushed before them); whether every piece was regular. A sequence item with a hole
+        and no other parent (an object's member kept whole by ``cat``) is spelled in place, as the
+        items ``seq`` would have put there: its first and last regular items join their neighbours'
+        terminals (a member's name and colon, and the bracket its value opens)."""
+        items, flush = node.items, self.builder._flush
+        regular = True
         start = 0
         for i in self._holey(node):
             run += items[start:i]
             start = i + 1
-            got = self._conv(items[i], owner)
+            x = items[i]
+            if x.__class__ is Seq and self._parents.get(id(x), 0) <= 1:
+                self._steps += 1
+                regular = self._spell(x, owner, run, out) and regular
+                continue
+            got = self._conv(x, owner)
             if got.__class__ is list or got.__class__ is dict:
                 flush(run, out)
                 out += self._as_symbols(got, owner)
@@ -315,10 +332,7 @@ class SchemaCfg:
             else:
                 run.append(got)
         run += items[start:]
-        if regular:  # every hole below was under an intersection that on_meet replaced
-            return seq(*run)
-        flush(run, out)
-        return out
+        return regular
 
     def _alternatives(self, node: Alt, owner: str):
         """A union with a hole: its alternatives (a union among them flattened), or a regular piece
@@ -397,7 +411,7 @@ class _HoleRules(GrammarBuilder):
         key = tuple(map(id, run))
         hit = self._runs.get(key)
         if hit is None:
-            names = tuple(self.terminal_for(p) for p in self._pieces(seq(*run)))
+            names = tuple(self.terminal_for(p) for p in self._pieces(flat_seq(*run)))  # (one terminal per run)
             hit = self._runs[key] = (tuple(run), names)
         run.clear()
         out.extend(hit[1])
