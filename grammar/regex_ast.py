@@ -574,18 +574,18 @@ def flat_seq(*items: Node) -> Node:
     """``seq(*items)`` with sequences inside sequence items expanded too, at every depth (``cat``'s
     nesting undone): one node for the same run of items however it was grouped, where a node is a
     key by its structure (a context-free grammar's terminals)."""
-    flat: list[Node] = []
+    return seq(*_unnested(items))
+
+
+def _unnested(items):
+    """The items, each sequence among them (at any depth) replaced by its own items, in order."""
     stack = list(reversed(items))
     while stack:
         it = stack.pop()
-        cls = it.__class__
-        if cls is Seq:
+        if it.__class__ is Seq:
             stack.extend(reversed(it.items))
-        elif it is EMPTY or (cls is Alt and not it.items):
-            return EMPTY
         else:
-            flat.append(it)
-    return flat[0] if len(flat) == 1 else Seq(tuple(flat))
+            yield it
 
 
 def alt(*items: Node) -> Node:

@@ -13,9 +13,10 @@ writes the comma before one) is allowed only while some name not yet written can
 declared one, or a fresh undeclared one (at bag places every undeclared name is alike; elsewhere
 the grammar is searched along the written names' spellings), asked of the grammar by walking its
 automaton from the state after the token. (A name cut inside an escape is not checked until the
-next token; one cut inside a multi-byte character is compared by its bytes.) That holds for a token that begins a name too, after a comma
-or closing brackets: one that stops inside a name only written names begin with is a dead end, even
-where names not written are known to fit (``_begun_written``).
+next token; one cut inside a multi-byte character is compared by its bytes.) That holds for a token
+that begins a name too, after a comma or closing brackets: one that stops inside a name only
+written names begin with is a dead end, even where names not written are known to fit
+(``_begun_written``).
 
 Required names (``KeyOrder.matcher_required``): where the grammar's bag leaves them to the matcher,
 a token that closes an object before each of its required names is written is refused: those whose
